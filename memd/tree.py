@@ -1,0 +1,218 @@
+"""Where things are: the `$DEEPCODE_HOME` tree of SPEC §1, project keys (§1.1), discovery.
+
+Discovery only lists paths; it never reads transcript content except the first
+record of a stray `agent-*.jsonl`, which says which session it belongs to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_HOME = "~/.deepcode"
+KEY_MAX = 200
+KEY_KEEP = 180
+_UNSAFE = re.compile(r"[^A-Za-z0-9]")
+_SESSION_SUFFIXES = (".jsonl",)
+
+
+def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The home memd works on: `--home`, else `$DEEPCODE_HOME`, else `~/.deepcode`."""
+    raw = explicit or os.environ.get("DEEPCODE_HOME") or DEFAULT_HOME
+    return Path(raw).expanduser().absolute()
+
+
+@dataclass(frozen=True)
+class Home:
+    """The paths of SPEC §1 under one home. Pure: nothing here touches the disk."""
+
+    root: Path
+
+    @property
+    def settings_file(self) -> Path:
+        return self.root / "settings.json"
+
+    @property
+    def global_memory(self) -> Path:
+        return self.root / "memory"
+
+    @property
+    def projects(self) -> Path:
+        return self.root / "projects"
+
+    @property
+    def memd_dir(self) -> Path:
+        return self.root / "memd"
+
+    @property
+    def state_db(self) -> Path:
+        return self.memd_dir / "state.sqlite"
+
+    @property
+    def search_db(self) -> Path:
+        return self.memd_dir / "search.sqlite"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.memd_dir / "locks"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.memd_dir / "logs"
+
+    @property
+    def log_file(self) -> Path:
+        return self.logs_dir / "memd.jsonl"
+
+    @property
+    def history_dir(self) -> Path:
+        return self.memd_dir / "history"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.memd_dir / "daemon.json"
+
+    @property
+    def drawer_render(self) -> Path:
+        """What agents inject at session start (§6.2): beside the drawer, not in it."""
+        return self.root / "memory.md"
+
+    def project_dir(self, key: str) -> Path:
+        return self.projects / key
+
+    def project_memory(self, key: str) -> Path:
+        return self.projects / key / "memory"
+
+    def summary_file(self, key: str, session_id: str) -> Path:
+        return self.projects / key / session_id / "session-memory" / "summary.md"
+
+
+def find_repo_root(path: str | os.PathLike[str]) -> Path:
+    """Nearest ancestor holding `.git` (directory or file); else the path itself (§1.1)."""
+    start = Path(path).expanduser().absolute()
+    for candidate in (start, *start.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return start
+
+
+def key_for_root(root: str | os.PathLike[str]) -> str:
+    """The project key of an absolute root path (§1.1)."""
+    text = str(root)
+    key = _UNSAFE.sub("-", text)
+    if len(key) > KEY_MAX:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+        key = f"{key[:KEY_KEEP]}-{digest}"
+    return key
+
+
+def project_key(path: str | os.PathLike[str]) -> str:
+    """The key of the project a working directory belongs to."""
+    return key_for_root(find_repo_root(path))
+
+
+@dataclass
+class SessionFile:
+    """One session: its main transcript and the sub-agent transcripts attached to it."""
+
+    key: str
+    session_id: str
+    path: Path
+    subagents: list[Path] = field(default_factory=list)
+
+
+def _is_subagent_name(path: Path) -> bool:
+    return path.name.startswith("agent-")
+
+
+def _first_session_id(path: Path) -> str | None:
+    """The `sessionId` of a stray sub-agent file's first record (2.0.x layout)."""
+    import orjson
+
+    try:
+        with open(path, "rb") as fh:
+            for _ in range(5):
+                line = fh.readline(1 << 20)
+                if not line:
+                    return None
+                try:
+                    rec = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(rec, dict) and isinstance(rec.get("sessionId"), str):
+                    return rec["sessionId"]
+    except OSError:
+        return None
+    return None
+
+
+def discover_sessions(home: Home, key: str | None = None) -> list[SessionFile]:
+    """Main transcripts of every project (or one), with their sub-agent files attached.
+
+    Sub-agent transcripts are never sessions: `<sid>/subagents/agent-*.jsonl`
+    (2.1.x) belong to `<sid>`; `agent-*.jsonl` beside the sessions (2.0.x) belong
+    to the session their records name. MewCode sessions live under
+    `projects/<key>/.mewcode/sessions/` when a home is laid out that way.
+    Unreadable directories are skipped; the caller's scan reports them.
+    """
+    sessions: list[SessionFile] = []
+    keys = [key] if key else list_project_keys(home)
+    for k in keys:
+        sessions.extend(_sessions_of_project(home, k))
+    return sessions
+
+
+def list_project_keys(home: Home) -> list[str]:
+    try:
+        with os.scandir(home.projects) as it:
+            return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+
+
+def _sessions_of_project(home: Home, key: str) -> list[SessionFile]:
+    pdir = home.project_dir(key)
+    by_id: dict[str, SessionFile] = {}
+    strays: list[Path] = []
+    for d in (pdir, pdir / ".mewcode" / "sessions"):
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            if not e.name.endswith(_SESSION_SUFFIXES) or not e.is_file(follow_symlinks=False):
+                continue
+            p = Path(e.path)
+            if _is_subagent_name(p):
+                strays.append(p)
+                continue
+            sid = p.name[: -len(".jsonl")]
+            by_id[sid] = SessionFile(key, sid, p)
+    for sid, sf in by_id.items():
+        subdir = pdir / sid / "subagents"
+        try:
+            sf.subagents = sorted(
+                Path(e.path)
+                for e in os.scandir(subdir)
+                if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False)
+            )
+        except OSError:
+            pass
+    for p in sorted(strays):
+        owner = _first_session_id(p)
+        if owner in by_id:
+            by_id[owner].subagents.append(p)
+    return sorted(by_id.values(), key=lambda s: s.session_id)
+
+
+def list_memory_dirs(home: Home) -> list[tuple[str, str | None, Path]]:
+    """Every memory directory: ("global", None, path) and ("project", key, path)."""
+    out: list[tuple[str, str | None, Path]] = [("global", None, home.global_memory)]
+    for k in list_project_keys(home):
+        mdir = home.project_memory(k)
+        if mdir.is_dir() and not mdir.is_symlink():
+            out.append(("project", k, mdir))
+    return out
