@@ -1,0 +1,3 @@
+from memd.cli import main
+
+main()

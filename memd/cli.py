@@ -1,0 +1,95 @@
+"""The one `memd` command. Every read command takes `--json`; its fields are documented
+in the README and are a stable interface. Imports are lazy so `memd --help` and
+`memd status` start fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memd import __version__
+from memd.errors import MemdError
+
+F = Callable[..., Any]
+
+
+def _home_callback(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.ensure_object(dict)["home"] = value
+
+
+HOME_HELP = "The agent home to work on (default $DEEPCODE_HOME, else ~/.deepcode)."
+
+
+def home_option(f: F) -> F:
+    """`--home` on every command as well as on the group, so it may come anywhere."""
+    return click.option(
+        "--home", "home_opt", expose_value=False, callback=_home_callback, help=HOME_HELP,
+        type=click.Path(file_okay=False), is_eager=True,
+    )(f)  # fmt: skip
+
+
+def get_home(ctx: click.Context) -> Any:
+    from memd.tree import Home, resolve_home
+
+    obj = ctx.find_root().ensure_object(dict)
+    return Home(resolve_home(obj.get("home")))
+
+
+def json_out(data: Any) -> None:
+    import orjson
+
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def handles_errors(f: F) -> F:
+    """Expected failures become one line on stderr and their exit code; bugs keep their traceback."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from memd.state import StateError
+
+        try:
+            return f(*args, **kwargs)
+        except (MemdError, StateError) as exc:
+            click.echo(f"memd: {exc}", err=True)
+            sys.exit(getattr(exc, "exit_code", 1))
+        except Exception as exc:  # noqa: BLE001 - other expected errors carry exit_code
+            code = getattr(exc, "exit_code", None)
+            if code is None:
+                raise
+            click.echo(f"memd: {exc}", err=True)
+            sys.exit(code)
+
+    return wrapper
+
+
+def command(*dargs: Any, **dkwargs: Any) -> Callable[[F], click.Command]:
+    """A `memd` sub-command with `--home` and one-line error handling."""
+
+    def deco(f: F) -> click.Command:
+        return main.command(*dargs, **dkwargs)(home_option(handles_errors(f)))
+
+    return deco
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="memd")
+@home_option
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """memd keeps a coding agent's long-term memory in shape in the background.
+
+    Exit codes: 0 ok, 1 error, 2 usage, 3 already running, 4 model API,
+    5 configuration, 75 busy (a lock was held; try again).
+    """
+    ctx.ensure_object(dict)
+
+
+from memd import cli_foundation  # noqa: E402,F401  (registers commands)

@@ -1,0 +1,237 @@
+"""Commands over the tree, the settings and the ledger: key, config, scan, sessions, pause."""
+
+from __future__ import annotations
+
+import sys
+
+from typing import Any
+
+import click
+
+from memd.cli import command, get_home, json_out
+
+
+@command("key")
+@click.argument("path", required=False, type=click.Path())
+def key_cmd(path: str | None) -> None:
+    """Print the project key of PATH (default: the current directory)."""
+    from memd.tree import project_key
+
+    click.echo(project_key(path or "."))
+
+
+@command("config")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.option("--check", is_flag=True, help="Exit 5 listing problems if any field is invalid.")
+@click.pass_context
+def config_cmd(ctx: click.Context, as_json: bool, check: bool) -> None:
+    """Print the effective settings (settings.json's `memory` and `memd` objects, with defaults)."""
+    from memd import settings as st
+
+    home = get_home(ctx)
+    s = st.load(home.settings_file)
+    if check:
+        for w in s.warnings:
+            click.echo(w, err=True)
+        if s.warnings:
+            sys.exit(5)
+        click.echo(f"{home.settings_file}: ok")
+        return
+    if as_json:
+        json_out({**s.as_dict(), "warnings": s.warnings, "file": str(home.settings_file)})
+        return
+    for w in s.warnings:
+        click.echo(f"warning: {w}", err=True)
+    _print_tree(s.as_dict())
+
+
+def _print_tree(d: dict[str, Any], prefix: str = "") -> None:
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _print_tree(v, f"{prefix}{k}.")
+        else:
+            click.echo(f"{prefix}{k} = {v!r}" if isinstance(v, str) else f"{prefix}{k} = {str(v).lower() if isinstance(v, bool) else v}")
+
+
+def scan_home(home: Any, *, key: str | None = None, progress: bool = False, log: Any = None) -> dict[str, Any]:
+    """Ingest whatever is new in every session (or one project's); returns totals."""
+    from memd import ledger, state
+    from memd.clock import iso, system_clock
+    from memd.tree import discover_sessions
+
+    conn = state.connect(home.state_db)
+    try:
+        sessions = discover_sessions(home, key)
+        todo = [sf for sf in sessions if ledger.needs_read(conn, sf)]
+        totals: dict[str, Any] = {"sessions": len(sessions), "read": 0, "bytes": 0, "records": 0, "problems": 0}
+        bar = _bar(todo) if progress else None
+        for sf in todo:
+            r = ledger.ingest(conn, sf, iso(system_clock()), log)
+            totals["read"] += 1
+            totals["bytes"] += r.bytes_read
+            totals["records"] += r.records
+            totals["problems"] += len(r.problems)
+            if bar is not None:
+                bar.update(_size(sf))
+        if bar is not None:
+            bar.render_finish()
+        return totals
+    finally:
+        conn.close()
+
+
+def _size(sf: Any) -> int:
+    import os
+
+    total = 0
+    for p in [sf.path, *sf.subagents]:
+        try:
+            total += os.stat(p).st_size
+        except OSError:
+            pass
+    return total
+
+
+def _bar(todo: list[Any]) -> Any:
+    """A progress bar only on a terminal and only when there is much to read."""
+    if not sys.stderr.isatty():
+        return None
+    total = sum(_size(sf) for sf in todo)
+    if total < 32 << 20:
+        return None
+    bar = click.progressbar(length=total, label="reading transcripts", file=sys.stderr)
+    bar.__enter__()
+    return bar
+
+
+@command("scan")
+@click.option("--project", "key", help="Only this project key.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
+    """Ingest whatever is new in the transcripts, once."""
+    from memd.logs import configure, get_logger
+
+    home = get_home(ctx)
+    configure(home, level="warning", stderr=True, file=True)
+    totals = scan_home(home, key=key, progress=not as_json, log=get_logger("memd.scan"))
+    if as_json:
+        json_out(totals)
+    else:
+        mb = totals["bytes"] / 1e6
+        click.echo(
+            f"scanned {totals['sessions']} sessions: {totals['read']} with new bytes, "
+            f"{mb:.1f} MB, {totals['records']} records, {totals['problems']} problems"
+        )
+
+
+SESSION_FIELDS = (
+    "key", "session_id", "format", "path", "bytes_read", "records", "bad_lines", "human_turns",
+    "assistant_turns", "tool_calls", "tool_calls_pending", "tokens", "usage", "compactions", "paused",
+    "first_ts", "last_ts", "safe_offset", "natural_break",
+)  # fmt: skip
+
+
+def session_json(row: Any) -> dict[str, Any]:
+    """One session as `memd sessions --json` prints it (a stable interface)."""
+    from memd.ledger import effective_pause
+    from memd.transcripts import tokens_of
+
+    return {
+        "key": row["key"],
+        "session_id": row["session_id"],
+        "format": row["format"],
+        "path": row["path"],
+        "bytes_read": row["bytes_read"],
+        "records": row["records"],
+        "bad_lines": row["bad_lines"],
+        "human_turns": row["human_turns"],
+        "assistant_turns": row["assistant_turns"],
+        "tool_calls": row["tool_calls"],
+        "tool_calls_pending": row["tool_pending"],
+        "tokens": tokens_of(row["conv_chars"]),
+        "usage": {
+            "input": row["usage_input"],
+            "output": row["usage_output"],
+            "cache_creation": row["usage_cache_creation"],
+            "cache_read": row["usage_cache_read"],
+        },
+        "compactions": row["compactions"],
+        "paused": effective_pause(row),
+        "first_ts": row["first_ts"],
+        "last_ts": row["last_ts"],
+        "safe_offset": row["safe_offset"],
+        "natural_break": bool(row["natural_break"]),
+    }
+
+
+@command("sessions")
+@click.option("--project", "key", help="Only this project key.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--no-scan", is_flag=True, help="Show the ledger as it is, without reading new bytes first.")
+@click.pass_context
+def sessions_cmd(ctx: click.Context, key: str | None, as_json: bool, no_scan: bool) -> None:
+    """One row per session: turns, tool calls, tokens, usage, compactions, pause."""
+    from memd import ledger, state
+
+    home = get_home(ctx)
+    if not no_scan:
+        scan_home(home, key=key)
+    conn = state.connect(home.state_db)
+    rows = [session_json(r) for r in ledger.session_rows(conn, key)]
+    conn.close()
+    if as_json:
+        json_out(rows)
+        return
+    if not rows:
+        click.echo(f"no sessions under {home.projects}")
+        return
+    click.echo(f"{'SESSION':<38} {'FMT':<7} {'HUMAN':>5} {'ASST':>5} {'TOOLS':>5} {'TOKENS':>8} {'IN+OUT':>9} {'CMP':>3}  PAUSED")
+    last_key = None
+    for r in rows:
+        if r["key"] != last_key:
+            click.echo(f"[{r['key']}]")
+            last_key = r["key"]
+        used = r["usage"]["input"] + r["usage"]["output"]
+        pend = f"+{r['tool_calls_pending']}" if r["tool_calls_pending"] else ""
+        click.echo(
+            f"{r['session_id'][:38]:<38} {r['format'] or '-':<7} {r['human_turns']:>5} {r['assistant_turns']:>5} "
+            f"{str(r['tool_calls']) + pend:>5} {r['tokens']:>8} {used:>9} {r['compactions']:>3}  {'yes' if r['paused'] else ''}"
+        )
+
+
+def _set_pause(ctx: click.Context, session_id: str, key: str | None, paused: bool) -> None:
+    from memd import ledger, state
+    from memd.clock import iso, system_clock
+    from memd.errors import UsageError
+
+    home = get_home(ctx)
+    scan_home(home, key=key)
+    conn = state.connect(home.state_db)
+    try:
+        n = ledger.set_cli_pause(conn, key, session_id, paused, iso(system_clock()))
+    finally:
+        conn.close()
+    if n == 0:
+        raise UsageError(f"no session {session_id!r}" + (f" in project {key}" if key else "") + " (see `memd sessions`)")
+    click.echo(f"{'paused' if paused else 'resumed'} memory extraction for session {session_id}")
+
+
+@command("pause")
+@click.argument("session_id")
+@click.option("--project", "key", help="Project key, when one id exists in several projects.")
+@click.pass_context
+def pause_cmd(ctx: click.Context, session_id: str, key: str | None) -> None:
+    """Pause memory extraction for a session (summaries go on)."""
+    _set_pause(ctx, session_id, key, True)
+
+
+@command("resume")
+@click.argument("session_id")
+@click.option("--project", "key")
+@click.pass_context
+def resume_cmd(ctx: click.Context, session_id: str, key: str | None) -> None:
+    """Resume memory extraction for a session."""
+    _set_pause(ctx, session_id, key, False)
+
+

@@ -1,0 +1,357 @@
+"""The transcript ledger: reads only new bytes of each session and keeps its counters.
+
+The rule that makes restarts exact: a session's counters, its files' offsets,
+its newly seen tool ids and usage entries are written in one transaction, so the
+stored offset always matches the counters. Two ingesters racing on one session
+(the daemon and `memd scan`) cannot both count a span: the commit re-checks the
+offsets it started from and the loser starts over.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from memd.transcripts import Folder, Tally, UsageBook, read_lines
+from memd.tree import SessionFile
+
+MAX_BAD_LINE_LOGS = 5
+SESSION_COLUMNS = (
+    "records", "human_turns", "assistant_turns", "tool_calls", "conv_chars", "compactions",
+    "last_compaction_offset", "pause_toggled_ts", "pause_offset", "first_ts", "last_ts",
+    "safe_offset", "safe_human_turns", "safe_conv_chars", "safe_tool_calls",
+)  # fmt: skip
+
+
+@dataclass
+class FileProblem:
+    path: str
+    line: int | None
+    reason: str
+
+
+@dataclass
+class IngestResult:
+    """What one ingest of one session did: bytes read, records folded, problems met."""
+
+    key: str
+    session_id: str
+    bytes_read: int = 0
+    records: int = 0
+    reset: bool = False
+    changed: bool = False
+    problems: list[FileProblem] = field(default_factory=list)
+
+
+@dataclass
+class _FileRow:
+    path: str
+    role: str
+    dev: int = 0
+    inode: int = 0
+    size: int = 0
+    mtime_ns: int = 0
+    offset: int = 0
+    line_no: int = 0
+    bad_lines: int = 0
+    format: str | None = None
+    known: bool = False
+
+
+class _Retry(Exception):
+    """Another ingester moved this session's offsets while we read."""
+
+
+def _session_row(conn: sqlite3.Connection, sf: SessionFile) -> sqlite3.Row:
+    row = conn.execute(
+        "SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)
+    ).fetchone()
+    if row is None:
+        conn.execute(
+            "INSERT OR IGNORE INTO sessions(key, session_id, path) VALUES (?, ?, ?)",
+            (sf.key, sf.session_id, str(sf.path)),
+        )
+        row = conn.execute(
+            "SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)
+        ).fetchone()
+    return row
+
+
+def _file_rows(conn: sqlite3.Connection, sid: int, sf: SessionFile) -> list[_FileRow]:
+    known = {r["path"]: r for r in conn.execute("SELECT * FROM files WHERE session=?", (sid,))}
+    out = []
+    for path, role in [(sf.path, "main"), *((p, "sub") for p in sf.subagents)]:
+        r = known.get(str(path))
+        if r is None:
+            out.append(_FileRow(str(path), role))
+        else:
+            out.append(
+                _FileRow(
+                    str(path), role, r["dev"], r["inode"], r["size"], r["mtime_ns"], r["offset"],
+                    r["line_no"], r["bad_lines"], r["format"], True,
+                )  # fmt: skip
+            )
+    return out
+
+
+def _tally_of(row: sqlite3.Row) -> Tally:
+    carry = orjson.loads(row["carry"] or "{}")
+    t = Tally(**{c: row[c] for c in SESSION_COLUMNS})
+    t.paused = bool(row["paused_transcript"])
+    t.natural_break = bool(row["natural_break"])
+    t.is_subagent = bool(row["is_subagent"])
+    t.kind_decided = bool(row["kind_decided"])
+    t.pending = list(carry.get("pending", []))
+    t.last_msg_id = carry.get("last_msg_id")
+    return t
+
+
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
+def needs_read(conn: sqlite3.Connection, sf: SessionFile) -> bool:
+    """Cheap check (stat only) whether a session has bytes the ledger has not seen."""
+    rows = {
+        r["path"]: r
+        for r in conn.execute(
+            "SELECT f.path, f.size, f.mtime_ns, f.inode, f.offset FROM files f JOIN sessions s "
+            "ON s.id=f.session WHERE s.key=? AND s.session_id=?",
+            (sf.key, sf.session_id),
+        )
+    }
+    for p in [sf.path, *sf.subagents]:
+        r = rows.get(str(p))
+        st = _stat(str(p))
+        if st is None:
+            continue
+        if r is None or st.st_size != r["size"] or st.st_mtime_ns != r["mtime_ns"] or st.st_ino != r["inode"]:
+            return True
+    return False
+
+
+def ingest(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: Any = None) -> IngestResult:
+    """Fold whatever is new in one session's files into the ledger."""
+    for _ in range(5):
+        try:
+            return _ingest_once(conn, sf, now_iso, log)
+        except _Retry:
+            continue
+    raise RuntimeError(f"{sf.path}: ledger kept changing under this ingest")
+
+
+def _reset_needed(files: list[_FileRow], stats: list[os.stat_result | None]) -> bool:
+    for f, st in zip(files, stats):
+        if f.known and st is not None and (st.st_ino != f.inode or st.st_dev != f.dev or st.st_size < f.offset):
+            return True
+    return False
+
+
+def _ingest_once(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: Any) -> IngestResult:
+    result = IngestResult(sf.key, sf.session_id)
+    row = _session_row(conn, sf)
+    sid = int(row["id"])
+    files = _file_rows(conn, sid, sf)
+    start_offsets = {f.path: (f.offset, f.inode) for f in files if f.known}
+    stats = [_stat(f.path) for f in files]
+    if _reset_needed(files, stats):
+        result.reset = True
+        files = [_FileRow(f.path, f.role) for f in files]
+        tally = Tally(pending=[])
+        prior = False
+    else:
+        tally = _tally_of(row)
+        tally.paused = effective_pause(row)
+        prior = any(f.offset > 0 for f in files)
+    lookup_usage, seen_tool = _lookups(conn, sid, prior)
+    book = UsageBook(lookup_usage)
+    if not result.reset:
+        book.total = [row["usage_input"], row["usage_output"], row["usage_cache_creation"], row["usage_cache_read"]]
+    new_tools: list[str] = []
+    for f, st in zip(files, stats):
+        if st is None:
+            if f.role == "main" and not f.known:
+                result.problems.append(FileProblem(f.path, None, "cannot stat (deleted or unreadable)"))
+            continue
+        if f.known and st.st_size == f.offset and st.st_mtime_ns == f.mtime_ns:
+            continue
+        folder = Folder(tally, book, seen_tool, main=f.role == "main", fmt=f.format)
+        _read_file(f, st, folder, result, log)
+        folder.finish()
+        f.format = folder.fmt
+        new_tools.extend(folder.new_tools)
+        if f.role == "main":
+            tally = folder.t
+    if not result.changed and not result.reset:
+        return result
+    _commit(conn, sid, row, files, start_offsets, tally, book, new_tools, result, now_iso)
+    return result
+
+
+def _lookups(conn: sqlite3.Connection, sid: int, prior: bool) -> tuple[Any, Any]:
+    """DB look-ups for ids seen in earlier reads; none needed on a first read."""
+    if not prior:
+        return None, lambda _tid: False
+
+    def usage(mid: str) -> tuple[int, tuple[int, int, int, int]] | None:
+        r = conn.execute(
+            "SELECT prio, input, output, cache_creation, cache_read FROM usage_msgs WHERE session=? AND msg_id=?",
+            (sid, mid),
+        ).fetchone()
+        return None if r is None else (r[0], (r[1], r[2], r[3], r[4]))
+
+    def tool(tid: str) -> bool:
+        return conn.execute("SELECT 1 FROM seen_tools WHERE session=? AND tool_id=?", (sid, tid)).fetchone() is not None
+
+    return usage, tool
+
+
+def _read_file(f: _FileRow, st: os.stat_result, folder: Folder, result: IngestResult, log: Any) -> None:
+    logged = 0
+    start = f.offset
+    try:
+        for line in read_lines(f.path, f.offset, f.line_no + 1):
+            f.offset = line.end
+            f.line_no = line.number
+            result.changed = True
+            if not line.data.strip():
+                continue
+            try:
+                rec = orjson.loads(line.data)
+            except orjson.JSONDecodeError as exc:
+                f.bad_lines += 1
+                if log is not None and logged < MAX_BAD_LINE_LOGS:
+                    logged += 1
+                    reason = str(exc).split(":", 1)[0][:120]
+                    log.warning("transcript.line_skipped", file=f.path, line=line.number, reason=reason)
+                result.problems.append(FileProblem(f.path, line.number, "unparseable line"))
+                continue
+            result.records += 1
+            folder.feed(rec, line.end)
+    except OSError as exc:
+        result.problems.append(FileProblem(f.path, None, f"read failed: {exc.strerror or exc}"))
+        if log is not None:
+            log.warning("transcript.read_failed", file=f.path, reason=str(exc.strerror or exc))
+    result.bytes_read += f.offset - start
+    f.dev, f.inode, f.size, f.mtime_ns = st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+    if f.offset < st.st_size:
+        # An unterminated tail: remember the size we saw so the next stat still
+        # notices growth, but never the mtime, so a rewrite of the tail is read.
+        f.mtime_ns = -1
+
+
+def _commit(
+    conn: sqlite3.Connection,
+    sid: int,
+    row: sqlite3.Row,
+    files: list[_FileRow],
+    start_offsets: dict[str, tuple[int, int]],
+    tally: Tally,
+    book: UsageBook,
+    new_tools: list[str],
+    result: IngestResult,
+    now_iso: str,
+) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = {
+            r["path"]: (r["offset"], r["inode"]) for r in conn.execute("SELECT path, offset, inode FROM files WHERE session=?", (sid,))
+        }
+        if current != start_offsets:
+            raise _Retry
+        if result.reset:
+            conn.execute("DELETE FROM files WHERE session=?", (sid,))
+            conn.execute("DELETE FROM seen_tools WHERE session=?", (sid,))
+            conn.execute("DELETE FROM usage_msgs WHERE session=?", (sid,))
+        _write_session(conn, sid, files, tally, book, now_iso)
+        for f in files:
+            conn.execute(
+                "INSERT INTO files(path, session, role, dev, inode, size, mtime_ns, offset, line_no, bad_lines, format) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET session=excluded.session, "
+                "role=excluded.role, dev=excluded.dev, inode=excluded.inode, size=excluded.size, "
+                "mtime_ns=excluded.mtime_ns, offset=excluded.offset, line_no=excluded.line_no, "
+                "bad_lines=excluded.bad_lines, format=excluded.format",
+                (f.path, sid, f.role, f.dev, f.inode, f.size, f.mtime_ns, f.offset, f.line_no, f.bad_lines, f.format),
+            )
+        conn.executemany("INSERT OR IGNORE INTO seen_tools(session, tool_id) VALUES (?, ?)", [(sid, t) for t in new_tools])
+        conn.executemany(
+            "INSERT OR REPLACE INTO usage_msgs(session, msg_id, prio, input, output, cache_creation, cache_read) "
+            "VALUES (?,?,?,?,?,?,?)",
+            [(sid, m, book.entries[m][0], *book.entries[m][1]) for m in book.dirty],
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _write_session(
+    conn: sqlite3.Connection, sid: int, files: list[_FileRow], t: Tally, book: UsageBook, now_iso: str
+) -> None:
+    main = files[0]
+    values: dict[str, Any] = {c: getattr(t, c) for c in SESSION_COLUMNS}
+    values.update(
+        format=main.format,
+        is_subagent=int(t.is_subagent),
+        kind_decided=int(t.kind_decided),
+        bad_lines=sum(f.bad_lines for f in files),
+        tool_pending=len(t.pending),
+        paused_transcript=int(t.paused),
+        natural_break=int(t.natural_break),
+        carry=orjson.dumps(t.to_carry()).decode(),
+        usage_input=book.total[0],
+        usage_output=book.total[1],
+        usage_cache_creation=book.total[2],
+        usage_cache_read=book.total[3],
+        bytes_read=sum(f.offset for f in files),
+        path=main.path,
+        updated_at=now_iso,
+    )
+    cols = ", ".join(f"{k}=?" for k in values)
+    conn.execute(f"UPDATE sessions SET {cols} WHERE id=?", (*values.values(), sid))
+
+
+def set_cli_pause(conn: sqlite3.Connection, key: str | None, session_id: str, paused: bool, now_iso: str) -> int:
+    """Record `memd pause/resume`; returns how many sessions matched (0 = unknown id)."""
+    if key is None:
+        cur = conn.execute(
+            "UPDATE sessions SET pause_cli=?, pause_cli_ts=? WHERE session_id=?", (int(paused), now_iso, session_id)
+        )
+    else:
+        cur = conn.execute(
+            "UPDATE sessions SET pause_cli=?, pause_cli_ts=? WHERE key=? AND session_id=?",
+            (int(paused), now_iso, key, session_id),
+        )
+    return cur.rowcount
+
+
+def effective_pause(row: sqlite3.Row | dict[str, Any]) -> bool:
+    """The later word wins: the transcript's last toggle or the CLI's pause/resume."""
+    cli = row["pause_cli"]
+    if cli is None:
+        return bool(row["paused_transcript"])
+    toggled = row["pause_toggled_ts"]
+    if toggled is not None and row["pause_cli_ts"] is not None and str(toggled) > str(row["pause_cli_ts"]):
+        return bool(row["paused_transcript"])
+    return bool(cli)
+
+
+def session_rows(conn: sqlite3.Connection, key: str | None = None) -> list[sqlite3.Row]:
+    q = "SELECT * FROM sessions WHERE is_subagent=0"
+    args: tuple[Any, ...] = ()
+    if key:
+        q += " AND key=?"
+        args = (key,)
+    return list(conn.execute(q + " ORDER BY key, first_ts, session_id", args))
+
+
+def path_of(row: sqlite3.Row) -> Path:
+    return Path(row["path"])

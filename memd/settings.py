@@ -1,0 +1,192 @@
+"""Effective settings: the agent's `settings.json` `memory` object (SPEC §8) and memd's own.
+
+An invalid value never invalidates the whole configuration (§8.1): each field
+falls back to its own default and one warning names the field, the bad value and
+the default used. `load` is pure given the file's text, so tests need no files.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Field specs: (dotted path, kind, default). Kinds: bool, posint, nonnegint, str, choice:<a|b>.
+MEMORY_FIELDS: list[tuple[str, str, Any]] = [
+    ("enabled", "bool", True),
+    ("extractEveryTurns", "posint", 1),
+    ("sessionMemory.enabled", "bool", True),
+    ("sessionMemory.minInitTokens", "posint", 10000),
+    ("sessionMemory.minUpdateTokens", "posint", 5000),
+    ("sessionMemory.toolCallsBetween", "nonnegint", 3),
+    ("dream.enabled", "bool", True),
+    ("dream.minHours", "posint", 24),
+    ("dream.minSessions", "posint", 5),
+    ("global.enabled", "bool", True),
+    ("global.maxBytes", "posint", 8192),
+    ("indexConsolidation.enabled", "bool", True),
+]
+
+# memd's own settings live under "memd" in the same file; all optional (§8.2).
+MEMD_FIELDS: list[tuple[str, str, Any]] = [
+    ("provider", "choice:auto|anthropic|offline", "auto"),
+    ("smallModel", "str", "claude-haiku-4-5"),
+    ("strongModel", "str", "claude-sonnet-4-5"),
+    ("baseUrl", "str", ""),
+    ("timeoutSeconds", "posint", 60),
+    ("maxRetries", "nonnegint", 4),
+    ("dailyTokenBudget", "nonnegint", 2_000_000),
+    ("pollSeconds", "posint", 5),
+    ("forcePolling", "bool", False),
+    ("reconcileSeconds", "posint", 300),
+    ("lockTimeoutSeconds", "posint", 10),
+    ("logLevel", "choice:debug|info|warning|error", "info"),
+    ("historyKeep", "posint", 20),
+    ("dreamMaxDeleteShare", "share", 0.5),
+]
+
+
+@dataclass
+class Settings:
+    """Effective settings as nested dicts, plus the warnings that produced them."""
+
+    memory: dict[str, Any]
+    memd: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    source: str = "defaults"
+
+    def get(self, dotted: str) -> Any:
+        """`memory.dream.minHours` style access."""
+        node: Any = {"memory": self.memory, "memd": self.memd}
+        for part in dotted.split("."):
+            node = node[part]
+        return node
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"memory": self.memory, "memd": self.memd}
+
+
+class SettingsError(Exception):
+    """A settings file that cannot be read at all (the fields then all take defaults)."""
+
+    exit_code = 5
+
+
+def _defaults(fields: list[tuple[str, str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for dotted, _kind, default in fields:
+        _put(out, dotted, copy.deepcopy(default))
+    return out
+
+
+def _put(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    for p in parts[:-1]:
+        tree = tree.setdefault(p, {})
+    tree[parts[-1]] = value
+
+
+_MISSING = object()
+
+
+def _lookup(tree: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return _MISSING
+        tree = tree[part]
+    return tree
+
+
+def check_value(kind: str, value: Any) -> str | None:
+    """Why `value` is not a valid `kind`, or None when it is."""
+    if kind == "bool":
+        return None if isinstance(value, bool) else "not true/false"
+    if kind in ("posint", "nonnegint"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "not an integer"
+        if kind == "posint" and value < 1:
+            return "not a positive integer"
+        if value < 0:
+            return "negative"
+        return None
+    if kind == "share":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "not a number"
+        return None if 0 <= value <= 1 else "not between 0 and 1"
+    if kind == "str":
+        return None if isinstance(value, str) else "not a string"
+    if kind.startswith("choice:"):
+        options = kind[len("choice:") :].split("|")
+        return None if value in options else f"not one of {', '.join(options)}"
+    raise ValueError(kind)
+
+
+def _apply(
+    section: str, raw: Any, fields: list[tuple[str, str, Any]], warnings: list[str]
+) -> dict[str, Any]:
+    out = _defaults(fields)
+    if raw is _MISSING:
+        return out
+    if not isinstance(raw, dict):
+        warnings.append(f"{section}: not an object; every field takes its default")
+        return out
+    for dotted, kind, default in fields:
+        value = _lookup(raw, dotted)
+        if value is _MISSING:
+            continue
+        why = check_value(kind, value)
+        if why is None:
+            _put(out, dotted, value)
+        else:
+            warnings.append(f"{section}.{dotted}: {_show(value)} is {why}; using default {_show(default)}")
+    return out
+
+
+def _show(value: Any) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def parse_text(text: str, source: str = "settings.json") -> Settings:
+    """Effective settings from the text of a settings file (JSON with comments)."""
+    import json5
+
+    warnings: list[str] = []
+    try:
+        data = json5.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        warnings.append(f"{source}: not valid JSON ({first}); every field takes its default")
+        data = {}
+    if not isinstance(data, dict):
+        warnings.append(f"{source}: top level is not an object; every field takes its default")
+        data = {}
+    memory = _apply("memory", data.get("memory", _MISSING), MEMORY_FIELDS, warnings)
+    memd = _apply("memd", data.get("memd", _MISSING), MEMD_FIELDS, warnings)
+    return Settings(memory=memory, memd=memd, warnings=warnings, source=source)
+
+
+def load(path: Path) -> Settings:
+    """Settings from `path`; a missing file means defaults, an unreadable one a warning."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Settings(memory=_defaults(MEMORY_FIELDS), memd=_defaults(MEMD_FIELDS))
+    except OSError as exc:
+        s = Settings(memory=_defaults(MEMORY_FIELDS), memd=_defaults(MEMD_FIELDS), source=str(path))
+        s.warnings.append(f"{path}: cannot read ({exc.strerror}); every field takes its default")
+        return s
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        s = Settings(memory=_defaults(MEMORY_FIELDS), memd=_defaults(MEMD_FIELDS), source=str(path))
+        s.warnings.append(f"{path}: not UTF-8 at byte {exc.start}; every field takes its default")
+        return s
+    return parse_text(text, source=str(path))
+
+
+def defaults() -> Settings:
+    return Settings(memory=_defaults(MEMORY_FIELDS), memd=_defaults(MEMD_FIELDS))

@@ -1,0 +1,207 @@
+"""memd's durable state: one SQLite database in WAL mode (`memd/state.sqlite`).
+
+It holds the transcript ledger (so a restart reads only new bytes), job cursors,
+job runs, model calls and problems. Schema changes are numbered migrations
+applied in order inside a transaction; `PRAGMA user_version` records the last.
+
+Readers (`memd status`, `memd sessions`) open it like writers: WAL lets them read
+while the daemon writes. A busy timeout bounds waiting on a writer.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from memd.fsutil import ensure_private_dir
+
+BUSY_TIMEOUT_MS = 5000
+
+MIGRATIONS: list[str] = [
+    # 1: the ledger, cursors, runs, model calls, problems.
+    """
+    CREATE TABLE sessions (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        format TEXT,
+        is_subagent INTEGER NOT NULL DEFAULT 0,
+        kind_decided INTEGER NOT NULL DEFAULT 0,
+        records INTEGER NOT NULL DEFAULT 0,
+        bad_lines INTEGER NOT NULL DEFAULT 0,
+        human_turns INTEGER NOT NULL DEFAULT 0,
+        assistant_turns INTEGER NOT NULL DEFAULT 0,
+        tool_calls INTEGER NOT NULL DEFAULT 0,
+        tool_pending INTEGER NOT NULL DEFAULT 0,
+        conv_chars INTEGER NOT NULL DEFAULT 0,
+        usage_input INTEGER NOT NULL DEFAULT 0,
+        usage_output INTEGER NOT NULL DEFAULT 0,
+        usage_cache_creation INTEGER NOT NULL DEFAULT 0,
+        usage_cache_read INTEGER NOT NULL DEFAULT 0,
+        compactions INTEGER NOT NULL DEFAULT 0,
+        last_compaction_offset INTEGER,
+        paused_transcript INTEGER NOT NULL DEFAULT 0,
+        pause_toggled_ts TEXT,
+        pause_offset INTEGER,
+        pause_cli INTEGER,
+        pause_cli_ts TEXT,
+        first_ts TEXT,
+        last_ts TEXT,
+        safe_offset INTEGER NOT NULL DEFAULT 0,
+        safe_human_turns INTEGER NOT NULL DEFAULT 0,
+        safe_conv_chars INTEGER NOT NULL DEFAULT 0,
+        safe_tool_calls INTEGER NOT NULL DEFAULT 0,
+        natural_break INTEGER NOT NULL DEFAULT 0,
+        carry TEXT NOT NULL DEFAULT '{}',
+        bytes_read INTEGER NOT NULL DEFAULT 0,
+        updated_at TEXT,
+        UNIQUE (key, session_id)
+    );
+    CREATE TABLE files (
+        path TEXT PRIMARY KEY,
+        session INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        role TEXT NOT NULL,
+        dev INTEGER NOT NULL DEFAULT 0,
+        inode INTEGER NOT NULL DEFAULT 0,
+        size INTEGER NOT NULL DEFAULT 0,
+        mtime_ns INTEGER NOT NULL DEFAULT 0,
+        offset INTEGER NOT NULL DEFAULT 0,
+        line_no INTEGER NOT NULL DEFAULT 0,
+        bad_lines INTEGER NOT NULL DEFAULT 0,
+        format TEXT
+    );
+    CREATE INDEX files_session ON files(session);
+    CREATE TABLE seen_tools (
+        session INTEGER NOT NULL,
+        tool_id TEXT NOT NULL,
+        PRIMARY KEY (session, tool_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE usage_msgs (
+        session INTEGER NOT NULL,
+        msg_id TEXT NOT NULL,
+        prio INTEGER NOT NULL,
+        input INTEGER NOT NULL,
+        output INTEGER NOT NULL,
+        cache_creation INTEGER NOT NULL,
+        cache_read INTEGER NOT NULL,
+        PRIMARY KEY (session, msg_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE cursors (
+        job TEXT NOT NULL,
+        target TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (job, target)
+    );
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        job TEXT NOT NULL,
+        target TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        outcome TEXT,
+        duration_ms INTEGER,
+        reason TEXT,
+        error TEXT,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX runs_job ON runs(job, id);
+    CREATE TABLE model_calls (
+        id INTEGER PRIMARY KEY,
+        ts TEXT NOT NULL,
+        day TEXT NOT NULL,
+        job TEXT NOT NULL,
+        model TEXT NOT NULL,
+        tier TEXT,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        ok INTEGER NOT NULL,
+        error TEXT
+    );
+    CREATE INDEX model_calls_day ON model_calls(day);
+    CREATE TABLE problems (
+        source TEXT NOT NULL,
+        path TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        seen_at TEXT NOT NULL,
+        PRIMARY KEY (source, path)
+    );
+    CREATE TABLE kv (
+        k TEXT PRIMARY KEY,
+        v TEXT NOT NULL
+    );
+    """,
+]
+
+
+class StateError(Exception):
+    """The state database is locked beyond the wait, corrupt, or from a newer memd."""
+
+    exit_code = 1
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open (and migrate, unless read-only) the state database."""
+    try:
+        if readonly:
+            if not path.exists():
+                raise StateError(f"{path}: no state yet (memd has not run on this home)")
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        else:
+            ensure_private_dir(path.parent)
+            new = not path.exists()
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            if new:
+                path.chmod(0o600)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        if not readonly:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            migrate(conn)
+        else:
+            _check_version(conn)
+        return conn
+    except sqlite3.DatabaseError as exc:
+        raise StateError(f"{path}: {exc} (move the file aside to start a fresh ledger)") from exc
+
+
+def _check_version(conn: sqlite3.Connection) -> int:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise StateError(f"state schema {version} is newer than this memd knows ({len(MIGRATIONS)})")
+    return int(version)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Apply the migrations this database has not seen, each in its own transaction."""
+    version = _check_version(conn)
+    for number, sql in enumerate(MIGRATIONS[version:], start=version + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] >= number:
+                conn.execute("ROLLBACK")
+                continue
+            for stmt in sql.split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            conn.execute(f"PRAGMA user_version={number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def get_kv(conn: sqlite3.Connection, k: str) -> str | None:
+    row = conn.execute("SELECT v FROM kv WHERE k=?", (k,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def set_kv(conn: sqlite3.Connection, k: str, v: str) -> None:
+    conn.execute("INSERT INTO kv(k, v) VALUES(?, ?) ON CONFLICT(k) DO UPDATE SET v=excluded.v", (k, v))
