@@ -131,6 +131,7 @@ def _apply(
     if not isinstance(raw, dict):
         warnings.append(f"{section}: not an object; every field takes its default")
         return out
+    _check_shape(section, raw, fields, warnings)
     for dotted, kind, default in fields:
         value = _lookup(raw, dotted)
         if value is _MISSING:
@@ -141,6 +142,25 @@ def _apply(
         else:
             warnings.append(f"{section}.{dotted}: {_show(value)} is {why}; using default {_show(default)}")
     return out
+
+
+def _check_shape(section: str, raw: dict[str, Any], fields: list[tuple[str, str, Any]], warnings: list[str]) -> None:
+    """Warn about groups that are not objects and about fields memd does not know (typos)."""
+    known = {d for d, _k, _v in fields}
+    groups = {d.rsplit(".", 1)[0] for d in known if "." in d}
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        for k, v in node.items():
+            dotted = f"{prefix}{k}"
+            if dotted in groups:
+                if isinstance(v, dict):
+                    walk(v, dotted + ".")
+                else:
+                    warnings.append(f"{section}.{dotted}: {_show(v)} is not an object; its fields take their defaults")
+            elif dotted not in known:
+                warnings.append(f"{section}.{dotted}: unknown field, ignored")
+
+    walk(raw, "")
 
 
 def _show(value: Any) -> str:

@@ -1,0 +1,144 @@
+"""An independent count of a transcript's facts, straight from the raw lines.
+
+Written apart from memd.transcripts on purpose (whole-file reads, stdlib json,
+no shared helpers) so that agreement between the two means something.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+PAUSE = {"/pause-memory", "/memory-pause", "/toggle-memory"}
+
+
+def _lines(path: Path) -> list[Any]:
+    raw = path.read_bytes()
+    complete = raw[: raw.rfind(b"\n") + 1] if b"\n" in raw else b""
+    out = []
+    for line in complete.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            out.append(None)
+    return out
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+    return ""
+
+
+def _result_len(c: Any) -> int:
+    if isinstance(c, str):
+        return len(c)
+    if isinstance(c, list):
+        return sum(len(b["text"]) for b in c if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+    return 0
+
+
+def _tool_len(b: dict[str, Any]) -> int:
+    return len(b.get("name") or "") + len(json.dumps(b.get("input"), separators=(",", ":"), ensure_ascii=False))
+
+
+def claude_counts(main: Path, subs: list[Path] = ()) -> dict[str, Any]:
+    recs = _lines(main)
+    good = [r for r in recs if isinstance(r, dict)]
+    human = 0
+    turn_ids: list[Any] = []
+    tool_ids: set[str] = set()
+    answered: set[str] = set()
+    chars = 0
+    compactions = 0
+    paused = False
+    for r in good:
+        t = r.get("type")
+        if t == "system" and r.get("subtype") == "compact_boundary":
+            compactions += 1
+        if t not in ("user", "assistant") or r.get("isSidechain") is True:
+            continue
+        msg = r.get("message") or {}
+        content = msg.get("content")
+        if t == "assistant":
+            mid = msg.get("id")
+            if not turn_ids or mid is None or turn_ids[-1] != mid:
+                turn_ids.append(mid)
+            if isinstance(content, str):
+                chars += len(content)
+            for b in content if isinstance(content, list) else []:
+                if b.get("type") == "text":
+                    chars += len(b.get("text") or "")
+                elif b.get("type") == "tool_use":
+                    chars += _tool_len(b)
+                    tool_ids.add(b["id"])
+            continue
+        if r.get("isCompactSummary") is True:
+            continue
+        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] if isinstance(content, list) else []
+        for b in results:
+            answered.add(b.get("tool_use_id"))
+            chars += _result_len(b.get("content"))
+        text = _text(content)
+        chars += len(text)
+        if results or r.get("isMeta") is True:
+            continue
+        s = text.strip()
+        if "<command-name>" in s:
+            name = s.split("<command-name>", 1)[1].split("</command-name>", 1)[0].strip()
+            if name in PAUSE:
+                paused = not paused
+            continue
+        if s in PAUSE:
+            paused = not paused
+            continue
+        if s.startswith("<command-") or s.startswith("<local-command-") or not s:
+            continue
+        human += 1
+    usage: dict[str, tuple[int, tuple[int, ...]]] = {}
+    anon = [0, 0, 0, 0]
+
+    def take(msg: dict[str, Any], prio: int) -> None:
+        u = msg.get("usage")
+        if not isinstance(u, dict):
+            return
+        vals = tuple(u.get(k) or 0 for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        mid = msg.get("id")
+        if not mid:
+            if prio:
+                for i in range(4):
+                    anon[i] += vals[i]
+            return
+        if mid in usage and usage[mid][0] > prio:
+            return
+        usage[mid] = (prio, vals)
+
+    for path in [main, *subs]:
+        for r in _lines(path):
+            if not isinstance(r, dict):
+                continue
+            if r.get("type") == "assistant" and isinstance(r.get("message"), dict):
+                take(r["message"], 1)
+            d = r.get("data")
+            if r.get("type") == "progress" and isinstance(d, dict) and d.get("type") == "agent_progress":
+                inner = d.get("message") or {}
+                if inner.get("type") == "assistant" and isinstance(inner.get("message"), dict):
+                    take(inner["message"], 0)
+    totals = [sum(v[1][i] for v in usage.values()) + anon[i] for i in range(4)]
+    return {
+        "records": len(good),
+        "bad_lines": len(recs) - len(good),
+        "human_turns": human,
+        "assistant_turns": len(turn_ids),
+        "tool_calls": len(tool_ids),
+        "tool_calls_pending": len(tool_ids - answered),
+        "tokens": (chars + 3) // 4,
+        "usage": dict(zip(("input", "output", "cache_creation", "cache_read"), totals)),
+        "compactions": compactions,
+        "paused": paused,
+    }

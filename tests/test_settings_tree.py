@@ -1,0 +1,118 @@
+"""Settings fallback per field (§8.1), project keys (§1.1), discovery and the CLI around them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from memd import settings as st
+from memd.tree import find_repo_root, key_for_root, project_key
+from tests.conftest import memd_cmd
+
+
+def test_defaults_need_no_file(tmp_path: Path) -> None:
+    s = st.load(tmp_path / "missing.json")
+    assert s.warnings == []
+    assert s.get("memory.sessionMemory.minInitTokens") == 10000
+    assert s.get("memory.dream.minSessions") == 5
+    assert s.get("memory.global.maxBytes") == 8192
+    assert s.get("memd.provider") == "auto"
+
+
+def test_comments_trailing_commas_and_per_field_fallback() -> None:
+    text = """
+    {
+      // master switch
+      "memory": {
+        "enabled": true,
+        "extractEveryTurns": -2,          // invalid: negative
+        "sessionMemory": {"minInitTokens": "lots", "minUpdateTokens": 2000,},
+        "dream": {"minHours": 0, "minSessions": 3},
+        "global": {"maxBytes": 4096, "enabled": "yes"},
+      },
+    }
+    """
+    s = st.parse_text(text)
+    assert s.get("memory.extractEveryTurns") == 1
+    assert s.get("memory.sessionMemory.minInitTokens") == 10000
+    assert s.get("memory.sessionMemory.minUpdateTokens") == 2000
+    assert s.get("memory.dream.minHours") == 24
+    assert s.get("memory.dream.minSessions") == 3
+    assert s.get("memory.global.maxBytes") == 4096
+    assert s.get("memory.global.enabled") is True
+    assert len(s.warnings) == 4
+    assert any("memory.extractEveryTurns: -2" in w and "default 1" in w for w in s.warnings)
+    assert any("memory.sessionMemory.minInitTokens" in w and '"lots"' in w for w in s.warnings)
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"memory": 7}', '{"memory": {"dream": []}}'])
+def test_broken_files_fall_back_whole_with_a_warning(text: str) -> None:
+    s = st.parse_text(text)
+    assert s.get("memory.dream.minHours") == 24
+    assert s.warnings
+
+
+def test_project_key_rules(tmp_path: Path) -> None:
+    repo = tmp_path / "my repo.v2"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src" / "deep").mkdir(parents=True)
+    assert find_repo_root(repo / "src" / "deep") == repo
+    assert project_key(repo / "src" / "deep") == project_key(repo)
+    assert project_key(repo) == str(repo).replace("/", "-").replace(" ", "-").replace(".", "-").replace("_", "-")
+    wt = tmp_path / "worktree"
+    (wt / "a").mkdir(parents=True)
+    (wt / ".git").write_text("gitdir: /elsewhere\n")  # worktrees and submodules: .git is a file
+    assert find_repo_root(wt / "a") == wt
+    plain = tmp_path / "no-repo" / "x"
+    plain.mkdir(parents=True)
+    assert find_repo_root(plain) == plain
+
+
+def test_long_keys_are_cut_and_hashed() -> None:
+    long = "/" + "/".join(["segment"] * 40)
+    key = key_for_root(long)
+    assert len(key) == 180 + 1 + 8 and key.startswith(key_for_root(long)[:180])
+    assert key != key_for_root(long + "x")
+    assert key_for_root("/a/b") == "-a-b"
+
+
+def _memd(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*memd_cmd(), "--home", str(home), *args], capture_output=True, text=True)
+
+
+def test_cli_config_check_and_json(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    home.mkdir()
+    r = _memd(home, "config", "--check")
+    assert r.returncode == 0, r.stderr
+    (home / "settings.json").write_text('{"memory": {"extractEveryTurns": "x"}}')
+    r = _memd(home, "config", "--check")
+    assert r.returncode == 5 and "memory.extractEveryTurns" in r.stderr
+    r = _memd(home, "config", "--json")
+    data = json.loads(r.stdout)
+    assert data["memory"]["extractEveryTurns"] == 1 and data["warnings"]
+
+
+def test_cli_key_and_home_on_the_subcommand(tmp_path: Path) -> None:
+    r = subprocess.run([*memd_cmd(), "key", str(tmp_path)], capture_output=True, text=True)
+    assert r.stdout.strip() == key_for_root(tmp_path)
+    home = tmp_path / "h2"
+    r = subprocess.run([*memd_cmd(), "sessions", "--home", str(home), "--json"], capture_output=True, text=True)
+    assert r.returncode == 0 and json.loads(r.stdout) == []
+
+
+def test_cli_sessions_pause_resume(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    d = home / "projects" / "k"
+    d.mkdir(parents=True)
+    (d / "s1.jsonl").write_text(json.dumps({"type": "user", "uuid": "u", "message": {"role": "user", "content": "hi"}}) + "\n")
+    assert _memd(home, "pause", "s1").returncode == 0
+    rows = json.loads(_memd(home, "sessions", "--json").stdout)
+    assert rows[0]["paused"] is True and rows[0]["human_turns"] == 1
+    assert _memd(home, "resume", "s1").returncode == 0
+    assert json.loads(_memd(home, "sessions", "--json").stdout)[0]["paused"] is False
+    r = _memd(home, "pause", "nope")
+    assert r.returncode == 2 and "no session 'nope'" in r.stderr
