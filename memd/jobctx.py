@@ -1,0 +1,114 @@
+"""What a job gets and gives back: its target, its context, its result.
+
+A job module in `jobs/` knows *what* to do; `memd.runner` decides *under which
+lock*, records the run and turns exceptions into outcomes. The contract of a
+job module (see `memd.registry`):
+
+    NAME: str                      # "extract", "summary", "dream", "index"
+    TRIGGER: str                   # one line for `memd jobs`
+    NEEDS_MODEL: bool
+    def scopes(target) -> list[Scope]          # what it writes, so what it locks
+    def targets(ctx) -> list[Target]           # every target (`run-now --all`)
+    def due(ctx) -> list[Target]               # targets due now (thresholds)
+    def run(ctx, target, force) -> RunResult   # the work; force skips thresholds
+
+`due` gathers facts with I/O and decides with pure functions of those facts,
+the settings and `ctx.now()`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from memd.settings import Settings
+from memd.tree import Home
+
+TargetKind = Literal["session", "project", "global"]
+Outcome = Literal["ok", "skipped", "deferred", "failed"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one run of a job works on: a session, a project's memory, or the global drawer."""
+
+    kind: TargetKind
+    key: str | None = None
+    session_id: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "global":
+            return "global"
+        if self.kind == "project":
+            return f"project:{self.key}"
+        return f"session:{self.key}:{self.session_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> Target:
+        kind, _, rest = text.partition(":")
+        if kind == "global" and not rest:
+            return cls("global")
+        if kind == "project" and rest:
+            return cls("project", rest)
+        if kind == "session" and ":" in rest:
+            key, _, sid = rest.rpartition(":")
+            return cls("session", key, sid)
+        raise ValueError(f"not a job target: {text!r}")
+
+
+@dataclass
+class RunResult:
+    """How a run ended. `deferred` means: not now, try later (lock, key, budget)."""
+
+    outcome: Outcome
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Deferred(Exception):
+    """Raised by a job (or the model layer) when it must wait: it is retried later."""
+
+
+@dataclass
+class JobContext:
+    """Everything a run may use. One per run, so the sqlite connection is never shared across threads."""
+
+    home: Home
+    settings: Settings
+    conn: sqlite3.Connection
+    now: Callable[[], datetime]
+    log: Any
+    should_stop: Callable[[], bool] = lambda: False
+    llm_factory: Callable[[JobContext], Any] | None = None
+    usage: dict[str, int] = field(default_factory=lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+    _llm: Any = None
+
+    @property
+    def llm(self) -> Any:
+        """The model layer, built on first use so jobs without model calls never import the SDK."""
+        if self._llm is None:
+            if self.llm_factory is None:
+                raise RuntimeError("no model layer configured for this context")
+            self._llm = self.llm_factory(self)
+        return self._llm
+
+
+def get_cursor(conn: sqlite3.Connection, job: str, target: str) -> dict[str, Any] | None:
+    import orjson
+
+    row = conn.execute("SELECT value FROM cursors WHERE job=? AND target=?", (job, target)).fetchone()
+    return None if row is None else orjson.loads(row[0])
+
+
+def set_cursor(conn: sqlite3.Connection, job: str, target: str, value: dict[str, Any], now_iso: str) -> None:
+    """Advance a cursor. Call only once the run's outputs are durable (the cursor rule)."""
+    import orjson
+
+    conn.execute(
+        "INSERT INTO cursors(job, target, value, updated_at) VALUES (?,?,?,?) "
+        "ON CONFLICT(job, target) DO UPDATE SET value=excluded.value, updated_at=excluded.updated_at",
+        (job, target, orjson.dumps(value).decode(), now_iso),
+    )

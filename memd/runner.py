@@ -1,0 +1,100 @@
+"""Runs one job on one target under its locks, and records what happened.
+
+The daemon and `memd run-now` both come through `run_job`: same locks, same
+code, same run record, same `job.finished` log line (DESIGN: "the daemon and
+the shell never take different paths").
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from memd.clock import iso
+from memd.jobctx import Deferred, JobContext, RunResult, Target
+from memd.locks import LockBusy, Scope, acquire
+
+
+def _classify(exc: BaseException) -> RunResult:
+    """Expected failures become outcomes; anything else is a bug and fails the run."""
+    if isinstance(exc, LockBusy):
+        return RunResult("deferred", f"lock busy: {exc.scope}")
+    if isinstance(exc, Deferred):
+        return RunResult("deferred", str(exc))
+    from memd import llm
+
+    if isinstance(exc, (llm.ModelUnavailable, llm.BudgetExceeded)):
+        return RunResult("deferred", str(exc))
+    if isinstance(exc, llm.ModelError):
+        return RunResult("failed", str(exc))
+    return RunResult("failed", f"{type(exc).__name__}: {exc}")
+
+
+def run_job(
+    ctx: JobContext,
+    job: ModuleType,
+    target: Target,
+    *,
+    force: bool = False,
+    lock_timeout: float | None = None,
+    on_wait: Callable[[Scope], None] | None = None,
+) -> RunResult:
+    """Lock, run, record. Never raises for a job's own failure: the outcome says it."""
+    run_id = uuid.uuid4().hex[:12]
+    log = ctx.log.bind(job=job.NAME, target=str(target), run_id=run_id)
+    ctx.log = log
+    started = time.monotonic()
+    rowid = _record_start(ctx, job.NAME, str(target), run_id)
+    log.info("job.started", force=force)
+    timeout = float(ctx.settings.get("memd.lockTimeoutSeconds")) if lock_timeout is None else lock_timeout
+    tb: str | None = None
+    try:
+        with acquire(ctx.home, job.scopes(target), timeout=timeout, on_wait=on_wait):
+            result = job.run(ctx, target, force)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
+        result = _classify(exc)
+        if result.outcome == "failed" and not _expected(exc):
+            tb = traceback.format_exc()
+    duration_ms = int((time.monotonic() - started) * 1000)
+    _record_end(ctx, rowid, result, duration_ms)
+    fields: dict[str, Any] = {"outcome": result.outcome, "duration_ms": duration_ms, **ctx.usage}
+    if result.reason:
+        fields["reason"] = result.reason
+    if result.details:
+        fields["details"] = result.details
+    if tb is not None:
+        log.error("job.finished", traceback=tb, **fields)
+    elif result.outcome == "failed":
+        log.error("job.finished", **fields)
+    else:
+        log.info("job.finished", **fields)
+    return result
+
+
+def _expected(exc: BaseException) -> bool:
+    from memd import llm
+
+    return isinstance(exc, (LockBusy, Deferred, llm.ModelError))
+
+
+def _record_start(ctx: JobContext, job: str, target: str, run_id: str) -> int:
+    cur = ctx.conn.execute(
+        "INSERT INTO runs(run_id, job, target, started_at) VALUES (?,?,?,?)", (run_id, job, target, iso(ctx.now()))
+    )
+    return int(cur.lastrowid or 0)
+
+
+def _record_end(ctx: JobContext, rowid: int, result: RunResult, duration_ms: int) -> None:
+    ctx.conn.execute(
+        "UPDATE runs SET finished_at=?, outcome=?, duration_ms=?, reason=?, error=?, input_tokens=?, output_tokens=? "
+        "WHERE id=?",
+        (
+            iso(ctx.now()), result.outcome, duration_ms, result.reason or None,
+            result.reason if result.outcome == "failed" else None,
+            ctx.usage.get("input_tokens", 0), ctx.usage.get("output_tokens", 0), rowid,
+        ),
+    )  # fmt: skip
