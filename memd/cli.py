@@ -93,3 +93,4 @@ def main(ctx: click.Context) -> None:
 
 
 from memd import cli_foundation  # noqa: E402,F401  (registers commands)
+from memd import cli_daemon  # noqa: E402,F401

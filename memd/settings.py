@@ -210,3 +210,21 @@ def load(path: Path) -> Settings:
 
 def defaults() -> Settings:
     return Settings(memory=_defaults(MEMORY_FIELDS), memd=_defaults(MEMD_FIELDS))
+
+
+def effective_provider(s: Settings, env: dict[str, str] | None = None) -> tuple[str, str | None]:
+    """The provider memd will use, and why model jobs would wait, if they would.
+
+    `auto` means anthropic when a key is configured, otherwise the deterministic
+    offline provider; an explicit `anthropic` without a key makes model jobs wait.
+    """
+    import os
+
+    env = dict(os.environ) if env is None else env
+    has_key = bool(env.get("ANTHROPIC_API_KEY"))
+    chosen = s.get("memd.provider")
+    if chosen == "auto":
+        return ("anthropic", None) if has_key else ("offline", None)
+    if chosen == "anthropic" and not has_key:
+        return "anthropic", "no ANTHROPIC_API_KEY: model jobs wait until one is set"
+    return chosen, None

@@ -216,3 +216,74 @@ def list_memory_dirs(home: Home) -> list[tuple[str, str | None, Path]]:
         if mdir.is_dir() and not mdir.is_symlink():
             out.append(("project", k, mdir))
     return out
+
+
+@dataclass(frozen=True)
+class PathKind:
+    """What a changed path under the home is, for the watcher."""
+
+    kind: str  # "transcript", "memory", "other"
+    key: str | None = None  # project key; None for the global drawer
+    session_id: str | None = None
+
+
+def classify_path(home: Home, path: str | os.PathLike[str]) -> PathKind:
+    """Map a file event to what it concerns, from the path alone (no I/O)."""
+    p = Path(path)
+    name = p.name
+    if name.startswith(".") or name.endswith(".tmp") or name == "MEMORY.md":
+        return PathKind("other")
+    try:
+        rel = p.relative_to(home.global_memory)
+        return PathKind("memory") if len(rel.parts) == 1 and name.endswith(".md") else PathKind("other")
+    except ValueError:
+        pass
+    try:
+        parts = p.relative_to(home.projects).parts
+    except ValueError:
+        return PathKind("other")
+    if len(parts) < 2:
+        return PathKind("other")
+    key = parts[0]
+    if parts[1] == "memory":
+        ok = len(parts) == 3 and name.endswith(".md")
+        return PathKind("memory", key) if ok else PathKind("other")
+    if not name.endswith(".jsonl"):
+        return PathKind("other")
+    if len(parts) == 2:
+        if name.startswith("agent-"):
+            return PathKind("transcript", key, None)
+        return PathKind("transcript", key, name[: -len(".jsonl")])
+    if len(parts) == 4 and parts[2] == "subagents":
+        return PathKind("transcript", key, parts[1])
+    if len(parts) == 4 and parts[1] == ".mewcode" and parts[2] == "sessions":
+        return PathKind("transcript", key, name[: -len(".jsonl")])
+    return PathKind("other")
+
+
+def session_file(home: Home, key: str, session_id: str) -> SessionFile | None:
+    """One session's files, found without listing the whole project when possible."""
+    for s in _sessions_of_project(home, key) if _has_stray_agents(home, key) else _direct(home, key, session_id):
+        if s.session_id == session_id:
+            return s
+    return None
+
+
+def _has_stray_agents(home: Home, key: str) -> bool:
+    try:
+        with os.scandir(home.project_dir(key)) as it:
+            return any(e.name.startswith("agent-") and e.name.endswith(".jsonl") for e in it)
+    except OSError:
+        return False
+
+
+def _direct(home: Home, key: str, sid: str) -> list[SessionFile]:
+    pdir = home.project_dir(key)
+    for main in (pdir / f"{sid}.jsonl", pdir / ".mewcode" / "sessions" / f"{sid}.jsonl"):
+        if main.is_file() and not main.is_symlink():
+            sf = SessionFile(key, sid, main)
+            subdir = pdir / sid / "subagents"
+            if subdir.is_dir():
+                sf.subagents = sorted(p for p in subdir.glob("*.jsonl") if p.is_file() and not p.is_symlink())
+            return [sf]
+    return []

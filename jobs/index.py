@@ -1,0 +1,84 @@
+"""The index job: MEMORY.md, the drawer render and the search rows of one memory scope.
+
+Triggered by any change in a memory directory (memd's own writes and hand edits
+alike) and by the daemon's periodic reconcile; cheap when nothing changed (no
+writes). Problems (unparseable files, symlinks, oversize, duplicate names) and an
+over-budget index are recorded for `memd status`, and the files are left in place.
+"""
+
+from __future__ import annotations
+
+from memd.fsutil import ensure_private_dir
+from memd.jobctx import JobContext, RunResult, Target
+from memd.locks import Scope
+from memd.tree import list_memory_dirs
+
+NAME = "index"
+TRIGGER = "any change in a memory directory (within a second), and a periodic reconcile"
+NEEDS_MODEL = False
+HAS_THRESHOLDS = False  # run-now without a target runs every scope
+
+
+def scopes(target: Target) -> list[Scope]:
+    return [Scope.global_()] if target.kind == "global" else [Scope.project(target.key or "")]
+
+
+def targets(ctx: JobContext) -> list[Target]:
+    return [Target("global") if s == "global" else Target("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
+
+
+def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
+    """Nothing is due by threshold: the index follows events and the reconcile."""
+    return []
+
+
+def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
+    from memd.indexer import refresh_dir
+
+    if target.kind == "global":
+        directory, scope, key = ctx.home.global_memory, "global", None
+        ensure_private_dir(directory)
+    else:
+        directory, scope, key = ctx.home.project_memory(target.key or ""), "project", target.key
+        if not directory.is_dir():
+            return RunResult("skipped", "no memory directory")
+    s = ctx.settings
+    result = refresh_dir(
+        ctx.home, scope, key, directory,
+        max_bytes_drawer=int(s.get("memory.global.maxBytes")),
+        today=ctx.now().date(),
+        write_index=bool(s.get("memory.indexConsolidation.enabled")),
+        write_drawer=bool(s.get("memory.global.enabled")),
+    )  # fmt: skip
+    record_problems(ctx, str(target), [(str(p.path), p.reason) for p in result.problems], result.index_warning)
+    for p in result.problems:
+        ctx.log.warning("memory.unreadable", file=str(p.path), reason=p.reason)
+    return RunResult(
+        "ok",
+        details={"memories": result.memories, "problems": len(result.problems), "changed": result.changed,
+                 "drawer": result.drawer_mode},  # fmt: skip
+    )
+
+
+def record_problems(ctx: JobContext, scope: str, problems: list[tuple[str, str]], warning: str | None) -> None:
+    """Replace this scope's problems in state, so `memd status` shows the current ones."""
+    from memd.clock import iso
+
+    now = iso(ctx.now())
+    source = f"memory:{scope}"
+    ctx.conn.execute("BEGIN IMMEDIATE")
+    try:
+        ctx.conn.execute("DELETE FROM problems WHERE source IN (?, ?)", (source, f"index:{scope}"))
+        ctx.conn.executemany(
+            "INSERT OR REPLACE INTO problems(source, path, reason, seen_at) VALUES (?,?,?,?)",
+            [(source, path, reason, now) for path, reason in problems],
+        )
+        if warning:
+            ctx.conn.execute(
+                "INSERT OR REPLACE INTO problems(source, path, reason, seen_at) VALUES (?,?,?,?)",
+                (f"index:{scope}", scope, warning, now),
+            )
+        ctx.conn.execute("COMMIT")
+    except BaseException:
+        ctx.conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,225 @@
+"""Commands around the daemon: run, run-now, jobs, status, logs, install, uninstall."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from memd.cli import command, get_home, json_out
+from memd.errors import UsageError
+
+RUN_NOW_LOCK_WAIT = 600.0
+
+
+@command("run")
+@click.pass_context
+def run_cmd(ctx: click.Context) -> None:
+    """Run the daemon in the foreground (what the service units start)."""
+    from memd import settings as st
+    from memd.daemon import Daemon
+    from memd.logs import configure, get_logger
+
+    home = get_home(ctx)
+    s = st.load(home.settings_file)
+    configure(home, level=s.get("memd.logLevel"))
+    sys.exit(Daemon(home, log=get_logger("memd.daemon")).run())
+
+
+def _targets(job: Any, jctx: Any, *, key: str | None, session: str | None, all_: bool,
+             glob: bool, force: bool) -> list[Any]:  # fmt: skip
+    """What `run-now` runs: the named target, or what is due (everything with --force)."""
+    from memd.jobctx import Target
+
+    if session:
+        rows = jctx.conn.execute(
+            "SELECT key, session_id FROM sessions WHERE session_id=?" + (" AND key=?" if key else ""),
+            (session, key) if key else (session,),
+        ).fetchall()
+        if not rows:
+            raise UsageError(f"no session {session!r} (see `memd sessions`)")
+        if len(rows) > 1:
+            raise UsageError(f"session {session!r} exists in several projects: name one with --project")
+        return [Target("session", rows[0][0], rows[0][1])]
+    if glob:
+        return [Target("global")]
+    pool = job.targets(jctx) if (force or not getattr(job, "HAS_THRESHOLDS", True)) else job.due(jctx)
+    if key:
+        pool = [t for t in pool if t.key == key]
+    if key and job.NAME in ("dream", "index") and not pool:
+        pool = [Target("project", key)]
+    return pool
+
+
+@command("run-now")
+@click.argument("job_name", metavar="JOB")
+@click.option("--project", "key", help="Only this project (its memory, or its sessions).")
+@click.option("--session", help="Only this session id (session jobs).")
+@click.option("--global", "glob", is_flag=True, help="The global drawer (dream, index).")
+@click.option("--all", "all_", is_flag=True, help="Every target that is due (with --force: every target).")
+@click.option("--force", is_flag=True, help="Skip the job's thresholds (never its lock).")
+@click.option("--no-wait", is_flag=True, help="Exit 75 at once if a lock is held instead of waiting.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str | None, glob: bool,
+                all_: bool, force: bool, no_wait: bool, as_json: bool) -> None:  # fmt: skip
+    """Run JOB once, now, through the daemon's own path and locks.
+
+    JOB is extract, summary, dream or index; `all` runs them in that order.
+    Without a target option it runs every target that is due.
+    """
+    from memd import registry
+    from memd import settings as st
+    from memd.cli_foundation import scan_home
+    from memd.context import make_context
+    from memd.logs import configure, get_logger
+    from memd.runner import run_job
+
+    home = get_home(ctx)
+    s = st.load(home.settings_file)
+    configure(home, level=s.get("memd.logLevel"), stderr_level="warning")
+    log = get_logger("memd.run-now")
+    names = list(registry.JOB_NAMES) if job_name == "all" else [job_name]
+    jobs = [registry.get(n) for n in names]
+    scan_home(home, log=log)
+    results: list[dict[str, Any]] = []
+    waited: set[str] = set()
+
+    def on_wait(scope: Any) -> None:
+        if str(scope) not in waited and not as_json:
+            waited.add(str(scope))
+            click.echo(f"waiting for the lock on {scope} (held by another memd process)…", err=True)
+
+    for job in jobs:
+        jctx = make_context(home, s, log=log)
+        try:
+            targets = _targets(job, jctx, key=key, session=session, all_=all_, glob=glob, force=force)
+            if not targets and not as_json:
+                click.echo(f"{job.NAME}: nothing due" + ("" if force else " (use --force to run anyway)"))
+            for t in targets:
+                jctx.usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0}
+                r = run_job(jctx, job, t, force=force, lock_timeout=0.0 if no_wait else RUN_NOW_LOCK_WAIT,
+                            on_wait=on_wait)  # fmt: skip
+                results.append({"job": job.NAME, "target": str(t), "outcome": r.outcome, "reason": r.reason,
+                                "details": r.details, "usage": dict(jctx.usage)})  # fmt: skip
+                if not as_json:
+                    extra = f" — {r.reason}" if r.reason else ""
+                    click.echo(f"{job.NAME} {t}: {r.outcome}{extra}")
+        finally:
+            jctx.conn.close()
+    if as_json:
+        json_out(results)
+    sys.exit(exit_code_of(results))
+
+
+def exit_code_of(results: list[dict[str, Any]]) -> int:
+    """1 if any run failed; 75 if one waited on a lock in vain; 4 if the model made one wait."""
+    outcomes = [r["outcome"] for r in results]
+    if "failed" in outcomes:
+        return 1
+    deferred = [r["reason"] for r in results if r["outcome"] == "deferred"]
+    if any(x.startswith("lock busy") for x in deferred):
+        return 75
+    return 4 if deferred else 0
+
+
+@command("jobs")
+@click.option("--json", "as_json", is_flag=True)
+def jobs_cmd(as_json: bool) -> None:
+    """List the jobs and what triggers each."""
+    from memd import registry
+
+    rows = [{"job": j.NAME, "trigger": j.TRIGGER, "model": j.NEEDS_MODEL} for j in registry.all_jobs()]
+    if as_json:
+        json_out(rows)
+        return
+    for r in rows:
+        click.echo(f"{r['job']:<8} {'model' if r['model'] else '     '}  {r['trigger']}")
+
+
+@command("status")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Is the daemon running, what has each job done, what is due, what did models cost."""
+    from memd.status import gather, render
+
+    data = gather(get_home(ctx))
+    if as_json:
+        json_out(data)
+    else:
+        click.echo(render(data))
+
+
+@command("logs")
+@click.option("--job", help="Only lines of this job.")
+@click.option("--level", type=click.Choice(["debug", "info", "warning", "error"]), help="Minimum level.")
+@click.option("--since", help="Only lines since: an ISO time, or an age like 30m, 2h, 1d.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing lines as they come.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON lines as they are.")
+@click.pass_context
+def logs_cmd(ctx: click.Context, job: str | None, level: str | None, since: str | None, follow: bool,
+             as_json: bool) -> None:  # fmt: skip
+    """Show memd's log (memd/logs/memd.jsonl and its rotations)."""
+    from memd.logs import follow_log, read_log
+
+    home = get_home(ctx)
+    when = parse_since(since)
+    records = follow_log(home, job=job, level=level, since=when, from_start=True) if follow else read_log(
+        home, job=job, level=level, since=when
+    )
+    try:
+        for rec in records:
+            click.echo(_log_line(rec, as_json))
+    except KeyboardInterrupt:
+        pass
+
+
+def parse_since(text: str | None) -> Any:
+    from datetime import timedelta
+
+    from memd.clock import parse_iso, system_clock
+
+    if not text:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if text[-1:] in units and text[:-1].isdigit():
+        return system_clock() - timedelta(seconds=int(text[:-1]) * units[text[-1]])
+    dt = parse_iso(text)
+    if dt is None:
+        raise UsageError(f"--since: {text!r} is neither an ISO time nor an age like 30m, 2h, 1d")
+    return dt
+
+
+def _log_line(rec: dict[str, Any], as_json: bool) -> str:
+    import orjson
+
+    if as_json:
+        return orjson.dumps(rec).decode()
+    rest = {k: v for k, v in rec.items() if k not in ("ts", "level", "event", "logger")}
+    tail = " ".join(f"{k}={v}" for k, v in rest.items() if k != "traceback")
+    line = f"{rec.get('ts', '?')} {str(rec.get('level', '?')):<7} {rec.get('event', '?')} {tail}".rstrip()
+    if "traceback" in rec:
+        line += "\n" + str(rec["traceback"]).rstrip()
+    return line
+
+
+@command("install")
+@click.option("--dry-run", is_flag=True, help="Print what would be written and run; change nothing.")
+@click.pass_context
+def install_cmd(ctx: click.Context, dry_run: bool) -> None:
+    """Install memd as a user service (systemd on Linux, launchd on macOS) and start it."""
+    from memd import service
+
+    sys.exit(service.install(get_home(ctx), dry_run=dry_run, echo=click.echo))
+
+
+@command("uninstall")
+@click.option("--dry-run", is_flag=True)
+@click.pass_context
+def uninstall_cmd(ctx: click.Context, dry_run: bool) -> None:
+    """Stop and remove the user service."""
+    from memd import service
+
+    sys.exit(service.uninstall(dry_run=dry_run, echo=click.echo))

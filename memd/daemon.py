@@ -1,0 +1,369 @@
+"""`memd run`: the long-running daemon.
+
+One main thread owns the ledger connection and the event queue; APScheduler's
+thread pool runs jobs, each with its own state connection. Signal handlers only
+set flags; the main loop acts on them (DESIGN). The daemon never restarts
+itself: the service manager does.
+
+Flow: watcher (inotify/FSEvents via watchdog, or polling) → queue → main loop
+ingests the session's new bytes → asks the session jobs whether they are due →
+schedules `<job>:<target>` once (a second request while it runs is remembered
+and re-evaluated after). A periodic due-check covers time-based jobs and retries.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memd import ledger, registry, settings as settings_mod, state
+from memd.clock import Clock, iso, system_clock
+from memd.context import make_context
+from memd.jobctx import Target
+from memd.locks import DaemonLock
+from memd.runner import run_job
+from memd.tree import Home, classify_path, discover_sessions, list_memory_dirs, session_file
+
+SESSION_JOBS: tuple[str, ...] = ()
+DUE_CHECK_SECONDS = 30
+STOP_GRACE_SECONDS = 120
+DAEMON_LOCK_TIMEOUT = 2.0
+EVENT_BATCH_SECONDS = 0.05
+MAX_BACKOFF_SECONDS = 3600
+WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
+
+
+def backoff_seconds(failures: int) -> float:
+    """Exponential backoff after a failed run: 30 s, 60 s, 120 s … capped at an hour."""
+    return float(min(MAX_BACKOFF_SECONDS, 30 * 2 ** max(0, failures - 1)))
+
+
+def deferral_seconds(reason: str) -> float:
+    """A held lock clears soon; a missing key or a spent budget does not."""
+    return 5.0 if reason.startswith("lock busy") else 300.0
+
+
+@dataclass
+class Dispatch:
+    """Which job targets are scheduled or running, and when failed ones may run again."""
+
+    active: set[str] = field(default_factory=set)
+    rerun: set[str] = field(default_factory=set)
+    not_before: dict[str, float] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+
+
+class Daemon:
+    def __init__(self, home: Home, *, clock: Clock = system_clock, log: Any) -> None:
+        self.home = home
+        self.clock = clock
+        self.log = log
+        self.settings = settings_mod.load(home.settings_file)
+        self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.stop_requested = False
+        self.reload_requested = False
+        self.mu = threading.Lock()
+        self.dispatch = Dispatch()
+        self.scheduler: Any = None
+        self.observer: Any = None
+        self._mem_sig: dict[str, tuple[Any, ...]] = {}
+        self._last_poll = 0.0
+        self._last_due = 0.0
+        self._last_reconcile = 0.0
+
+    # -- signals: flags only ----------------------------------------------------
+    def _on_stop(self, signum: int, _frame: Any) -> None:
+        if self.stop_requested:
+            os._exit(1)  # a second signal: exit at once
+        self.stop_requested = True
+
+    def _on_hup(self, _signum: int, _frame: Any) -> None:
+        self.reload_requested = True
+
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_hup)
+
+    # -- life -------------------------------------------------------------------
+    def run(self) -> int:
+        from memd.fsutil import ensure_private_dir
+
+        ensure_private_dir(self.home.root)
+        ensure_private_dir(self.home.projects)
+        with DaemonLock(self.home):
+            self.install_signals()
+            self.conn = state.connect(self.home.state_db)
+            self._record_settings()
+            self.log.info("daemon.started", pid=os.getpid(), home=str(self.home.root), polling=self._polling())
+            self._start_scheduler()
+            self._start_watcher()
+            self.events.put(("scan", None))
+            self.events.put(("reconcile", None))
+            try:
+                self._loop()
+            finally:
+                self._shutdown()
+        return 0
+
+    def _polling(self) -> bool:
+        return bool(self.settings.get("memd.forcePolling")) or self.observer is False
+
+    def _record_settings(self) -> None:
+        import orjson
+
+        for w in self.settings.warnings:
+            self.log.warning("settings.fallback", problem=w)
+        state.set_kv(self.conn, "settings_warnings", orjson.dumps(self.settings.warnings).decode())
+
+    def _start_scheduler(self) -> None:
+        import logging
+
+        # APScheduler logs every add/run at INFO; our job.started/job.finished say it once.
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        self.scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(2)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 300},
+            timezone="UTC",
+        )
+        self.scheduler.start()
+
+    def _start_watcher(self) -> None:
+        if self.settings.get("memd.forcePolling"):
+            self.observer = False
+            return
+        try:
+            from watchdog.events import FileSystemEventHandler
+            from watchdog.observers import Observer
+
+            events = self.events
+
+            class Handler(FileSystemEventHandler):
+                def on_any_event(self, event: Any) -> None:
+                    # Reads (opened, closed_no_write) are memd's own scans: reacting
+                    # to them would loop. Writes, creations, moves and deletions count.
+                    if event.is_directory or event.event_type not in WRITE_EVENTS:
+                        return
+                    events.put(("path", event.src_path))
+                    dest = getattr(event, "dest_path", None)
+                    if dest:
+                        events.put(("path", dest))
+
+            obs = Observer()
+            obs.schedule(Handler(), str(self.home.projects), recursive=True)
+            from memd.fsutil import ensure_private_dir
+
+            ensure_private_dir(self.home.global_memory)
+            obs.schedule(Handler(), str(self.home.global_memory), recursive=False)
+            obs.daemon = True
+            obs.start()
+            self.observer = obs
+        except Exception as exc:  # noqa: BLE001 - e.g. inotify watch limit: fall back to polling
+            self.log.warning("watcher.unavailable", reason=str(exc), fallback="polling")
+            self.observer = False
+
+    def _shutdown(self) -> None:
+        self.log.info("daemon.stopping")
+        if self.scheduler is not None:
+            self.scheduler.pause()
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while time.monotonic() < deadline:
+            with self.mu:
+                if not self.dispatch.active:
+                    break
+            time.sleep(0.05)
+        if self.observer:
+            self.observer.stop()
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+        with self.mu:
+            left = sorted(self.dispatch.active)
+        self.conn.close()
+        self.log.info("daemon.stopped", unfinished=left)
+
+    # -- main loop --------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self.stop_requested:
+            if self.reload_requested:
+                self.reload_requested = False
+                self.settings = settings_mod.load(self.home.settings_file)
+                self._record_settings()
+                self.log.info("settings.reloaded")
+            self._periodic()
+            try:
+                first = self.events.get(timeout=0.25)
+            except queue.Empty:
+                continue
+            batch = [first]
+            deadline = time.monotonic() + EVENT_BATCH_SECONDS
+            while time.monotonic() < deadline:
+                try:
+                    batch.append(self.events.get(timeout=max(0.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    break
+            self._handle(batch)
+
+    def _periodic(self) -> None:
+        now = time.monotonic()
+        poll_every = float(self.settings.get("memd.pollSeconds")) if self._polling() else float(
+            self.settings.get("memd.reconcileSeconds")
+        )
+        if now - self._last_poll >= poll_every:
+            self._last_poll = now
+            self.events.put(("scan", None))
+            if self._polling():
+                self.events.put(("memsig", None))
+        if now - self._last_reconcile >= float(self.settings.get("memd.reconcileSeconds")):
+            self._last_reconcile = now
+            self.events.put(("reconcile", None))
+        if now - self._last_due >= DUE_CHECK_SECONDS:
+            self._last_due = now
+            self.events.put(("due", None))
+
+    def _handle(self, batch: list[tuple[str, Any]]) -> None:
+        sessions: set[tuple[str, str | None]] = set()
+        scopes: set[str] = set()
+        kinds = {k for k, _ in batch}
+        for kind, arg in batch:
+            if kind != "path":
+                continue
+            pk = classify_path(self.home, arg)
+            if pk.kind == "transcript" and pk.key:
+                sessions.add((pk.key, pk.session_id))
+            elif pk.kind == "memory":
+                scopes.add("global" if pk.key is None else f"project:{pk.key}")
+        for key, sid in sorted(sessions, key=str):
+            self._ingest_one(key, sid)
+        for scope in sorted(scopes):
+            self.submit("index", Target.parse(scope))
+        if "scan" in kinds:
+            self._scan_all()
+        if "memsig" in kinds:
+            self._memory_signatures()
+        if "reconcile" in kinds:
+            for scope, key, _p in list_memory_dirs(self.home):
+                self.submit("index", Target("global") if scope == "global" else Target("project", key))
+        if "due" in kinds:
+            self._due_all()
+
+    def _ingest_one(self, key: str, sid: str | None) -> None:
+        if sid is None:  # a stray agent file: find its session by listing the project
+            for sf in discover_sessions(self.home, key):
+                if ledger.needs_read(self.conn, sf):
+                    self._ingest(sf)
+            return
+        sf = session_file(self.home, key, sid)
+        if sf is not None:
+            self._ingest(sf)
+
+    def _ingest(self, sf: Any) -> None:
+        try:
+            r = ledger.ingest(self.conn, sf, iso(self.clock()), self.log)
+        except Exception as exc:  # noqa: BLE001 - one bad session never stops the daemon
+            self.log.exception("ledger.ingest_failed", file=str(sf.path), reason=str(exc))
+            return
+        if r.changed or r.reset:
+            self.log.debug("ledger.ingested", key=sf.key, session=sf.session_id, bytes=r.bytes_read, records=r.records)
+            self._session_due(sf.key, sf.session_id)
+
+    def _scan_all(self) -> None:
+        for sf in discover_sessions(self.home):
+            if self.stop_requested:
+                return
+            if ledger.needs_read(self.conn, sf):
+                self._ingest(sf)
+
+    def _memory_signatures(self) -> None:
+        """Polling mode: notice hand edits in memory directories by their listing."""
+        for scope, key, path in list_memory_dirs(self.home):
+            try:
+                sig = tuple(sorted((e.name, e.stat(follow_symlinks=False).st_mtime_ns, e.stat(follow_symlinks=False).st_size)
+                                   for e in os.scandir(path) if e.name.endswith(".md") and e.name != "MEMORY.md"))  # fmt: skip
+            except OSError:
+                sig = ()
+            name = "global" if scope == "global" else f"project:{key}"
+            if self._mem_sig.get(name) != sig:
+                if name in self._mem_sig:
+                    self.submit("index", Target.parse(name))
+                self._mem_sig[name] = sig
+
+    def _job_ctx(self) -> Any:
+        from memd.jobctx import JobContext
+        from memd.context import make_llm
+
+        return JobContext(self.home, self.settings, self.conn, self.clock, self.log, llm_factory=make_llm)
+
+    def _session_due(self, key: str, sid: str) -> None:
+        ctx = self._job_ctx()
+        for name in SESSION_JOBS:
+            job = registry.get(name)
+            for target in job.due(ctx, only=Target("session", key, sid)):
+                self.submit(name, target)
+
+    def _due_all(self) -> None:
+        ctx = self._job_ctx()
+        for job in registry.all_jobs():
+            try:
+                targets = job.due(ctx)
+            except Exception as exc:  # noqa: BLE001
+                self.log.exception("job.due_failed", job=job.NAME, reason=str(exc))
+                continue
+            for target in targets:
+                self.submit(job.NAME, target)
+
+    # -- running jobs -----------------------------------------------------------
+    def submit(self, name: str, target: Target, force: bool = False) -> bool:
+        """Schedule `<job>:<target>` unless it is already scheduled, running or backing off."""
+        jid = f"{name}:{target}"
+        with self.mu:
+            if self.stop_requested:
+                return False
+            if jid in self.dispatch.active:
+                self.dispatch.rerun.add(jid)
+                return False
+            if time.monotonic() < self.dispatch.not_before.get(jid, 0.0):
+                return False
+            self.dispatch.active.add(jid)
+        self.scheduler.add_job(self._execute, args=(name, str(target), force), id=jid, replace_existing=True)
+        return True
+
+    def _execute(self, name: str, target_text: str, force: bool) -> None:
+        jid = f"{name}:{target_text}"
+        result = None
+        try:
+            ctx = make_context(self.home, self.settings, log=self.log, now=self.clock,
+                               should_stop=lambda: self.stop_requested)  # fmt: skip
+            try:
+                result = run_job(ctx, registry.get(name), Target.parse(target_text), force=force,
+                                 lock_timeout=DAEMON_LOCK_TIMEOUT)  # fmt: skip
+            finally:
+                ctx.conn.close()
+        except Exception as exc:  # noqa: BLE001 - the runner records job failures; this is state trouble
+            self.log.exception("job.crashed", job=name, target=target_text, reason=str(exc))
+        with self.mu:
+            self.dispatch.active.discard(jid)
+            again = jid in self.dispatch.rerun
+            self.dispatch.rerun.discard(jid)
+            if result is None or result.outcome == "failed":
+                n = self.dispatch.failures.get(jid, 0) + 1
+                self.dispatch.failures[jid] = n
+                self.dispatch.not_before[jid] = time.monotonic() + backoff_seconds(n)
+            elif result.outcome == "deferred":
+                self.dispatch.not_before[jid] = time.monotonic() + deferral_seconds(result.reason)
+            else:
+                self.dispatch.failures.pop(jid, None)
+                self.dispatch.not_before.pop(jid, None)
+        if again and name in SESSION_JOBS:
+            t = Target.parse(target_text)
+            self.events.put(("path", str(self.home.project_dir(t.key or "") / f"{t.session_id}.jsonl")))
+
+

@@ -1,0 +1,144 @@
+"""`memd status`: what the daemon is and has done, from state and the pid file only.
+
+It never imports the model SDK and answers when the daemon is down. Its JSON
+form is a stable interface (README, "memd status --json").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from memd import __version__, registry, state
+from memd import settings as st
+from memd.clock import system_clock
+from memd.tree import Home
+
+RUNS_SHOWN = 5
+
+
+def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
+    from memd.locks import daemon_alive
+
+    now = now or system_clock()
+    s = st.load(home.settings_file)
+    provider, wait_reason = st.effective_provider(s)
+    data: dict[str, Any] = {
+        "home": str(home.root),
+        "version": __version__,
+        "daemon": _daemon(daemon_alive(home)),
+        "provider": {"configured": s.get("memd.provider"), "effective": provider, "waiting": wait_reason,
+                     "small_model": s.get("memd.smallModel"), "strong_model": s.get("memd.strongModel")},  # fmt: skip
+        "jobs": {},
+        "model": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
+                  "cache_write_tokens": 0, "failed_calls": 0, "budget": s.get("memd.dailyTokenBudget")},  # fmt: skip
+        "sessions": {"count": 0, "paused": 0},
+        "warnings": list(s.warnings),
+    }
+    if not home.state_db.exists():
+        data["warnings"].append(f"no state yet at {home.state_db}: memd has not scanned this home")
+        return data
+    conn = state.connect(home.state_db, readonly=True)
+    try:
+        _jobs(conn, home, s, now, data)
+        _model(conn, now, data)
+        _sessions(conn, data)
+        _problems(conn, data)
+    finally:
+        conn.close()
+    return data
+
+
+def _daemon(info: dict[str, Any] | None) -> dict[str, Any]:
+    if info is None:
+        return {"running": False}
+    return {"running": True, **{k: info.get(k) for k in ("pid", "since", "version", "home")}}
+
+
+def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, Any]) -> None:
+    from memd.jobctx import JobContext
+
+    ctx = JobContext(home, s, conn, lambda: now, None)
+    for job in registry.all_jobs():
+        runs = [dict(r) for r in conn.execute(
+            "SELECT run_id, target, started_at, finished_at, outcome, duration_ms, reason FROM runs "
+            "WHERE job=? ORDER BY id DESC LIMIT ?", (job.NAME, RUNS_SHOWN))]  # fmt: skip
+        fail = conn.execute(
+            "SELECT run_id, target, started_at, error FROM runs WHERE job=? AND outcome='failed' ORDER BY id DESC LIMIT 1",
+            (job.NAME,),
+        ).fetchone()
+        try:
+            due = [str(t) for t in job.due(ctx)]
+        except Exception as exc:  # noqa: BLE001 - status must answer even so
+            due = []
+            data["warnings"].append(f"{job.NAME}: cannot tell what is due ({exc})")
+        data["jobs"][job.NAME] = {
+            "trigger": job.TRIGGER,
+            "last_runs": runs,
+            "last_failure": None if fail is None else dict(fail),
+            "due": len(due),
+            "due_targets": due[:10],
+        }
+
+
+def _model(conn: Any, now: datetime, data: dict[str, Any]) -> None:
+    row = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0), "
+        "COALESCE(SUM(cache_read_tokens),0), COALESCE(SUM(cache_write_tokens),0), COALESCE(SUM(1-ok),0) "
+        "FROM model_calls WHERE day=?",
+        (now.date().isoformat(),),
+    ).fetchone()
+    keys = ("calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "failed_calls")
+    data["model"].update(dict(zip(keys, (int(x) for x in row))))
+
+
+def _sessions(conn: Any, data: dict[str, Any]) -> None:
+    from memd.ledger import effective_pause
+
+    rows = conn.execute(
+        "SELECT paused_transcript, pause_cli, pause_cli_ts, pause_toggled_ts FROM sessions WHERE is_subagent=0"
+    ).fetchall()
+    data["sessions"] = {"count": len(rows), "paused": sum(1 for r in rows if effective_pause(r))}
+
+
+def _problems(conn: Any, data: dict[str, Any]) -> None:
+    for r in conn.execute("SELECT source, path, reason FROM problems ORDER BY source, path LIMIT 50"):
+        data["warnings"].append(f"{r['path']}: {r['reason']}")
+
+
+def render(d: dict[str, Any]) -> str:
+    """The terminal form: short, one fact a line."""
+    out = []
+    dm = d["daemon"]
+    if dm["running"]:
+        out.append(f"daemon: running (pid {dm.get('pid')}, since {dm.get('since')}, memd {dm.get('version')})")
+    else:
+        out.append("daemon: not running (start it with `memd run`, or `memd install` for a service)")
+    out.append(f"home: {d['home']}")
+    p = d["provider"]
+    prov = f"provider: {p['effective']}" + (" (configured auto)" if p["configured"] == "auto" else "")
+    if p["effective"] == "offline":
+        prov += " — deterministic, no model calls"
+    if p["waiting"]:
+        prov += f" — {p['waiting']}"
+    out.append(prov)
+    out.append(f"sessions: {d['sessions']['count']} ({d['sessions']['paused']} paused)")
+    m = d["model"]
+    out.append(f"model today: {m['calls']} calls, {m['input_tokens']} in / {m['output_tokens']} out tokens"
+               f" (cache read {m['cache_read_tokens']}), budget {m['budget']}")  # fmt: skip
+    out.append("")
+    out.append(f"{'JOB':<8} {'LAST RUN':<26} {'OUTCOME':<9} {'MS':>6}  DUE  LAST FAILURE")
+    for name, j in d["jobs"].items():
+        last = j["last_runs"][0] if j["last_runs"] else {}
+        fail = j["last_failure"]
+        ms = last.get("duration_ms")
+        out.append(
+            f"{name:<8} {last.get('started_at') or '-':<26} {last.get('outcome') or ('running' if last else '-'):<9} "
+            f"{'-' if ms is None else ms:>6}  {j['due']:>3}  "
+            f"{(fail['started_at'] + ' ' + (fail['error'] or '')[:60]) if fail else '-'}"
+        )
+    if d["warnings"]:
+        out.append("")
+        out.append(f"warnings ({len(d['warnings'])}):")
+        out.extend(f"  {w}" for w in d["warnings"][:20])
+    return "\n".join(out)
