@@ -1,0 +1,467 @@
+"""Locks on what memd writes, and the one-daemon-per-home lock (DESIGN "Locks").
+
+Invariants this module keeps:
+
+* One lock file per written scope — the global drawer, a project's memory, a
+  session's summary — under `memd/locks/` (directory 0700, files 0600). Agents
+  never take these locks (SPEC §1.3); they serialise memd's own writers: the
+  daemon's jobs and `memd run-now` from a shell.
+* Scopes are always taken in the canonical order global → project → session
+  (and by key within a kind), whatever order the caller lists them in, so two
+  writers can never hold one lock each while waiting for the other's.
+* Every wait is bounded. A caller that cannot lock gets `LockBusy` and retries
+  later; it never runs unlocked.
+* A lock path is never followed through a symlink: filelock opens with
+  O_NOFOLLOW, so a link planted at a lock path fails to open instead of
+  truncating or creating its target. We turn that failure into one clear line.
+* The daemon lock is held for the daemon's whole life; liveness is "is that lock
+  held", never "does the pid in daemon.json exist" (pids are reused).
+
+The locks are `flock(2)` locks: the kernel drops them when the holder exits,
+however it exits, so there is no stale-lock cleanup to get wrong.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from memd.fsutil import PRIVATE_FILE, atomic_write, ensure_private_dir
+from memd.tree import Home
+
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
+
+ScopeKind = Literal["global", "project", "session"]
+
+# Canonical acquisition order: the widest scope first (DESIGN "Locks").
+_RANK: dict[str, int] = {"global": 0, "project": 1, "session": 2}
+_SAFE = re.compile(r"[^A-Za-z0-9_-]")
+_NAME_PART_MAX = 60  # keeps every lock file name far below NAME_MAX (255)
+DAEMON_LOCK_NAME = "daemon.lock"
+# How long DaemonLock waits before declaring "already running": long enough to
+# ride out a `memd status` probe that holds the lock for microseconds, short
+# enough to be non-blocking to a human.
+DAEMON_GRACE_S = 0.25
+_POLL_S = 0.05
+
+
+class LockError(Exception):
+    """A lock could not be taken for a reason a user can act on."""
+
+    exit_code = 1
+
+
+class UnsafeLockPath(LockError):
+    """A lock path (or the locks directory) is a symlink or not a regular file.
+
+    Someone planted it; following it could truncate or create a file elsewhere.
+    """
+
+    exit_code = 1
+
+
+class LockBusy(LockError):
+    """Another memd process holds the scope longer than the caller may wait.
+
+    Exit code 75 is EX_TEMPFAIL: try again later (a job is retried, never run
+    unlocked).
+    """
+
+    exit_code = 75
+
+    def __init__(self, scope: Scope, waited_s: float, path: Path) -> None:
+        self.scope = scope
+        self.waited_s = waited_s
+        self.path = path
+        super().__init__(
+            f"lock busy: {scope} is held by another memd process "
+            f"(waited {waited_s:.1f}s; lock file {path})"
+        )
+
+
+class AlreadyRunning(LockError):
+    """A daemon already runs on this home: one daemon per DEEPCODE_HOME."""
+
+    exit_code = 3
+
+    def __init__(self, home: Home, info: dict[str, Any] | None) -> None:
+        self.home = home
+        self.info = info or {}
+        pid = self.info.get("pid")
+        since = self.info.get("since")
+        who = f"pid {pid}" if pid is not None else "pid unknown"
+        if since:
+            who += f", since {since}"
+        super().__init__(f"memd is already running for {home.root} ({who})")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One thing memd writes, and so one lock: `global`, `project:<key>`, `session:<key>:<sid>`."""
+
+    kind: ScopeKind
+    key: str | None = None
+    session_id: str | None = None
+
+    def __post_init__(self) -> None:
+        # A malformed scope would silently name a different lock file; refuse it.
+        if self.kind not in _RANK:
+            raise ValueError(f"unknown lock scope kind {self.kind!r}")
+        if self.kind == "global" and (self.key or self.session_id):
+            raise ValueError("the global scope takes no key or session id")
+        if self.kind in ("project", "session") and not self.key:
+            raise ValueError(f"a {self.kind} scope needs a project key")
+        if self.kind == "project" and self.session_id:
+            raise ValueError("a project scope takes no session id")
+        if self.kind == "session" and not self.session_id:
+            raise ValueError("a session scope needs a session id")
+
+    @classmethod
+    def global_(cls) -> Scope:
+        return cls("global")
+
+    @classmethod
+    def project(cls, key: str) -> Scope:
+        return cls("project", key)
+
+    @classmethod
+    def session(cls, key: str, session_id: str) -> Scope:
+        return cls("session", key, session_id)
+
+    @classmethod
+    def parse(cls, text: str) -> Scope:
+        """Inverse of `str(scope)`, for the CLI and for log records."""
+        kind, _, rest = text.partition(":")
+        if kind == "global" and not rest:
+            return cls("global")
+        if kind == "project" and rest:
+            return cls("project", rest)
+        if kind == "session":
+            key, _, sid = rest.partition(":")
+            return cls("session", key, sid)
+        raise ValueError(f"not a lock scope: {text!r} (global, project:<key>, session:<key>:<sid>)")
+
+    @property
+    def sort_key(self) -> tuple[int, str, str]:
+        """Canonical order: kind rank first, then key and session id (deadlock freedom)."""
+        return (_RANK[self.kind], self.key or "", self.session_id or "")
+
+    def __str__(self) -> str:
+        return ":".join(p for p in (self.kind, self.key, self.session_id) if p)
+
+
+GLOBAL = Scope("global")
+
+
+def canonical_order(scopes: Sequence[Scope]) -> list[Scope]:
+    """Scopes deduplicated and sorted global → project → session."""
+    return sorted(set(scopes), key=lambda s: s.sort_key)
+
+
+def _safe_part(text: str) -> str:
+    return _SAFE.sub("_", text)[:_NAME_PART_MAX]
+
+
+def lock_file_name(scope: Scope) -> str:
+    """A file name that is safe whatever the key or session id holds.
+
+    The readable part is sanitised and truncated (lossy), so a hash of the
+    exact scope string keeps distinct scopes on distinct files.
+    """
+    if scope.kind == "global":
+        return "global.lock"
+    digest = hashlib.sha256(str(scope).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    readable = _safe_part(scope.key or "")
+    if scope.session_id:
+        readable += "." + _safe_part(scope.session_id)
+    return f"{scope.kind}.{readable}.{digest}.lock"
+
+
+def lock_path(home: Home, scope: Scope) -> Path:
+    return home.locks_dir / lock_file_name(scope)
+
+
+def ensure_locks_dir(home: Home) -> Path:
+    """The locks directory, private, and not a symlink (a planted link would move every lock)."""
+    ensure_private_dir(home.memd_dir)
+    d = home.locks_dir
+    if d.is_symlink():
+        raise UnsafeLockPath(f"{d}: the locks directory is a symlink; refusing to use it")
+    ensure_private_dir(d)
+    if not d.is_dir():
+        raise UnsafeLockPath(f"{d}: the locks path is not a directory")
+    return d
+
+
+def _file_lock(path: Path) -> BaseFileLock:
+    """A fresh, non-reentrant-across-calls flock on `path`.
+
+    filelock is imported here so that importing this module (e.g. for its
+    exception classes) stays cheap for `memd status`. thread_local=False: the
+    object is used from the thread that created it, and a fresh instance per
+    acquisition means two threads of one process contend like two processes
+    (flock locks belong to the open file description).
+    """
+    from filelock import FileLock
+
+    return FileLock(path, mode=PRIVATE_FILE, thread_local=False, fallback_to_soft=False)
+
+
+def _check_not_symlink(path: Path) -> None:
+    # An early, readable refusal. The real guarantee is O_NOFOLLOW in filelock,
+    # which also covers a link planted between this check and the open.
+    if path.is_symlink():
+        raise UnsafeLockPath(f"{path}: lock file is a symlink; refusing to follow it (remove it)")
+
+
+def _try_lock(lock: BaseFileLock, path: Path, timeout: float) -> bool:
+    """One bounded attempt; False on contention, UnsafeLockPath on a planted link."""
+    from filelock import Timeout
+
+    try:
+        if timeout <= 0:
+            lock.acquire(blocking=False)
+        else:
+            lock.acquire(timeout=timeout, poll_interval=_POLL_S)
+    except Timeout:
+        return False
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeLockPath(
+                f"{path}: lock file is a symlink; refusing to follow it (remove it)"
+            ) from exc
+        raise
+    _tighten(path)
+    return True
+
+
+def _tighten(path: Path) -> None:
+    """Lock files are 0600 even if one was created under another umask or by hand.
+
+    Opened with O_NOFOLLOW and changed through the descriptor, so a link swapped
+    in after the lock was taken cannot redirect the chmod.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o777 != PRIVATE_FILE and st.st_uid == os.geteuid():
+            os.fchmod(fd, PRIVATE_FILE)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Held:
+    """What `acquire` took: the scopes in acquisition order and how long it waited."""
+
+    scopes: list[Scope] = field(default_factory=list)
+    waited_s: dict[Scope, float] = field(default_factory=dict)
+
+    @property
+    def total_wait_s(self) -> float:
+        return sum(self.waited_s.values())
+
+
+def _take_one(
+    home: Home,
+    scope: Scope,
+    deadline: float,
+    on_wait: Callable[[Scope], None] | None,
+    clock: Callable[[], float],
+) -> tuple[BaseFileLock, float]:
+    path = lock_path(home, scope)
+    _check_not_symlink(path)
+    lock = _file_lock(path)
+    start = clock()
+    if _try_lock(lock, path, 0):
+        return lock, 0.0
+    left = deadline - clock()
+    if left <= 0:
+        raise LockBusy(scope, clock() - start, path)  # no budget: do not announce a wait that won't happen
+    # Held by someone else: say so once, visibly, then wait what is left of the budget.
+    if on_wait is not None:
+        on_wait(scope)
+    if _try_lock(lock, path, max(0.0, deadline - clock())):
+        return lock, clock() - start
+    raise LockBusy(scope, clock() - start, path)
+
+
+@contextmanager
+def acquire(
+    home: Home,
+    scopes: Sequence[Scope],
+    *,
+    timeout: float,
+    on_wait: Callable[[Scope], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[Held]:
+    """Hold every scope in `scopes` for the body of the `with`.
+
+    `timeout` bounds the whole acquisition (all scopes together), so a caller
+    knows the worst case. `on_wait(scope)` is called once for each scope found
+    held by someone else, before waiting for it. On any failure every lock
+    taken so far is released before the exception propagates.
+    """
+    ordered = canonical_order(scopes)
+    ensure_locks_dir(home)
+    deadline = clock() + max(0.0, timeout)
+    held = Held()
+    with ExitStack() as stack:
+        for scope in ordered:
+            lock, waited = _take_one(home, scope, deadline, on_wait, clock)
+            stack.callback(lock.release)
+            held.scopes.append(scope)
+            held.waited_s[scope] = waited
+        yield held
+
+
+# --- the daemon lock and its pid file -------------------------------------------------
+
+
+def daemon_lock_path(home: Home) -> Path:
+    return home.locks_dir / DAEMON_LOCK_NAME
+
+
+def write_pid_file(home: Home, *, pid: int | None = None, version: str | None = None,
+                   now: datetime | None = None) -> dict[str, Any]:
+    """Record who holds the daemon lock, atomically (a reader never sees half of it).
+
+    Written after the lock is taken, so its contents describe the holder; it is
+    informational only — liveness comes from the lock, not from this file.
+    """
+    from memd import __version__
+
+    info = {
+        "pid": os.getpid() if pid is None else pid,
+        "since": (now or datetime.now(timezone.utc)).isoformat(timespec="seconds"),
+        "version": version or __version__,
+        "home": str(home.root),
+    }
+    ensure_private_dir(home.memd_dir)
+    atomic_write(home.pid_file, json.dumps(info, sort_keys=True) + "\n")
+    return info
+
+
+def read_pid_file(home: Home) -> dict[str, Any] | None:
+    """The pid file's record, or None if it is missing or unreadable (never raises)."""
+    try:
+        with open(home.pid_file, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def remove_pid_file(home: Home, *, pid: int | None = None) -> None:
+    """Remove the pid file if it names `pid` (default: this process), so we never delete a successor's."""
+    info = read_pid_file(home)
+    if info is not None and info.get("pid") != (os.getpid() if pid is None else pid):
+        return
+    try:
+        os.unlink(home.pid_file)
+    except FileNotFoundError:
+        pass
+
+
+class DaemonLock:
+    """The single-instance lock of `memd run`, held for the daemon's life.
+
+    `acquire()` only locks; used as a context manager it also writes the pid
+    file on entry and removes it on exit.
+    """
+
+    def __init__(self, home: Home, *, grace_s: float = DAEMON_GRACE_S) -> None:
+        self.home = home
+        self.path = daemon_lock_path(home)
+        self.grace_s = grace_s
+        self._lock: BaseFileLock | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._lock is not None
+
+    def acquire(self) -> None:
+        """Take the lock or raise AlreadyRunning naming the holder's pid."""
+        if self._lock is not None:
+            return
+        ensure_locks_dir(self.home)
+        _check_not_symlink(self.path)
+        lock = _file_lock(self.path)
+        if not _try_lock(lock, self.path, self.grace_s):
+            raise AlreadyRunning(self.home, read_pid_file(self.home))
+        self._lock = lock
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> DaemonLock:
+        self.acquire()
+        try:
+            write_pid_file(self.home)
+        except BaseException:
+            self.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            remove_pid_file(self.home)
+        finally:
+            self.release()
+
+
+def daemon_alive(home: Home) -> dict[str, Any] | None:
+    """The running daemon's pid-file record, or None if no daemon holds the lock.
+
+    Liveness is tested by trying the daemon lock without waiting, never by the
+    pid (a dead daemon's pid may belong to another process by now). If the lock
+    is held but the pid file is not written yet, the record is `{"pid": None}`.
+    The probe holds the lock for microseconds; DaemonLock's grace rides that out.
+    """
+    path = daemon_lock_path(home)
+    if not home.locks_dir.is_dir() or not os.path.lexists(path):
+        return None  # no daemon ever ran here; do not create anything for a probe
+    _check_not_symlink(path)
+    lock = _file_lock(path)
+    if _try_lock(lock, path, 0):
+        lock.release()
+        return None
+    return read_pid_file(home) or {"pid": None}
+
+
+__all__ = [
+    "GLOBAL",
+    "AlreadyRunning",
+    "DaemonLock",
+    "Held",
+    "LockBusy",
+    "LockError",
+    "Scope",
+    "UnsafeLockPath",
+    "acquire",
+    "canonical_order",
+    "daemon_alive",
+    "daemon_lock_path",
+    "ensure_locks_dir",
+    "lock_file_name",
+    "lock_path",
+    "read_pid_file",
+    "remove_pid_file",
+    "write_pid_file",
+]

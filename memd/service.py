@@ -1,0 +1,457 @@
+"""Install memd as a per-user service: a systemd user unit or a launchd agent (SPEC §10.4).
+
+The unit templates live in `systemd/` and `launchd/` at the top of the
+repository. A wheel does not ship those directories, so the same text is kept
+here as a fallback; a test keeps the two identical.
+
+`install` and `uninstall` are a pure plan (`plan_install`, `plan_uninstall`:
+files to write or remove, commands to run) executed by one small loop that
+echoes every step before doing it, so `--dry-run` shows exactly what a real
+run would do and tests can run the real loop with a recording `run`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from xml.sax.saxutils import escape as xml_escape
+
+from memd.fsutil import atomic_write, ensure_private_dir
+from memd.tree import Home
+
+UNIT_NAME = "memd.service"
+LAUNCHD_LABEL = "com.memd.agent"
+SYSTEMD_DIR_ENV = "MEMD_SYSTEMD_USER_DIR"
+LAUNCHD_DIR_ENV = "MEMD_LAUNCHD_DIR"
+UNIT_FILE_MODE = 0o644  # the service manager reads it; nothing secret in it
+_REPO = Path(__file__).resolve().parent.parent
+_TEMPLATE_FILES = {
+    "systemd": _REPO / "systemd" / "memd.service",
+    "launchd": _REPO / "launchd" / "com.memd.agent.plist",
+}
+# Characters systemd takes literally in an unquoted ExecStart word.
+_SYSTEMD_PLAIN = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
+_PLACEHOLDER = re.compile(r"\{\{[A-Z_]+\}\}")
+
+Manager = Literal["systemd", "launchd"]
+MemdCommand = str | os.PathLike[str] | Sequence[str]
+
+
+class ServiceError(Exception):
+    """The service cannot be rendered or installed as asked; the message says why."""
+
+    exit_code = 1
+
+
+class UnsupportedPlatform(ServiceError):
+    exit_code = 1
+
+
+# --- where and what ------------------------------------------------------------------
+
+
+def manager_for(platform: str = sys.platform) -> Manager:
+    if platform.startswith("linux"):
+        return "systemd"
+    if platform == "darwin":
+        return "launchd"
+    raise UnsupportedPlatform(f"memd can install a service on Linux (systemd) or macOS (launchd), not {platform}")
+
+
+def unit_path(platform: str = sys.platform) -> Path:
+    """Where the unit goes; `$MEMD_SYSTEMD_USER_DIR` / `$MEMD_LAUNCHD_DIR` override it (tests, odd setups)."""
+    if manager_for(platform) == "systemd":
+        override = os.environ.get(SYSTEMD_DIR_ENV)
+        if override:
+            return Path(override).expanduser() / UNIT_NAME
+        config = os.environ.get("XDG_CONFIG_HOME") or "~/.config"
+        return Path(config).expanduser() / "systemd" / "user" / UNIT_NAME
+    override = os.environ.get(LAUNCHD_DIR_ENV)
+    base = Path(override).expanduser() if override else Path("~/Library/LaunchAgents").expanduser()
+    return base / f"{LAUNCHD_LABEL}.plist"
+
+
+def memd_executable() -> list[str]:
+    """The command that starts this memd, as an absolute argv prefix for the unit.
+
+    Prefers the script that is running (the memd the user just invoked), then
+    the one beside this interpreter (same virtualenv), then `memd` on PATH, and
+    last `python -m memd` with this interpreter. Paths are made absolute but not
+    resolved: resolving a virtualenv's python symlink would leave the venv.
+    """
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.name == "memd" and _is_executable(argv0):
+        return [str(argv0.absolute())]
+    beside = Path(sys.executable).parent / "memd"
+    if _is_executable(beside):
+        return [str(beside.absolute())]
+    found = shutil.which("memd")
+    if found:
+        return [str(Path(found).absolute())]
+    return [str(Path(sys.executable).absolute()), "-m", "memd"]
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _home_root(home: Home | str | os.PathLike[str]) -> Path:
+    root = home.root if isinstance(home, Home) else Path(home)
+    return root.expanduser().absolute()
+
+
+def _argv(memd: MemdCommand) -> list[str]:
+    if isinstance(memd, (str, os.PathLike)):
+        return [os.fspath(memd)]
+    argv = [os.fspath(a) for a in memd]
+    if not argv:
+        raise ServiceError("no memd command to put in the unit")
+    return argv
+
+
+def _reject_control(text: str) -> str:
+    # A newline in a path would start a new directive in the unit; refuse rather than escape.
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ServiceError(f"{text!r}: control characters cannot go into a service unit")
+    return text
+
+
+def _template(manager: Manager) -> str:
+    path = _TEMPLATE_FILES[manager]
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return SYSTEMD_TEMPLATE if manager == "systemd" else LAUNCHD_TEMPLATE
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    out = template
+    for name, value in values.items():
+        out = out.replace("{{" + name + "}}", value)
+    if left := _PLACEHOLDER.search(out):
+        raise ServiceError(f"unit template has an unknown placeholder {left.group(0)}")
+    return out
+
+
+# --- rendering (pure) ------------------------------------------------------------------
+
+
+def systemd_quote(word: str) -> str:
+    """One ExecStart word: `%` and `$` doubled (specifiers, variables), quoted if not plain."""
+    _reject_control(word)
+    escaped = word.replace("%", "%%").replace("$", "$$")
+    if _SYSTEMD_PLAIN.fullmatch(word):
+        return escaped
+    return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def render_systemd(memd_path: MemdCommand, home: Home | str | os.PathLike[str]) -> str:
+    """The systemd user unit that runs `memd --home HOME run`."""
+    argv = _argv(memd_path)
+    if not os.path.isabs(argv[0]):
+        raise ServiceError(f"{argv[0]}: the unit needs an absolute path to memd")
+    return _fill(_template("systemd"), {
+        "MEMD": " ".join(systemd_quote(a) for a in argv),
+        "HOME_DIR": systemd_quote(str(_home_root(home))),
+    })
+
+
+def render_launchd(memd_path: MemdCommand, home: Home | str | os.PathLike[str]) -> str:
+    """The launchd agent plist that runs `memd --home HOME run`."""
+    argv = _argv(memd_path)
+    if not os.path.isabs(argv[0]):
+        raise ServiceError(f"{argv[0]}: the agent needs an absolute path to memd")
+    strings = [xml_escape(_reject_control(a)) for a in argv]
+    # {{MEMD}} sits inside one <string>; extra words become their own elements.
+    return _fill(_template("launchd"), {
+        "MEMD": "</string>\n    <string>".join(strings),
+        "HOME_DIR": xml_escape(_reject_control(str(_home_root(home)))),
+    })
+
+
+def render(platform: str, memd_path: MemdCommand, home: Home | str | os.PathLike[str]) -> str:
+    if manager_for(platform) == "systemd":
+        return render_systemd(memd_path, home)
+    return render_launchd(memd_path, home)
+
+
+# --- plans (pure) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Write:
+    path: Path
+    text: str
+
+
+@dataclass(frozen=True)
+class Remove:
+    path: Path
+
+
+@dataclass(frozen=True)
+class Run:
+    argv: tuple[str, ...]
+    must_succeed: bool = True  # False: a failure is expected and harmless (e.g. unloading what is not loaded)
+
+
+@dataclass(frozen=True)
+class Note:
+    text: str
+
+
+Step = Write | Remove | Run | Note
+
+
+def _systemctl(*args: str, must_succeed: bool = True) -> Run:
+    return Run(("systemctl", "--user", *args), must_succeed)
+
+
+def _launchctl(*args: str, must_succeed: bool = True) -> Run:
+    return Run(("launchctl", *args), must_succeed)
+
+
+def plan_install(home: Home | str | os.PathLike[str], *, platform: str, memd_path: MemdCommand,
+                 uid: int) -> list[Step]:
+    """What `memd install` does, in order.
+
+    systemd: `try-restart` before `enable --now` makes a reinstall take effect
+    (a running daemon restarts on the new unit) while a first install just starts.
+    launchd: `bootout` first (harmless if not loaded) because `bootstrap`
+    refuses a label that is already loaded; `enable` because a disabled label
+    cannot be bootstrapped.
+    """
+    target = unit_path(platform)
+    text = render(platform, memd_path, home)
+    if manager_for(platform) == "systemd":
+        return [
+            Write(target, text),
+            _systemctl("daemon-reload"),
+            _systemctl("try-restart", UNIT_NAME),
+            _systemctl("enable", "--now", UNIT_NAME),
+            Note("memd runs while you are logged in; to keep it running after logout: "
+                 "loginctl enable-linger \"$USER\""),
+        ]
+    domain = f"gui/{uid}"
+    return [
+        Write(target, text),
+        _launchctl("bootout", f"{domain}/{LAUNCHD_LABEL}", must_succeed=False),
+        _launchctl("enable", f"{domain}/{LAUNCHD_LABEL}"),
+        _launchctl("bootstrap", domain, str(target)),
+    ]
+
+
+def plan_uninstall(*, platform: str, uid: int) -> list[Step]:
+    """What `memd uninstall` does, in order: stop and disable, then remove the unit."""
+    target = unit_path(platform)
+    if manager_for(platform) == "systemd":
+        return [
+            _systemctl("disable", "--now", UNIT_NAME),
+            Remove(target),
+            _systemctl("daemon-reload"),
+        ]
+    return [
+        _launchctl("bootout", f"gui/{uid}/{LAUNCHD_LABEL}", must_succeed=False),
+        Remove(target),
+    ]
+
+
+# --- execution -----------------------------------------------------------------------
+
+
+def run_command(argv: list[str]) -> int:
+    """Run a service-manager command, its output going to the user's terminal."""
+    try:
+        return subprocess.run(argv, check=False).returncode
+    except FileNotFoundError:
+        print(f"{argv[0]}: command not found", file=sys.stderr)
+        return 127
+
+
+def execute(steps: Sequence[Step], *, dry_run: bool, echo: Callable[[str], None],
+            run: Callable[[list[str]], int]) -> int:
+    """Echo each step, then do it unless `dry_run`; stop at the first required step that fails.
+
+    Returns 0, or the failing command's exit status (1 for a file that could not be written).
+    """
+    for step in steps:
+        if isinstance(step, Note):
+            echo(step.text)
+        elif isinstance(step, Write):
+            echo(f"{'would write' if dry_run else 'writing'} {step.path}")
+            if dry_run:
+                echo(step.text.rstrip("\n"))
+            else:
+                step.path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(step.path, step.text, mode=UNIT_FILE_MODE)
+        elif isinstance(step, Remove):
+            echo(f"{'would remove' if dry_run else 'removing'} {step.path}")
+            if not dry_run:
+                step.path.unlink(missing_ok=True)
+        else:
+            echo(f"{'would run: ' if dry_run else ''}$ {shlex.join(step.argv)}")
+            if dry_run:
+                continue
+            rc = run(list(step.argv))
+            if rc != 0 and step.must_succeed:
+                echo(f"failed (exit {rc}): {shlex.join(step.argv)}")
+                return rc
+    return 0
+
+
+def install(
+    home: Home | str | os.PathLike[str],
+    *,
+    dry_run: bool,
+    echo: Callable[[str], None],
+    run: Callable[[list[str]], int] = run_command,
+    platform: str = sys.platform,
+    memd_path: MemdCommand | None = None,
+) -> int:
+    """Write the unit for this user (atomically) and start it; `dry_run` changes nothing."""
+    steps = plan_install(home, platform=platform, memd_path=memd_path or memd_executable(), uid=os.getuid())
+    if not dry_run:
+        # launchd opens StandardErrorPath before memd runs: the directory must exist.
+        root = _home_root(home)
+        ensure_private_dir(Home(root).logs_dir)
+    return execute(steps, dry_run=dry_run, echo=echo, run=run)
+
+
+def uninstall(
+    home: Home | str | os.PathLike[str] | None = None,
+    *,
+    dry_run: bool,
+    echo: Callable[[str], None],
+    run: Callable[[list[str]], int] = run_command,
+    platform: str = sys.platform,
+) -> int:
+    """Stop and disable the service and remove its unit; memd's data (and `home`) is left alone."""
+    target = unit_path(platform)
+    if not target.exists() and not target.is_symlink():
+        echo(f"not installed: {target} does not exist")
+        return 0
+    rc = execute(plan_uninstall(platform=platform, uid=os.getuid()), dry_run=dry_run, echo=echo, run=run)
+    if rc == 0 and home is not None:
+        echo(f"memd's memories, state and logs under {_home_root(home)} are kept")
+    return rc
+
+
+# --- fallback templates (identical to systemd/ and launchd/; tests check) ---------------
+
+SYSTEMD_TEMPLATE = """\
+# memd — keeps a coding agent's long-term memory in shape (systemd user unit).
+# A template: `memd install` fills in the memd executable and the home, writes
+# it to ~/.config/systemd/user/memd.service and enables it.
+# Logs: `journalctl --user -u memd`, and memd/logs/memd.jsonl under the home.
+
+[Unit]
+Description=memd: long-term memory daemon for coding agents
+StartLimitIntervalSec=600
+StartLimitBurst=5
+
+[Service]
+Type=exec
+ExecStart={{MEMD}} --home {{HOME_DIR}} run
+Environment=PYTHONUNBUFFERED=1
+# Restart after a crash, but not after an exit that a restart cannot fix:
+# 2 usage error, 3 another daemon already runs on this home, 5 configuration error.
+Restart=on-failure
+RestartSec=10
+RestartPreventExitStatus=2 3 5
+# SIGTERM lets the running job finish and record its outcome; allow longer
+# than the longest job before systemd escalates to SIGKILL.
+KillSignal=SIGTERM
+TimeoutStopSec=300
+# Background work: never compete with the user's interactive processes.
+Nice=10
+CPUSchedulingPolicy=batch
+IOSchedulingClass=idle
+
+[Install]
+WantedBy=default.target
+"""
+
+LAUNCHD_TEMPLATE = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<!--
+  memd: keeps a coding agent's long-term memory in shape (launchd user agent).
+  A template: `memd install` fills in the memd executable and the home, writes
+  it to ~/Library/LaunchAgents/com.memd.agent.plist and bootstraps it.
+  KeepAlive/SuccessfulExit=false restarts memd only after a failed exit.
+  launchd has no equivalent of systemd's RestartPreventExitStatus, so a
+  configuration error (exit 5) is retried every ThrottleInterval seconds.
+  stderr is a copy of the warnings only (MEMD_STDERR_LEVEL): this file is not
+  rotated, every event is in the rotated memd/logs/memd.jsonl.
+-->
+<plist version="1.0">
+<dict>
+  <key>Label</key>
+  <string>com.memd.agent</string>
+  <key>ProgramArguments</key>
+  <array>
+    <string>{{MEMD}}</string>
+    <string>--home</string>
+    <string>{{HOME_DIR}}</string>
+    <string>run</string>
+  </array>
+  <key>RunAtLoad</key>
+  <true/>
+  <key>KeepAlive</key>
+  <dict>
+    <key>SuccessfulExit</key>
+    <false/>
+  </dict>
+  <key>ThrottleInterval</key>
+  <integer>60</integer>
+  <key>ProcessType</key>
+  <string>Background</string>
+  <key>LowPriorityIO</key>
+  <true/>
+  <key>Nice</key>
+  <integer>10</integer>
+  <key>ExitTimeOut</key>
+  <integer>300</integer>
+  <key>EnvironmentVariables</key>
+  <dict>
+    <key>PYTHONUNBUFFERED</key>
+    <string>1</string>
+    <key>MEMD_STDERR_LEVEL</key>
+    <string>warning</string>
+  </dict>
+  <key>StandardOutPath</key>
+  <string>{{HOME_DIR}}/memd/logs/launchd.out.log</string>
+  <key>StandardErrorPath</key>
+  <string>{{HOME_DIR}}/memd/logs/launchd.err.log</string>
+</dict>
+</plist>
+"""
+
+
+__all__ = [
+    "LAUNCHD_LABEL",
+    "UNIT_NAME",
+    "ServiceError",
+    "UnsupportedPlatform",
+    "execute",
+    "install",
+    "manager_for",
+    "memd_executable",
+    "plan_install",
+    "plan_uninstall",
+    "render",
+    "render_launchd",
+    "render_systemd",
+    "run_command",
+    "systemd_quote",
+    "uninstall",
+    "unit_path",
+]
