@@ -17,8 +17,25 @@ PRIVATE_FILE = 0o600
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create `path` (and parents) with mode 0700; existing directories are left as they are."""
-    path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    """Create `path` and every missing parent with mode 0700 (whatever the umask).
+
+    Existing directories are left as they are: memd does not change modes the
+    user chose. `Path.mkdir(parents=True)` would give new parents the umask's mode.
+    """
+    path = Path(path)
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=PRIVATE_DIR)
+        except FileExistsError:
+            continue
+        os.chmod(d, PRIVATE_DIR)
     return path
 
 

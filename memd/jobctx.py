@@ -9,7 +9,7 @@ job module (see `memd.registry`):
     NEEDS_MODEL: bool
     def scopes(target) -> list[Scope]          # what it writes, so what it locks
     def targets(ctx) -> list[Target]           # every target (`run-now --all`)
-    def due(ctx) -> list[Target]               # targets due now (thresholds)
+    def due(ctx, only=None) -> list[Target]    # targets due now (thresholds); only: one target
     def run(ctx, target, force) -> RunResult   # the work; force skips thresholds
 
 `due` gathers facts with I/O and decides with pure functions of those facts,

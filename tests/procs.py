@@ -1,0 +1,96 @@
+"""Real processes for tests: the daemon, `memd` commands, and waiting on its log."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import memd_cmd
+
+
+def memd_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update(extra)
+    return env
+
+
+def run_memd(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*memd_cmd(), "--home", str(home), *args], capture_output=True, text=True,
+                          env=env or memd_env(), timeout=timeout)  # fmt: skip
+
+
+def log_records(home: Path) -> list[dict[str, Any]]:
+    path = home / "memd" / "logs" / "memd.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 20.0, every: float = 0.05) -> Any:
+    """Poll until `pred()` is truthy; no fixed sleeps in tests."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(every)
+
+
+def wait_log(home: Path, timeout: float = 20.0, **match: Any) -> dict[str, Any]:
+    def find() -> dict[str, Any] | None:
+        for rec in log_records(home):
+            if all(rec.get(k) == v for k, v in match.items()):
+                return rec
+        return None
+
+    return wait_for(find, timeout)
+
+
+class DaemonProc:
+    """`memd run` as a real subprocess on a home."""
+
+    def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.env = env or memd_env()
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> DaemonProc:
+        self.proc = subprocess.Popen([*memd_cmd(), "--home", str(self.home), "run"], env=self.env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        wait_for(lambda: (self.home / "memd" / "daemon.json").exists() or self.proc.poll() is not None, 30)
+        assert self.proc.poll() is None, self.proc.stderr.read() if self.proc.stderr else ""
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.stderr:
+                self.proc.stderr.close()
+
+    def __enter__(self) -> DaemonProc:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self.proc is not None and self.proc.stderr:
+            self.proc.stderr.close()
