@@ -94,3 +94,4 @@ def main(ctx: click.Context) -> None:
 
 from memd import cli_foundation  # noqa: E402,F401  (registers commands)
 from memd import cli_daemon  # noqa: E402,F401
+from memd import cli_demo  # noqa: E402,F401
