@@ -1,0 +1,230 @@
+"""Keep the derived views of memory directories current: MEMORY.md, the drawer render, search.
+
+The thin I/O layer around the pure renders of `memd.index` (SPEC §6): scan a
+directory, render, and write each file only when its text changed, so an
+unchanged directory costs a scan and no writes (and watchers of those files
+see no spurious events). Callers hold the directory's lock; nothing here locks.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, tzinfo
+from pathlib import Path
+
+import structlog
+
+from memd.fsutil import atomic_write
+from memd.index import render_drawer, render_memory_index
+from memd.memories import DEFAULT_MAX_FILE_BYTES, INDEX_NAME, Memory, Problem, scan_dir
+from memd.search import SearchIndex, SyncStats
+from memd.tree import Home, list_memory_dirs
+
+log = structlog.get_logger("memd.indexer")
+
+
+@dataclass
+class RefreshResult:
+    """What one directory's refresh found and did."""
+
+    problems: list[Problem] = field(default_factory=list)
+    index_warning: str | None = None
+    changed: bool = False
+    index_written: bool = False
+    drawer_written: bool = False
+    drawer_mode: str | None = None
+    search: SyncStats | None = None
+    memories: int = 0
+
+
+def _current_bytes(path: Path) -> bytes | None:
+    """The file's bytes, or None when absent; never follows a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Atomically replace `path` with `text` unless it already holds exactly that.
+
+    A symlink in its place is refused (OSError), like every atomic write.
+    """
+    if path.is_symlink():
+        raise OSError(f"{path}: is a symlink; not replaced")
+    data = text.encode("utf-8")
+    if _current_bytes(path) == data:
+        return False
+    atomic_write(path, data)
+    return True
+
+
+def _write_view(path: Path, text: str, result: RefreshResult, what: str) -> bool:
+    try:
+        written = write_if_changed(path, text)
+    except OSError as exc:
+        result.problems.append(Problem(path, f"{what} not written: {exc.strerror or exc}"))
+        log.warning("view.write_failed", path=str(path), what=what, error=str(exc))
+        return False
+    if written:
+        log.info("view.written", path=str(path), what=what, bytes=len(text.encode("utf-8")))
+    return written
+
+
+def _render_views(
+    home: Home,
+    scope: str,
+    directory: Path,
+    memories: list[Memory],
+    result: RefreshResult,
+    *,
+    max_bytes_drawer: int,
+    today: date,
+    tz: tzinfo | None,
+    write_index: bool,
+    write_drawer: bool,
+) -> None:
+    """MEMORY.md of the directory, and for the drawer its injection render."""
+    rendered = render_memory_index(memories)
+    result.index_warning = rendered.warning
+    if write_index and directory.is_dir():
+        result.index_written = _write_view(directory / INDEX_NAME, rendered.text, result, "index")
+    if scope == "global" and write_drawer and (directory.is_dir() or home.drawer_render.exists()):
+        drawer = render_drawer(memories, max_bytes=max_bytes_drawer, today=today, tz=tz)
+        result.drawer_mode = drawer.mode
+        result.drawer_written = _write_view(home.drawer_render, drawer.text, result, "drawer render")
+
+
+def _scan_and_render(
+    home: Home,
+    scope: str,
+    key: str | None,
+    directory: Path,
+    *,
+    max_bytes_drawer: int,
+    today: date | None,
+    tz: tzinfo | None,
+    write_index: bool,
+    write_drawer: bool,
+    max_file_bytes: int,
+) -> tuple[list[Memory], RefreshResult]:
+    scanned = scan_dir(directory, scope, key, max_bytes=max_file_bytes)
+    result = RefreshResult(problems=list(scanned.problems), memories=len(scanned.memories))
+    _render_views(
+        home,
+        scope,
+        directory,
+        scanned.memories,
+        result,
+        max_bytes_drawer=max_bytes_drawer,
+        today=today or datetime.now(UTC).date(),
+        tz=tz,
+        write_index=write_index,
+        write_drawer=write_drawer,
+    )
+    return scanned.memories, result
+
+
+def refresh_dir(
+    home: Home,
+    scope: str,
+    key: str | None,
+    directory: Path,
+    *,
+    max_bytes_drawer: int = 8192,
+    index: SearchIndex | None = None,
+    today: date | None = None,
+    tz: tzinfo | None = UTC,
+    write_index: bool = True,
+    write_drawer: bool = True,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> RefreshResult:
+    """Refresh one memory directory: MEMORY.md, the drawer render (global only), search rows.
+
+    `today`/`tz` date the drawer entries; both default to UTC, like memd's
+    clock (`memd.clock`), so an injected `today` and the mtimes agree;
+    `write_index`/`write_drawer` follow `indexConsolidation.enabled` and
+    `global.enabled` (§8). The search DB is always kept current. Pass an open
+    `index` to reuse a connection; otherwise one is opened for this call.
+    """
+    memories, result = _scan_and_render(
+        home,
+        scope,
+        key,
+        Path(directory),
+        max_bytes_drawer=max_bytes_drawer,
+        today=today,
+        tz=tz,
+        write_index=write_index,
+        write_drawer=write_drawer,
+        max_file_bytes=max_file_bytes,
+    )
+    owned = index is None
+    db = SearchIndex.for_home(home) if index is None else index
+    try:
+        result.search = db.sync({(scope, key): memories})
+    finally:
+        if owned:
+            db.close()
+    result.changed = result.index_written or result.drawer_written or result.search.changed
+    log.info(
+        "memory_dir.refreshed",
+        scope=scope,
+        key=key,
+        memories=result.memories,
+        problems=len(result.problems),
+        changed=result.changed,
+        index_warning=result.index_warning,
+    )
+    return result
+
+
+def refresh_all(
+    home: Home,
+    *,
+    max_bytes_drawer: int = 8192,
+    index: SearchIndex | None = None,
+    today: date | None = None,
+    tz: tzinfo | None = UTC,
+    write_index: bool = True,
+    write_drawer: bool = True,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> dict[tuple[str, str | None], RefreshResult]:
+    """Refresh every memory directory of the home, then sync search in one transaction.
+
+    The single sync prunes rows of directories that no longer exist, so a
+    deleted project disappears from search too. Every result's `search` is that
+    one sync's stats (for the whole home), so `changed` is true for every
+    directory when any search row changed.
+    """
+    results: dict[tuple[str, str | None], RefreshResult] = {}
+    by_dir: dict[tuple[str, str | None], list[Memory]] = {}
+    for scope, key, directory in list_memory_dirs(home):
+        memories, result = _scan_and_render(
+            home,
+            scope,
+            key,
+            directory,
+            max_bytes_drawer=max_bytes_drawer,
+            today=today,
+            tz=tz,
+            write_index=write_index,
+            write_drawer=write_drawer,
+            max_file_bytes=max_file_bytes,
+        )
+        results[(scope, key)] = result
+        by_dir[(scope, key)] = memories
+    owned = index is None
+    db = SearchIndex.for_home(home) if index is None else index
+    try:
+        stats = db.sync(by_dir, prune=True)
+    finally:
+        if owned:
+            db.close()
+    for result in results.values():
+        result.search = stats
+        result.changed = result.index_written or result.drawer_written or stats.changed
+    return results

@@ -1,0 +1,515 @@
+"""Full-text search over memories: SQLite FTS5 at `<home>/memd/search.sqlite` (SPEC §6.3).
+
+memd is the only writer; agents (the SearchMemory tool) and `memd search` open
+the database read-only. The database is derived data: it can be deleted at any
+time and `refresh_all` rebuilds it from the memory files.
+
+Contract for read-only readers (stable for `PRAGMA user_version` = 1)
+---------------------------------------------------------------------
+
+Open with the URI `file:<path>?mode=ro` (see `open_readonly`). The database is in
+WAL mode, so a reader never waits for the writer and always sees one committed
+state: every sync is a single transaction.
+
+    CREATE TABLE memories (
+        id          INTEGER PRIMARY KEY,    -- = memories_fts.rowid
+        scope       TEXT NOT NULL,          -- 'global' (the drawer) or 'project'
+        project_key TEXT,                   -- SPEC §1.1 key; NULL for 'global'
+        file        TEXT NOT NULL UNIQUE,   -- path relative to the home, '/'-separated
+        name        TEXT NOT NULL,
+        description TEXT NOT NULL,
+        type        TEXT NOT NULL,          -- user | feedback | project | reference
+        body        TEXT NOT NULL,          -- Markdown body, front matter removed
+        mtime       REAL NOT NULL,          -- file mtime, seconds since the epoch
+        size        INTEGER NOT NULL        -- file size in bytes
+    );
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        name, description, body, tokenize = 'unicode61 remove_diacritics 2');
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        -- 'segmenter' = 'zwsp-v1'
+
+`memories_fts` holds the *segmented* text of name, description and body: in
+scripts written without spaces (CJK ideographs, kana, Hangul syllables, Thai,
+Lao, Khmer, Myanmar) a U+200B ZERO WIDTH SPACE is inserted between two adjacent
+word characters whenever either of them belongs to those scripts (combining
+marks stay with their base). A reader must segment its query the same way
+(`segment()` below: one regex), then MATCH; rank with
+`bm25(memories_fts, 10.0, 5.0, 1.0)` (name, description, body) and show
+`snippet(memories_fts, 2, ...)` with U+200B removed. Join `memories` on
+`memories.id = memories_fts.rowid` for scope, file and dates.
+
+Why this design
+---------------
+
+* **Tokenizer.** `trigram` (SQLite >= 3.34) cannot match a query term shorter
+  than three characters, and most Chinese words are two (记忆, 设计); its bm25
+  over trigrams also ranks English poorly. `unicode61` gives word tokens for
+  spaced scripts, so prefix queries (`deplo*`) work natively, but it sees a run
+  of Chinese as one giant token. Segmenting those scripts into one token per
+  character makes any CJK query (one character or more) a phrase query over
+  adjacent characters: 记忆 matches 长期记忆系统的设计 and not 记...忆 apart.
+  The segmentation is done in Python because the stdlib `sqlite3` module cannot
+  register an FTS5 tokenizer.
+* **Content.** `snippet()` re-tokenizes the stored column text, which therefore
+  must be the segmented text. An external-content table would need a second,
+  segmented copy anyway and must be kept byte-identical to the index to delete
+  correctly; a contentless table cannot produce snippets on SQLite < 3.43 and
+  needs the old values to delete. So the FTS table keeps its own (segmented)
+  copy: memories are small, and deleting by rowid is always correct.
+* **Versioning.** `user_version` and `meta.segmenter` are checked on open; on a
+  mismatch the writer drops and rebuilds everything (it is a cache).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import unicodedata
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from memd.fsutil import PRIVATE_FILE, ensure_private_dir
+from memd.memories import Memory
+from memd.tree import Home
+
+log = structlog.get_logger("memd.search")
+
+SCHEMA_VERSION = 1
+SEGMENTER = "zwsp-v1"
+ZWSP = "\u200b"
+WEIGHTS = (10.0, 5.0, 1.0)  # name, description, body
+SNIPPET_TOKENS = 24
+BUSY_TIMEOUT_S = 5.0
+DirKey = tuple[str, str | None]
+
+# Scripts written without spaces between words (plus Hangul, whose words carry
+# attached particles): one token per character. Combining marks inside these
+# blocks count as part of the script, so a mark never starts a new token.
+_SPACELESS = (
+    "\u0e00-\u0eff"  # Thai, Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff"  # Khmer
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u31f0-\u31ff"  # Katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\uff66-\uff9f"  # half-width Katakana
+    "\U00020000-\U0003134f"  # CJK extensions B-G
+)
+_SEG_RE = re.compile(rf"(?<=[{_SPACELESS}])(?=\w)|(?<=\w)(?=\w)(?=[{_SPACELESS}])")
+_OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
+_SYNTAX_CHARS = frozenset('"():*^{}+-')
+_HL_OPEN, _HL_CLOSE = "\x02", "\x03"
+
+_SCHEMA = """
+CREATE TABLE memories (
+    id          INTEGER PRIMARY KEY,
+    scope       TEXT NOT NULL CHECK (scope IN ('global', 'project')),
+    project_key TEXT,
+    file        TEXT NOT NULL UNIQUE,
+    name        TEXT NOT NULL,
+    description TEXT NOT NULL,
+    type        TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    mtime       REAL NOT NULL,
+    size        INTEGER NOT NULL
+);
+CREATE INDEX memories_scope ON memories (scope, project_key);
+CREATE VIRTUAL TABLE memories_fts USING fts5 (
+    name, description, body, tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class SyncStats:
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.removed)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result; `score` is -bm25, so higher is better."""
+
+    scope: str
+    project_key: str | None
+    file: str
+    name: str
+    description: str
+    type: str
+    snippet: str
+    score: float
+    mtime: float
+
+
+# --------------------------------------------------------------------------- text
+
+
+def segment(text: str) -> str:
+    """Insert U+200B between characters of spaceless scripts (see the module docstring)."""
+    return _SEG_RE.sub(ZWSP, text)
+
+
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_" or unicodedata.category(ch).startswith("M")
+
+
+def plain_terms(query: str) -> list[str]:
+    """The query as FTS5 string literals, one per whitespace-separated chunk.
+
+    This is the fallback for queries that are not valid FTS5 syntax: every
+    chunk keeps only its word characters (so `c++` is `"c"`, `deploy-notes` the
+    phrase `"deploy notes"`), a trailing `*` stays a prefix, and bare operator
+    words are dropped since the query they belonged to was broken anyway.
+    """
+    terms: list[str] = []
+    for chunk in query.split():
+        if chunk in _OPERATORS:
+            continue
+        words = "".join(c if _is_word_char(c) else " " for c in chunk).split()
+        if not words:
+            continue
+        star = "*" if re.search(r"\w\*+\W*$", chunk) else ""
+        terms.append('"' + segment(" ".join(words)) + '"' + star)
+    return terms
+
+
+def _uses_syntax(query: str) -> bool:
+    return any(c in _SYNTAX_CHARS for c in query) or any(w in _OPERATORS for w in query.split())
+
+
+def _clean_snippet(raw: str | None, open_mark: str, close_mark: str) -> str:
+    """Join highlights split by segmentation, drop U+200B, flatten whitespace."""
+    if not raw:
+        return ""
+    text = re.sub(f"{_HL_CLOSE}{ZWSP}*{_HL_OPEN}", "", raw)
+    text = text.replace(ZWSP, "").replace(_HL_OPEN, open_mark).replace(_HL_CLOSE, close_mark)
+    return " ".join(text.split())
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def open_readonly(path: Path | str) -> sqlite3.Connection:
+    """Open the search DB as an agent does: read-only URI, never able to write.
+
+    Raises `sqlite3.OperationalError` when the database does not exist yet.
+    """
+    uri = Path(path).absolute().as_uri() + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+    conn.execute("PRAGMA query_only = 1")
+    return conn
+
+
+_SEARCH_SQL = """
+SELECT m.scope, m.project_key, m.file, m.name, m.description, m.type,
+       snippet(memories_fts, 2, char(2), char(3), '…', {tokens}),
+       bm25(memories_fts, {w0}, {w1}, {w2}) AS rank, m.mtime
+FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid
+WHERE memories_fts MATCH ? {scope_filter}
+ORDER BY rank, m.file
+LIMIT ?
+"""
+
+
+def _run(
+    conn: sqlite3.Connection,
+    match: str,
+    project_key: str | None,
+    limit: int,
+    all_scopes: bool,
+    marks: tuple[str, str],
+) -> list[Hit]:
+    scope_filter = "" if all_scopes else "AND (m.scope = 'global' OR m.project_key = ?)"
+    sql = _SEARCH_SQL.format(
+        tokens=SNIPPET_TOKENS, w0=WEIGHTS[0], w1=WEIGHTS[1], w2=WEIGHTS[2], scope_filter=scope_filter
+    )
+    params: tuple[object, ...] = (match, limit) if all_scopes else (match, project_key, limit)
+    rows = conn.execute(sql, params).fetchall()
+    return [
+        Hit(
+            scope=r[0],
+            project_key=r[1],
+            file=r[2],
+            name=r[3],
+            description=r[4],
+            type=r[5],
+            snippet=_clean_snippet(r[6], *marks),
+            score=-float(r[7]),
+            mtime=float(r[8]),
+        )
+        for r in rows
+    ]
+
+
+def query_index(
+    conn: sqlite3.Connection,
+    query: str,
+    *,
+    project_key: str | None,
+    limit: int = 10,
+    all_scopes: bool = False,
+    marks: tuple[str, str] = ("**", "**"),
+) -> list[Hit]:
+    """Search the project `project_key` plus the global drawer, best first.
+
+    `project_key=None` searches the drawer only; `all_scopes` every directory.
+    The query is FTS5 syntax (`deplo*`, `"exact phrase"`, `a OR b`,
+    `name:tabs`). A query FTS5 rejects is retried as plain quoted terms rather
+    than failing. A query that is plain words (or was broken) and finds nothing
+    with every word is retried with any word, which is what a model writing a
+    natural-language SearchMemory query needs.
+    """
+    if not query.strip() or limit <= 0:
+        return []
+    terms = plain_terms(query)
+    broken = False
+    try:
+        hits = _run(conn, segment(query.strip()), project_key, limit, all_scopes, marks)
+    except sqlite3.OperationalError as exc:
+        log.info("search.query_rewritten", query=query, error=str(exc))
+        broken = True
+        if not terms:
+            return []
+        hits = _run(conn, " ".join(terms), project_key, limit, all_scopes, marks)
+    if not hits and len(terms) > 1 and (broken or not _uses_syntax(query)):
+        hits = _run(conn, " OR ".join(terms), project_key, limit, all_scopes, marks)
+    return hits
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _create_private(path: Path) -> None:
+    """Create the DB file 0600 before SQLite does (it would use the umask);
+    SQLite gives its -wal and -shm files the same mode as the database."""
+    ensure_private_dir(path.parent)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+class SearchIndex:
+    """The writer side of the search DB. One per process; not thread-safe.
+
+    `root` is the home the `file` column is relative to; by default the parent
+    of the `memd/` directory holding the database, where `Home` puts it.
+    """
+
+    def __init__(self, path: Path | str, *, root: Path | str | None = None) -> None:
+        self.path = Path(path)
+        self.root = Path(root) if root is not None else self.path.parent.parent
+        try:
+            self._conn = self._open()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise  # locked, unreadable, ...: not ours to destroy
+            # Not a database, or a malformed one: it is a cache, start afresh.
+            log.warning("search_db.discarded", path=str(self.path), error=str(exc))
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            self._conn = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        _create_private(self.path)
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn = conn
+            self._ensure_schema()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @classmethod
+    def for_home(cls, home: Home) -> SearchIndex:
+        return cls(home.search_db, root=home.root)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema
+
+    def _schema_current(self) -> bool:
+        (version,) = self._conn.execute("PRAGMA user_version").fetchone()
+        if version != SCHEMA_VERSION:
+            return False
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'segmenter'").fetchone()
+        return row is not None and row[0] == SEGMENTER
+
+    def _ensure_schema(self) -> None:
+        with self._transaction():
+            if self._schema_current():
+                return
+            tables = [
+                r[0]
+                for r in self._conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                    "AND name NOT LIKE 'memories_fts_%'"
+                )
+            ]
+            if tables:
+                log.info("search_db.rebuilt", path=str(self.path), reason="schema or segmenter changed")
+            for name in tables:
+                self._conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+            # Statement by statement: executescript() would COMMIT the open transaction.
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._conn.execute(statement)
+            self._conn.execute("INSERT INTO meta (key, value) VALUES ('segmenter', ?)", (SEGMENTER,))
+            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: readers see all of it or none of it."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    # -- rows
+
+    def relative(self, path: Path | str) -> str:
+        """The `file` key of a memory path: relative to the home, '/'-separated."""
+        p = Path(path)
+        if not p.is_absolute():
+            return p.as_posix()
+        try:
+            return p.relative_to(self.root).as_posix()
+        except ValueError:
+            return p.as_posix()
+
+    def _insert(self, mem: Memory, file: str) -> None:
+        cur = self._conn.execute(
+            "INSERT INTO memories (scope, project_key, file, name, description, type, body, mtime, size) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (mem.scope, mem.project_key, file, mem.name, mem.description, mem.type, mem.body, mem.mtime, mem.size),
+        )
+        self._insert_fts(cur.lastrowid, mem)
+
+    def _insert_fts(self, rowid: int | None, mem: Memory) -> None:
+        self._conn.execute(
+            "INSERT INTO memories_fts (rowid, name, description, body) VALUES (?, ?, ?, ?)",
+            (rowid, segment(mem.name), segment(mem.description), segment(mem.body)),
+        )
+
+    def _update(self, rowid: int, mem: Memory) -> None:
+        self._conn.execute(
+            "UPDATE memories SET scope = ?, project_key = ?, name = ?, description = ?, type = ?, "
+            "body = ?, mtime = ?, size = ? WHERE id = ?",
+            (mem.scope, mem.project_key, mem.name, mem.description, mem.type, mem.body, mem.mtime, mem.size, rowid),
+        )
+        self._conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rowid,))
+        self._insert_fts(rowid, mem)
+
+    def _delete(self, rowid: int) -> None:
+        self._conn.execute("DELETE FROM memories WHERE id = ?", (rowid,))
+        self._conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rowid,))
+
+    # -- public writes
+
+    def sync(self, memories_by_dir: Mapping[DirKey, Sequence[Memory]], *, prune: bool = False) -> SyncStats:
+        """Make the rows of the given directories match their memories.
+
+        Keys are `(scope, project_key)`: ("global", None) or ("project", key).
+        A memory whose (file, size, mtime, scope, key) matches its row is left
+        alone; rows of those directories whose file is gone are removed. With
+        `prune`, rows of every directory *not* given are removed too (the full
+        refresh, where a vanished project must leave the index). One
+        transaction: a reader sees the old state or the new one.
+        """
+        added = updated = removed = unchanged = 0
+        with self._transaction() as conn:
+            rows = {
+                r[1]: r
+                for r in conn.execute("SELECT id, file, size, mtime, scope, project_key FROM memories")
+            }
+            seen: set[str] = set()
+            for memories in memories_by_dir.values():
+                for mem in memories:
+                    file = self.relative(mem.path)
+                    seen.add(file)
+                    row = rows.get(file)
+                    if row is None:
+                        self._insert(mem, file)
+                        added += 1
+                    elif (row[2], row[3], row[4], row[5]) == (mem.size, mem.mtime, mem.scope, mem.project_key):
+                        unchanged += 1
+                    else:
+                        self._update(row[0], mem)
+                        updated += 1
+            dirs = set(memories_by_dir)
+            for file, row in rows.items():
+                if file not in seen and (prune or (row[4], row[5]) in dirs):
+                    self._delete(row[0])
+                    removed += 1
+        stats = SyncStats(added, updated, removed, unchanged)
+        if stats.changed:
+            log.info("search_db.synced", added=added, updated=updated, removed=removed, unchanged=unchanged)
+        return stats
+
+    def sync_one(self, memory: Memory) -> str:
+        """Insert or rewrite one memory's row now; returns "added" or "updated"."""
+        file = self.relative(memory.path)
+        with self._transaction() as conn:
+            row = conn.execute("SELECT id FROM memories WHERE file = ?", (file,)).fetchone()
+            if row is None:
+                self._insert(memory, file)
+                return "added"
+            self._update(row[0], memory)
+            return "updated"
+
+    def remove(self, file: Path | str) -> bool:
+        """Drop one memory's row (by home-relative file or absolute path)."""
+        key = self.relative(file)
+        with self._transaction() as conn:
+            row = conn.execute("SELECT id FROM memories WHERE file = ?", (key,)).fetchone()
+            if row is None:
+                return False
+            self._delete(row[0])
+        log.info("search_db.removed", file=key)
+        return True
+
+    def count(self) -> int:
+        return int(self._conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+    def search(
+        self,
+        query: str,
+        *,
+        project_key: str | None,
+        limit: int = 10,
+        all_scopes: bool = False,
+        marks: tuple[str, str] = ("**", "**"),
+    ) -> list[Hit]:
+        """`query_index` on the writer's connection (see there)."""
+        return query_index(
+            self._conn, query, project_key=project_key, limit=limit, all_scopes=all_scopes, marks=marks
+        )
