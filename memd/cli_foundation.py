@@ -62,7 +62,8 @@ def scan_home(home: Any, *, key: str | None = None, progress: bool = False, log:
     conn = state.connect(home.state_db)
     try:
         sessions = discover_sessions(home, key)
-        todo = [sf for sf in sessions if ledger.needs_read(conn, sf)]
+        known = ledger.known_files(conn, key)
+        todo = [sf for sf in sessions if ledger.needs_read(conn, sf, known)]
         totals: dict[str, Any] = {"sessions": len(sessions), "read": 0, "bytes": 0, "records": 0, "problems": 0}
         bar = _bar(todo) if progress else None
         for sf in todo:
@@ -84,7 +85,7 @@ def _size(sf: Any) -> int:
     import os
 
     total = 0
-    for p in [sf.path, *sf.subagents]:
+    for p in sf.paths():
         try:
             total += os.stat(p).st_size
         except OSError:

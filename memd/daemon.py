@@ -276,10 +276,11 @@ class Daemon:
             self._session_due(sf.key, sf.session_id)
 
     def _scan_all(self) -> None:
+        known = ledger.known_files(self.conn)
         for sf in discover_sessions(self.home):
             if self.stop_requested:
                 return
-            if ledger.needs_read(self.conn, sf):
+            if ledger.needs_read(self.conn, sf, known):
                 self._ingest(sf)
 
     def _memory_signatures(self) -> None:

@@ -74,7 +74,7 @@ def _session_row(conn: sqlite3.Connection, sf: SessionFile) -> sqlite3.Row:
     if row is None:
         conn.execute(
             "INSERT OR IGNORE INTO sessions(key, session_id, path) VALUES (?, ?, ?)",
-            (sf.key, sf.session_id, str(sf.path)),
+            (sf.key, sf.session_id, sf.main),
         )
         row = conn.execute(
             "SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)
@@ -85,7 +85,7 @@ def _session_row(conn: sqlite3.Connection, sf: SessionFile) -> sqlite3.Row:
 def _file_rows(conn: sqlite3.Connection, sid: int, sf: SessionFile) -> list[_FileRow]:
     known = {r["path"]: r for r in conn.execute("SELECT * FROM files WHERE session=?", (sid,))}
     out = []
-    for path, role in [(sf.path, "main"), *((p, "sub") for p in sf.subagents)]:
+    for path, role in [(sf.main, "main"), *((p, "sub") for p in sf.subagents)]:
         r = known.get(str(path))
         if r is None:
             out.append(_FileRow(str(path), role))
@@ -118,22 +118,34 @@ def _stat(path: str) -> os.stat_result | None:
         return None
 
 
-def needs_read(conn: sqlite3.Connection, sf: SessionFile) -> bool:
-    """Cheap check (stat only) whether a session has bytes the ledger has not seen."""
-    rows = {
-        r["path"]: r
-        for r in conn.execute(
-            "SELECT f.path, f.size, f.mtime_ns, f.inode, f.offset FROM files f JOIN sessions s "
-            "ON s.id=f.session WHERE s.key=? AND s.session_id=?",
-            (sf.key, sf.session_id),
+FileSig = tuple[int, int, int]
+
+
+def known_files(conn: sqlite3.Connection, key: str | None = None) -> dict[str, FileSig]:
+    """(size, mtime_ns, inode) of every file the ledger has read, in one query."""
+    if key is None:
+        rows = conn.execute("SELECT path, size, mtime_ns, inode FROM files")
+    else:
+        rows = conn.execute(
+            "SELECT f.path, f.size, f.mtime_ns, f.inode FROM files f JOIN sessions s ON s.id=f.session WHERE s.key=?",
+            (key,),
         )
-    }
-    for p in [sf.path, *sf.subagents]:
-        r = rows.get(str(p))
-        st = _stat(str(p))
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def needs_read(conn: sqlite3.Connection, sf: SessionFile, known: dict[str, FileSig] | None = None) -> bool:
+    """Cheap check (stat only) whether a session has bytes the ledger has not seen.
+
+    Pass `known` (from `known_files`) when checking many sessions: one query
+    instead of one per session.
+    """
+    if known is None:
+        known = known_files(conn, sf.key)
+    for p in sf.paths():
+        st = sf.stats.get(p) or _stat(p)
         if st is None:
             continue
-        if r is None or st.st_size != r["size"] or st.st_mtime_ns != r["mtime_ns"] or st.st_ino != r["inode"]:
+        if known.get(p) != (st.st_size, st.st_mtime_ns, st.st_ino):
             return True
     return False
 
@@ -344,13 +356,25 @@ def effective_pause(row: sqlite3.Row | dict[str, Any]) -> bool:
     return bool(cli)
 
 
-def session_rows(conn: sqlite3.Connection, key: str | None = None) -> list[sqlite3.Row]:
-    q = "SELECT * FROM sessions WHERE is_subagent=0"
+LIST_COLUMNS = (
+    "id", "key", "session_id", "format", "path", "bytes_read", "records", "bad_lines", "human_turns",
+    "assistant_turns", "tool_calls", "tool_pending", "conv_chars", "usage_input", "usage_output",
+    "usage_cache_creation", "usage_cache_read", "compactions", "paused_transcript", "pause_toggled_ts",
+    "pause_cli", "pause_cli_ts", "first_ts", "last_ts", "safe_offset", "natural_break", "safe_human_turns",
+    "safe_conv_chars", "safe_tool_calls", "pause_offset", "last_compaction_offset",
+)  # fmt: skip
+
+
+def session_rows(conn: sqlite3.Connection, key: str | None = None) -> list[dict[str, Any]]:
+    """Main sessions (sub-agent transcripts excluded) as plain dicts, in a stable order."""
+    q = f"SELECT {', '.join(LIST_COLUMNS)} FROM sessions WHERE is_subagent=0"
     args: tuple[Any, ...] = ()
     if key:
         q += " AND key=?"
         args = (key,)
-    return list(conn.execute(q + " ORDER BY key, first_ts, session_id", args))
+    cur = conn.cursor()
+    cur.row_factory = None
+    return [dict(zip(LIST_COLUMNS, r)) for r in cur.execute(q + " ORDER BY key, first_ts, session_id", args)]
 
 
 def path_of(row: sqlite3.Row) -> Path:

@@ -116,16 +116,24 @@ def project_key(path: str | os.PathLike[str]) -> str:
 
 @dataclass
 class SessionFile:
-    """One session: its main transcript and the sub-agent transcripts attached to it."""
+    """One session: its main transcript and the sub-agent transcripts attached to it.
+
+    `main` is a plain string and `stats` carries what discovery's scandir already
+    learned, so checking 10,000 idle sessions costs no Path objects and no extra stat.
+    """
 
     key: str
     session_id: str
-    path: Path
+    main: str
     subagents: list[Path] = field(default_factory=list)
+    stats: dict[str, os.stat_result] = field(default_factory=dict, repr=False, compare=False)
 
+    @property
+    def path(self) -> Path:
+        return Path(self.main)
 
-def _is_subagent_name(path: Path) -> bool:
-    return path.name.startswith("agent-")
+    def paths(self) -> list[str]:
+        return [self.main, *map(str, self.subagents)]
 
 
 def _first_session_id(path: Path) -> str | None:
@@ -173,38 +181,61 @@ def list_project_keys(home: Home) -> list[str]:
         return []
 
 
+def _jsonl_entries(directory: str) -> tuple[list[os.DirEntry[str]], set[str]]:
+    """Regular `.jsonl` files (links are not followed) and sub-directory names of `directory`."""
+    files: list[os.DirEntry[str]] = []
+    dirs: set[str] = set()
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                if e.name.endswith(".jsonl"):
+                    if e.is_file(follow_symlinks=False):
+                        files.append(e)
+                elif e.is_dir(follow_symlinks=False):
+                    dirs.add(e.name)
+    except OSError:
+        pass
+    return files, dirs
+
+
+def _stat(e: os.DirEntry[str]) -> os.stat_result | None:
+    try:
+        return e.stat(follow_symlinks=False)
+    except OSError:
+        return None
+
+
 def _sessions_of_project(home: Home, key: str) -> list[SessionFile]:
-    pdir = home.project_dir(key)
+    pdir = os.path.join(home.projects, key)
+    files, dirs = _jsonl_entries(pdir)
+    if ".mewcode" in dirs:
+        mew, _ = _jsonl_entries(os.path.join(pdir, ".mewcode", "sessions"))
+        files += mew
     by_id: dict[str, SessionFile] = {}
-    strays: list[Path] = []
-    for d in (pdir, pdir / ".mewcode" / "sessions"):
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
+    strays: list[str] = []
+    for e in files:
+        if e.name.startswith("agent-"):
+            if os.path.dirname(e.path) == pdir:
+                strays.append(e.path)
             continue
-        for e in entries:
-            if not e.name.endswith(_SESSION_SUFFIXES) or not e.is_file(follow_symlinks=False):
-                continue
-            p = Path(e.path)
-            if _is_subagent_name(p):
-                strays.append(p)
-                continue
-            sid = p.name[: -len(".jsonl")]
-            by_id[sid] = SessionFile(key, sid, p)
+        sid = e.name[: -len(".jsonl")]
+        sf = SessionFile(key, sid, e.path)
+        st = _stat(e)
+        if st is not None:
+            sf.stats[e.path] = st
+        by_id[sid] = sf
     for sid, sf in by_id.items():
-        subdir = pdir / sid / "subagents"
-        try:
-            sf.subagents = sorted(
-                Path(e.path)
-                for e in os.scandir(subdir)
-                if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False)
-            )
-        except OSError:
-            pass
+        if sid in dirs:
+            subs, _ = _jsonl_entries(os.path.join(pdir, sid, "subagents"))
+            for e in sorted(subs, key=lambda x: x.name):
+                sf.subagents.append(Path(e.path))
+                st = _stat(e)
+                if st is not None:
+                    sf.stats[e.path] = st
     for p in sorted(strays):
-        owner = _first_session_id(p)
+        owner = _first_session_id(Path(p))
         if owner in by_id:
-            by_id[owner].subagents.append(p)
+            by_id[owner].subagents.append(Path(p))
     return sorted(by_id.values(), key=lambda s: s.session_id)
 
 
@@ -281,7 +312,7 @@ def _direct(home: Home, key: str, sid: str) -> list[SessionFile]:
     pdir = home.project_dir(key)
     for main in (pdir / f"{sid}.jsonl", pdir / ".mewcode" / "sessions" / f"{sid}.jsonl"):
         if main.is_file() and not main.is_symlink():
-            sf = SessionFile(key, sid, main)
+            sf = SessionFile(key, sid, str(main))
             subdir = pdir / sid / "subagents"
             if subdir.is_dir():
                 sf.subagents = sorted(p for p in subdir.glob("*.jsonl") if p.is_file() and not p.is_symlink())

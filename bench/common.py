@@ -1,0 +1,42 @@
+"""Shared helpers of the benchmark harness: where the corpus is, timing, result notes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("MEMD_CORPUS", REPO.parent / "shared" / "corpus" / "claude-code"))
+MEMD = [str(Path(sys.executable).with_name("memd"))]
+
+
+def need_corpus() -> None:
+    if not CORPUS.is_dir():
+        sys.exit(f"corpus folder {CORPUS} is absent")
+
+
+def replicate_corpus(home: Path, min_bytes: int) -> int:
+    """Copy the corpus into `home` as many projects as needed to reach `min_bytes`."""
+    need_corpus()
+    one = sum(p.stat().st_size for p in CORPUS.rglob("*.jsonl"))
+    copies = -(-min_bytes // one)
+    for i in range(copies):
+        for d in sorted(CORPUS.iterdir()):
+            if d.is_dir():
+                shutil.copytree(d, home / "projects" / f"-copy{i:03d}-{d.name}")
+    return copies * one
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return time.perf_counter() - t, r
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
