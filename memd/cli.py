@@ -90,8 +90,17 @@ def main(ctx: click.Context) -> None:
     5 configuration, 75 busy (a lock was held; try again).
     """
     ctx.ensure_object(dict)
+    if ctx.invoked_subcommand not in FAST_COMMANDS:
+        from memd.logs import cli_defaults
+
+        cli_defaults()
+
+
+# Commands that must start fast and never log: they skip importing structlog.
+FAST_COMMANDS = frozenset({"status", "sessions", "key", "jobs", "config", None})
 
 
 from memd import cli_foundation  # noqa: E402,F401  (registers commands)
 from memd import cli_daemon  # noqa: E402,F401
 from memd import cli_demo  # noqa: E402,F401
+from memd import cli_memory  # noqa: E402,F401

@@ -515,3 +515,24 @@ __all__ = [
     "shutdown",
     "stamp",
 ]
+
+
+def cli_defaults() -> None:
+    """For one-shot commands before (or without) `configure`: warnings to stderr, nothing to stdout.
+
+    structlog's own default prints every level to stdout, which would corrupt
+    `--json` output; commands that keep a log file call `configure` after this.
+    """
+    import structlog
+
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            redact,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=False,
+    )

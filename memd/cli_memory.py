@@ -1,0 +1,168 @@
+"""Commands over the memories: search, list, show (the agent's `/memory` and SearchMemory)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from memd.cli import command, get_home, json_out
+from memd.errors import UsageError
+
+
+def resolve_key(key: str | None, cwd: str | None) -> str:
+    """`--project KEY`, else the key of `--cwd PATH`, else of the current directory."""
+    from memd.tree import project_key
+
+    if key and cwd:
+        raise UsageError("give --project or --cwd, not both")
+    return key or project_key(cwd or ".")
+
+
+def _ensure_search_db(home: Any) -> None:
+    """A home never indexed gets its index built first, through the index job's own path."""
+    if home.search_db.exists():
+        return
+    from memd import registry
+    from memd import settings as st
+    from memd.context import make_context
+    from memd.logs import get_logger
+    from memd.runner import run_job
+
+    job = registry.get("index")
+    ctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.search"))
+    try:
+        for t in job.targets(ctx):
+            run_job(ctx, job, t)
+    finally:
+        ctx.conn.close()
+
+
+def hit_json(h: Any, now: Any) -> dict[str, Any]:
+    from memd.index import staleness_note
+
+    return {
+        "scope": h.scope, "project_key": h.project_key, "file": h.file, "name": h.name,
+        "description": h.description, "type": h.type, "snippet": h.snippet, "score": round(h.score, 4),
+        "mtime": h.mtime, "stale": staleness_note(h.mtime, now),
+    }  # fmt: skip
+
+
+@command("search")
+@click.argument("query")
+@click.option("--project", "key", help="Project key (default: the project of the current directory).")
+@click.option("--cwd", type=click.Path(), help="Search the project this directory belongs to.")
+@click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 200))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def search_cmd(ctx: click.Context, query: str, key: str | None, cwd: str | None, limit: int, as_json: bool) -> None:
+    """Full-text search over the project's memories and the global drawer."""
+    from memd.clock import system_clock
+    from memd.search import open_readonly, query_index
+
+    home = get_home(ctx)
+    pkey = resolve_key(key, cwd)
+    _ensure_search_db(home)
+    conn = open_readonly(home.search_db)
+    try:
+        hits = query_index(conn, query, project_key=pkey, limit=limit)
+    finally:
+        conn.close()
+    now = system_clock()
+    rows = [hit_json(h, now) for h in hits]
+    if as_json:
+        json_out(rows)
+        return
+    if not rows:
+        click.echo(f"no memory matches {query!r} (project {pkey} and the global drawer)")
+        return
+    for r in rows:
+        click.echo(f"{r['file']}  [{r['type']}, {r['scope']}]  {r['name']} — {r['description']}")
+        click.echo(f"    {r['snippet']}")
+        if r["stale"]:
+            click.echo(f"    ⚠ {r['stale']}")
+
+
+def _scopes(home: Any, pkey: str | None, everything: bool) -> list[tuple[str, str | None, Any]]:
+    from memd.tree import list_memory_dirs
+
+    dirs = list_memory_dirs(home)
+    if everything:
+        return dirs
+    return [d for d in dirs if d[0] == "global" or d[1] == pkey]
+
+
+def _memories(home: Any, pkey: str | None, everything: bool) -> tuple[list[Any], list[Any]]:
+    from memd.memories import scan_dir
+
+    mems, problems = [], []
+    for scope, k, path in _scopes(home, pkey, everything):
+        r = scan_dir(path, scope, k)
+        mems.extend(r.memories)
+        problems.extend(r.problems)
+    return mems, problems
+
+
+def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
+    from memd.index import staleness_note
+
+    return {
+        "scope": m.scope, "project_key": m.project_key, "file": str(m.path.relative_to(home.root)),
+        "name": m.name, "description": m.description, "type": m.type, "mtime": m.mtime, "size": m.size,
+        "stale": staleness_note(m.mtime, now),
+    }  # fmt: skip
+
+
+@command("list")
+@click.option("--project", "key", help="Project key (default: the project of the current directory).")
+@click.option("--cwd", type=click.Path())
+@click.option("--all", "everything", is_flag=True, help="Every project's memories too.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: bool, as_json: bool) -> None:
+    """The memories in effect: the global drawer and the project's memory."""
+    from memd.clock import system_clock
+
+    home = get_home(ctx)
+    pkey = None if everything else resolve_key(key, cwd)
+    mems, problems = _memories(home, pkey, everything)
+    now = system_clock()
+    rows = [memory_json(m, home, now) for m in sorted(mems, key=lambda m: (m.scope != "global", m.project_key or "", m.type, m.name))]
+    if as_json:
+        json_out({"memories": rows, "problems": [{"file": str(p.path), "reason": p.reason} for p in problems]})
+        return
+    for r in rows:
+        where = "global" if r["scope"] == "global" else r["project_key"]
+        click.echo(f"{r['type']:<9} {r['name']:<32} {where}  — {r['description']}")
+    for p in problems:
+        click.echo(f"problem: {p.path}: {p.reason}", err=True)
+    if not rows:
+        click.echo("no memories yet")
+
+
+@command("show")
+@click.argument("name")
+@click.option("--project", "key", help="Project key (default: the project of the current directory).")
+@click.option("--cwd", type=click.Path())
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, as_json: bool) -> None:
+    """Show one memory by name (or file name), with a staleness warning when it is old."""
+    from memd.clock import system_clock
+
+    home = get_home(ctx)
+    pkey = resolve_key(key, cwd)
+    mems, _ = _memories(home, pkey, False)
+    found = [m for m in mems if name in (m.name, m.path.name, m.path.stem)]
+    if not found:
+        raise UsageError(f"no memory named {name!r} in project {pkey} or the global drawer (see `memd list`)")
+    m = sorted(found, key=lambda m: m.scope != "project")[0]
+    now = system_clock()
+    data = {**memory_json(m, home, now), "body": m.body}
+    if as_json:
+        json_out(data)
+        return
+    if data["stale"]:
+        click.echo(f"⚠ {data['stale']}\n")
+    click.echo(f"# {m.name}  ({m.type}, {data['file']})\n{m.description}\n")
+    click.echo(m.body.rstrip())
