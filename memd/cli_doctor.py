@@ -1,0 +1,177 @@
+"""`memd doctor` (one line per check, and what to do about each failure) and shell completion."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from memd.cli import command, get_home, json_out
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _mode(path: Any) -> int | None:
+    try:
+        return stat.S_IMODE(os.lstat(path).st_mode)
+    except OSError:
+        return None
+
+
+def check_home(home: Any) -> Check:
+    m = _mode(home.root)
+    if m is None:
+        return Check("home", False, f"{home.root} does not exist", "run `memd run` or `memd scan` once; memd creates it 0700")
+    if os.path.islink(home.root):
+        return Check("home", True, f"{home.root} (a symlink to {os.path.realpath(home.root)})")
+    loose = m & 0o077
+    return Check("home", not loose, f"{home.root} mode {m:04o}", f"chmod 700 {home.root}" if loose else "")
+
+
+def check_private_files(home: Any) -> Check:
+    bad = []
+    for base in (home.memd_dir,):  # memory files may be the user's own, with their own modes
+        if not base.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(base):
+            for n in dirnames:
+                if (_mode(os.path.join(dirpath, n)) or 0) & 0o077:
+                    bad.append(os.path.join(dirpath, n))
+            for n in filenames:
+                if (_mode(os.path.join(dirpath, n)) or 0) & 0o077:
+                    bad.append(os.path.join(dirpath, n))
+    return Check("permissions", not bad, f"{len(bad)} files or directories readable by others" if bad else "memd's files are private",
+                 f"chmod go-rwx {bad[0]} (and the others: `find {home.root} -perm /077`)" if bad else "")  # fmt: skip
+
+
+def check_settings(home: Any) -> Check:
+    from memd import settings as st
+
+    s = st.load(home.settings_file)
+    if s.warnings:
+        return Check("settings", False, f"{len(s.warnings)} problems, first: {s.warnings[0]}",
+                     "fix the fields `memd config --check` lists (each falls back to its default meanwhile)")  # fmt: skip
+    return Check("settings", True, f"{home.settings_file}" + ("" if home.settings_file.exists() else " (absent: defaults)"))
+
+
+def check_provider(home: Any, call: bool) -> Check:
+    from memd import settings as st
+
+    s = st.load(home.settings_file)
+    provider, waiting = st.effective_provider(s)
+    if waiting:
+        return Check("provider", False, f"{provider}: {waiting}", "export ANTHROPIC_API_KEY=… (and for the service: see README, 'API key')")
+    if provider == "offline":
+        return Check("provider", True, "offline (deterministic, no model calls; set ANTHROPIC_API_KEY to use a model)")
+    if not call:
+        return Check("provider", True, f"anthropic, key set, models {s.get('memd.smallModel')} / {s.get('memd.strongModel')} "
+                     "(no call made; `memd doctor --call` makes one tiny one)")  # fmt: skip
+    return _call_check(home, s)
+
+
+def _call_check(home: Any, s: Any) -> Check:
+    from memd.context import make_context
+    from memd.logs import get_logger
+
+    ctx = make_context(home, s, log=get_logger("memd.doctor"))
+    try:
+        reply = ctx.llm.complete(job="doctor", tier="small", system="Answer with one word.", user="Say ok.", max_tokens=5)
+        return Check("provider", True, f"anthropic answered ({reply.model}, {reply.input_tokens}+{reply.output_tokens} tokens)")
+    except Exception as exc:  # noqa: BLE001 - the check reports any failure
+        return Check("provider", False, f"anthropic call failed: {exc}", "check the key, `memd.baseUrl` and the network")
+    finally:
+        ctx.conn.close()
+
+
+def check_service(home: Any) -> Check:
+    from memd import service
+    from memd.locks import daemon_alive
+
+    try:
+        alive = daemon_alive(home)
+    except Exception as exc:  # noqa: BLE001
+        return Check("daemon", False, f"cannot probe the daemon lock: {exc}", f"inspect {home.locks_dir}")
+    unit = service.unit_path(sys.platform)
+    installed = unit.exists()
+    if alive:
+        return Check("daemon", True, f"running (pid {alive.get('pid')}); service unit {'installed' if installed else 'not installed'}")
+    if installed:
+        return Check("daemon", False, f"service installed ({unit}) but no daemon runs for {home.root}",
+                     "systemctl --user status memd (or `launchctl print gui/$UID/com.memd.agent`) and `memd logs --level error`")  # fmt: skip
+    return Check("daemon", False, "not running, no service installed", "memd install (or run `memd run` in a terminal)")
+
+
+def check_locks(home: Any) -> Check:
+    d = home.locks_dir
+    if not d.exists():
+        return Check("locks", True, "no locks directory yet")
+    if d.is_symlink():
+        return Check("locks", False, f"{d} is a symlink", f"remove it: rm {d} (memd recreates it 0700)")
+    odd = [e.name for e in os.scandir(d) if e.is_symlink() or not e.is_file(follow_symlinks=False)]
+    if odd:
+        return Check("locks", False, f"unexpected entries in {d}: {', '.join(odd[:3])}", f"remove them from {d} while memd is stopped")
+    return Check("locks", True, f"{d} holds only lock files")
+
+
+def check_db(path: Any, what: str) -> Check:
+    if not path.exists():
+        return Check(what, True, f"{path} not created yet")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            res = conn.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        res = str(exc)
+    ok = res == "ok"
+    fix = "" if ok else f"stop memd, move {path} aside; memd rebuilds it ({'re-reading transcripts' if what == 'state' else 'from the memory files'})"
+    return Check(what, ok, f"{path}: {res}", fix)
+
+
+CHECKS: list[Callable[..., Check]] = [check_home, check_private_files, check_settings, check_service, check_locks]
+
+
+@command("doctor")
+@click.option("--call", is_flag=True, help="Also make one tiny model call to test the key (costs a few tokens).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def doctor_cmd(ctx: click.Context, call: bool, as_json: bool) -> None:
+    """Check the home, settings, provider and key, the service, locks and databases."""
+    home = get_home(ctx)
+    checks = [f(home) for f in CHECKS]
+    checks.insert(3, check_provider(home, call))
+    checks += [check_db(home.state_db, "state"), check_db(home.search_db, "search")]
+    if as_json:
+        json_out([c.__dict__ for c in checks])
+    else:
+        for c in checks:
+            click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name:<12} {c.detail}")
+            if not c.ok and c.fix:
+                click.echo(f"     {'':<12} → {c.fix}")
+    sys.exit(0 if all(c.ok for c in checks) else 1)
+
+
+@command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_cmd(shell: str) -> None:
+    """Print the shell completion script: `eval "$(memd completion bash)"`."""
+    from click.shell_completion import get_completion_class
+
+    from memd.cli import main
+
+    cls = get_completion_class(shell)
+    assert cls is not None
+    click.echo(cls(main, {}, "memd", "_MEMD_COMPLETE").source())
