@@ -126,15 +126,39 @@ def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
         )
 
 
-SESSION_FIELDS = (
-    "key", "session_id", "format", "path", "bytes_read", "records", "bad_lines", "human_turns",
-    "assistant_turns", "tool_calls", "tool_calls_pending", "tokens", "usage", "compactions", "paused",
-    "first_ts", "last_ts", "safe_offset", "natural_break",
-)  # fmt: skip
+_LIST_SQL = (
+    "SELECT key, session_id, format, path, bytes_read, records, bad_lines, human_turns, assistant_turns, "
+    "tool_calls, tool_pending, conv_chars, usage_input, usage_output, usage_cache_creation, usage_cache_read, "
+    "compactions, paused_transcript, pause_toggled_ts, pause_cli, pause_cli_ts, first_ts, last_ts, safe_offset, "
+    "natural_break FROM sessions WHERE is_subagent=0"
+)
+
+
+def list_sessions(conn: Any, key: str | None = None) -> list[dict[str, Any]]:
+    """Every session as `memd sessions --json` prints it: one query, one dict a row.
+
+    The JSON fields are a stable interface (README, "memd sessions --json").
+    """
+    q = _LIST_SQL + (" AND key=?" if key else "") + " ORDER BY key, first_ts, session_id"
+    cur = conn.cursor()
+    cur.row_factory = None
+    out = []
+    for (k, sid, fmt, path, nread, recs, bad, human, asst, tools, pending, chars, u_in, u_out, u_cc, u_cr,
+         comp, p_tr, p_tog, p_cli, p_cli_ts, first, last, safe, brk) in cur.execute(q, (key,) if key else ()):  # fmt: skip
+        paused = bool(p_tr) if p_cli is None or (p_tog is not None and p_cli_ts is not None and p_tog > p_cli_ts) else bool(p_cli)
+        out.append({
+            "key": k, "session_id": sid, "format": fmt, "path": path, "bytes_read": nread, "records": recs,
+            "bad_lines": bad, "human_turns": human, "assistant_turns": asst, "tool_calls": tools,
+            "tool_calls_pending": pending, "tokens": (chars + 3) // 4,
+            "usage": {"input": u_in, "output": u_out, "cache_creation": u_cc, "cache_read": u_cr},
+            "compactions": comp, "paused": paused, "first_ts": first, "last_ts": last, "safe_offset": safe,
+            "natural_break": bool(brk),
+        })  # fmt: skip
+    return out
 
 
 def session_json(row: Any) -> dict[str, Any]:
-    """One session as `memd sessions --json` prints it (a stable interface)."""
+    """One ledger row (from `ledger.session_rows`) in the `memd sessions --json` form."""
     from memd.ledger import effective_pause
     from memd.transcripts import tokens_of
 
@@ -179,7 +203,7 @@ def sessions_cmd(ctx: click.Context, key: str | None, as_json: bool, no_scan: bo
     if not no_scan:
         scan_home(home, key=key)
     conn = state.connect(home.state_db)
-    rows = [session_json(r) for r in ledger.session_rows(conn, key)]
+    rows = list_sessions(conn, key)
     conn.close()
     if as_json:
         json_out(rows)

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from memd.transcripts import Folder, Tally, UsageBook, read_lines
+from memd.transcripts import Folder, Tally, UsageBook, read_chunks
 from memd.tree import SessionFile
 
 MAX_BAD_LINE_LOGS = 5
@@ -227,27 +227,32 @@ def _lookups(conn: sqlite3.Connection, sid: int, prior: bool) -> tuple[Any, Any]
 
 
 def _read_file(f: _FileRow, st: os.stat_result, folder: Folder, result: IngestResult, log: Any) -> None:
+    """Fold the file's complete lines from its offset; the hot loop of ingest."""
     logged = 0
     start = f.offset
+    loads, bad_json, feed = orjson.loads, orjson.JSONDecodeError, folder.feed
     try:
-        for line in read_lines(f.path, f.offset, f.line_no + 1):
-            f.offset = line.end
-            f.line_no = line.number
+        for lines, batch_end in read_chunks(f.path, f.offset):
+            end = f.offset
+            for data in lines:
+                end += len(data) + 1
+                f.line_no += 1
+                if not data or data.isspace():
+                    continue
+                try:
+                    rec = loads(data)
+                except bad_json as exc:
+                    f.bad_lines += 1
+                    if log is not None and logged < MAX_BAD_LINE_LOGS:
+                        logged += 1
+                        reason = str(exc).split(":", 1)[0][:120]
+                        log.warning("transcript.line_skipped", file=f.path, line=f.line_no, reason=reason)
+                    result.problems.append(FileProblem(f.path, f.line_no, "unparseable line"))
+                    continue
+                result.records += 1
+                feed(rec, end)
+            f.offset = batch_end
             result.changed = True
-            if not line.data.strip():
-                continue
-            try:
-                rec = orjson.loads(line.data)
-            except orjson.JSONDecodeError as exc:
-                f.bad_lines += 1
-                if log is not None and logged < MAX_BAD_LINE_LOGS:
-                    logged += 1
-                    reason = str(exc).split(":", 1)[0][:120]
-                    log.warning("transcript.line_skipped", file=f.path, line=line.number, reason=reason)
-                result.problems.append(FileProblem(f.path, line.number, "unparseable line"))
-                continue
-            result.records += 1
-            folder.feed(rec, line.end)
     except OSError as exc:
         result.problems.append(FileProblem(f.path, None, f"read failed: {exc.strerror or exc}"))
         if log is not None:

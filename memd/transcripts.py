@@ -53,13 +53,13 @@ class Line:
     end: int
 
 
-def read_lines(path: str | os.PathLike[str], offset: int, first_line: int) -> Iterator[Line]:
-    """Complete lines of `path` from byte `offset`; `first_line` numbers the first one.
+def read_chunks(path: str | os.PathLike[str], offset: int) -> Iterator[tuple[list[bytes], int]]:
+    """Batches of complete lines from byte `offset`, each with the offset just past the batch.
 
     Reads in 1 MiB chunks so memory stays flat on 100 MB files; a line longer
-    than a chunk is carried until its newline arrives.
+    than a chunk is carried until its newline arrives. Bytes after the last
+    newline are never returned.
     """
-    number = first_line
     with open(path, "rb") as fh:
         fh.seek(offset)
         pos = offset
@@ -69,16 +69,25 @@ def read_lines(path: str | os.PathLike[str], offset: int, first_line: int) -> It
             if not chunk:
                 return
             buf = carry + chunk if carry else chunk
-            start = 0
-            while True:
-                nl = buf.find(b"\n", start)
-                if nl < 0:
-                    break
-                pos += nl + 1 - start
-                yield Line(buf[start:nl], number, pos)
-                number += 1
-                start = nl + 1
-            carry = buf[start:]
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                carry = buf
+                continue
+            lines = buf[:cut].split(b"\n")
+            carry = buf[cut + 1 :]
+            pos += cut + 1
+            yield lines, pos
+
+
+def read_lines(path: str | os.PathLike[str], offset: int, first_line: int) -> Iterator[Line]:
+    """Complete lines of `path` from byte `offset`; `first_line` numbers the first one."""
+    number = first_line
+    for lines, batch_end in read_chunks(path, offset):
+        end = batch_end - sum(len(x) + 1 for x in lines)
+        for data in lines:
+            end += len(data) + 1
+            yield Line(data, number, end)
+            number += 1
 
 
 def detect_format(rec: dict[str, Any]) -> str | None:
@@ -268,7 +277,8 @@ class Folder:
             self.t.records += 1
             ts = rec.get("timestamp")
             if ts is not None:
-                ts = str(ts)
+                if ts.__class__ is not str:
+                    ts = str(ts)
                 if self.t.first_ts is None:
                     self.t.first_ts = ts
                 self.t.last_ts = ts

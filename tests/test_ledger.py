@@ -215,3 +215,16 @@ def test_usage_last_per_message_id_across_appends(home: Path) -> None:
     assert row["usage"]["output"] == 10 and row["usage"]["input"] == 20
     assert row["tool_calls"] == 1 and row["tool_calls_pending"] == 0 and row["natural_break"]
     assert row["safe_offset"] == p.stat().st_size
+
+
+def test_listing_query_equals_the_row_form(corpus_home: Path, tmp_path: Path) -> None:
+    """`memd sessions` uses a one-pass query; it must say exactly what session_json says."""
+    from memd.cli_foundation import list_sessions
+
+    home = tmp_path / "h"
+    shutil.copytree(corpus_home, home)
+    ingest_all(home)
+    conn = state.connect(Home(home).state_db)
+    ledger.set_cli_pause(conn, None, "short", True, NOW)
+    assert list_sessions(conn) == [session_json(r) for r in ledger.session_rows(conn)]
+    conn.close()
