@@ -32,7 +32,7 @@ MEMORY_FIELDS: list[tuple[str, str, Any]] = [
 MEMD_FIELDS: list[tuple[str, str, Any]] = [
     ("provider", "choice:auto|anthropic|offline", "auto"),
     ("smallModel", "str", "claude-haiku-4-5"),
-    ("strongModel", "str", "claude-sonnet-4-5"),
+    ("strongModel", "str", "claude-sonnet-4-6"),
     ("baseUrl", "str", ""),
     ("timeoutSeconds", "posint", 60),
     ("maxRetries", "nonnegint", 4),

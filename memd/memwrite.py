@@ -1,0 +1,164 @@
+"""Applying validated memory operations to memory directories, and what the model sees first.
+
+Callers hold the scopes' locks. Each file is replaced atomically; an operation
+that would overwrite a file memd cannot parse, or a memory whose current text the
+model was not shown (a hand edit it never saw), is refused and logged, and the
+rest still apply. The indexes of touched directories are refreshed afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memd.clock import iso
+from memd.jobctx import JobContext
+from memd.memories import Memory, delete_memory, memory_path, render_memory, scan_dir, slugify, write_memory
+
+
+@dataclass
+class Applied:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {"added": len(self.added), "updated": len(self.updated), "deleted": len(self.deleted),
+                "unchanged": len(self.unchanged), "refused": len(self.refused)}  # fmt: skip
+
+
+def scope_dir(ctx: JobContext, scope: str, key: str) -> Path:
+    return ctx.home.global_memory if scope == "global" else ctx.home.project_memory(key)
+
+
+def _index(directory: Path, scope: str, key: str | None) -> tuple[dict[str, Memory], set[str]]:
+    """Memories of a directory by lowercased name and by file stem, and the stems of unparseable files."""
+    res = scan_dir(directory, scope, key)
+    by: dict[str, Memory] = {}
+    for m in res.memories:
+        by.setdefault(m.name.lower(), m)
+        by.setdefault(m.path.stem.lower(), m)
+    bad = {Path(p.path).stem.lower() for p in res.problems}
+    return by, bad
+
+
+def apply(
+    ctx: JobContext,
+    key: str,
+    ops: list[Any],
+    *,
+    provider: str,
+    session_id: str,
+    shown: set[str] | None = None,
+) -> Applied:
+    """Apply operations; `shown` lists the files whose current text the model saw (None: no check)."""
+    out = Applied()
+    touched: set[tuple[str, str | None]] = set()
+    cache: dict[str, tuple[dict[str, Memory], set[str]]] = {}
+    for op in ops:
+        directory = scope_dir(ctx, op.scope, key)
+        pkey = None if op.scope == "global" else key
+        if op.scope not in cache:
+            cache[op.scope] = _index(directory, op.scope, pkey)
+        by, bad = cache[op.scope]
+        slug = slugify(op.name)
+        existing = by.get(op.name.lower()) or by.get(slug.lower())
+        label = f"{op.scope}:{slug}"
+        if existing is None and slug.lower() in bad:
+            out.refused.append((label, "a file of that name exists but cannot be parsed; left in place"))
+            continue
+        if existing is not None and provider == "offline" and op.op == "add":
+            out.unchanged.append(label)  # the same statement again: never overwrite a (maybe hand-edited) file
+            continue
+        if existing is not None and shown is not None and str(existing.path) not in shown:
+            out.refused.append((label, "the model was not shown this memory's current text"))
+            continue
+        if op.op == "delete":
+            if existing is not None and delete_memory(existing.path):
+                out.deleted.append(label)
+                touched.add((op.scope, pkey))
+            continue
+        meta = dict(existing.metadata) if existing is not None else {}
+        meta.update({"source": "memd", "provider": provider, "session": session_id, "updated": iso(ctx.now())})
+        text = render_memory(op.name, op.description, op.type, op.body, meta)
+        path = existing.path if existing is not None else memory_path(directory, slug)
+        if existing is not None and path.read_text(encoding="utf-8", errors="replace") == text:
+            out.unchanged.append(label)
+            continue
+        write_memory(path.parent, path.stem, text)
+        (out.updated if existing is not None else out.added).append(label)
+        touched.add((op.scope, pkey))
+    for label, reason in out.refused:
+        ctx.log.warning("operation.refused", memory=label, reason=reason)
+    refresh(ctx, touched)
+    return out
+
+
+def refresh(ctx: JobContext, touched: set[tuple[str, str | None]]) -> None:
+    """Rebuild MEMORY.md, the drawer render and search rows of the touched directories."""
+    from memd.indexer import refresh_dir
+
+    s = ctx.settings
+    for scope, key in sorted(touched, key=str):
+        refresh_dir(
+            ctx.home, scope, key, scope_dir(ctx, scope, key or ""),
+            max_bytes_drawer=int(s.get("memory.global.maxBytes")), today=ctx.now().date(),
+            write_index=bool(s.get("memory.indexConsolidation.enabled")), write_drawer=bool(s.get("memory.global.enabled")),
+        )  # fmt: skip
+
+
+def offline_operations(pieces: list[Any]) -> list[Any]:
+    """The offline provider's operations, validated like a model's."""
+    from memd.offline import find_durable
+    from memd.opsvalidate import validate_operations
+
+    texts = [(p.text, p.ts) for p in pieces if p.kind == "human"]
+    data = {"operations": [
+        {"op": "add", "scope": f.scope, "name": f.name, "description": f.description, "type": f.type, "body": f.body}
+        for f in find_durable(texts)
+    ]}  # fmt: skip
+    accepted, _rejected = validate_operations(data, allowed_scopes=("global", "project"))
+    return accepted
+
+
+def prompt_context(ctx: JobContext, key: str, texts: list[tuple[str, str | None]], limit: int) -> tuple[str, set[str]]:
+    """Both indexes and the bodies of the memories most related to what the user said."""
+    parts = []
+    for title, directory in (("Global drawer index", ctx.home.global_memory), ("Project memory index", ctx.home.project_memory(key))):
+        idx = directory / "MEMORY.md"
+        body = idx.read_text(encoding="utf-8", errors="replace") if idx.is_file() and not idx.is_symlink() else "(empty)"
+        parts.append(f"## {title}\n\n{body.strip()[:12000]}")
+    shown: set[str] = set()
+    related = _related(ctx, key, " ".join(t for t, _ in texts), limit)
+    if related:
+        parts.append("## Current text of memories that may be affected")
+        for m in related:
+            shown.add(str(m.path))
+            parts.append(f"### [{m.scope}] {m.name} ({m.type}) — {m.description}\n\n{m.body.strip()[:4000]}")
+    today = ctx.now().date().isoformat()
+    dates = sorted({ts[:10] for _, ts in texts if ts})
+    parts.append(f"Today is {today}." + (f" The conversation is from {', '.join(dates)}." if dates else ""))
+    return "\n\n".join(parts), shown
+
+
+def _related(ctx: JobContext, key: str, text: str, limit: int) -> list[Memory]:
+    from memd.search import open_readonly, query_index
+
+    words = [w for w in text.split() if len(w) > 3][:40]
+    if not words or not ctx.home.search_db.exists():
+        return []
+    conn = open_readonly(ctx.home.search_db)
+    try:
+        hits = query_index(conn, " OR ".join(f'"{w.strip(chr(34))}"' for w in words), project_key=key, limit=limit)
+    finally:
+        conn.close()
+    out = []
+    for h in hits:
+        path = ctx.home.root / h.file
+        scope = h.scope
+        res = scan_dir(path.parent, scope, h.project_key)
+        out.extend(m for m in res.memories if m.path == path)
+    return out

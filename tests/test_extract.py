@@ -1,0 +1,252 @@
+"""The gate and extraction job: pure decisions, the real client against the fake API, faults."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import jobs.extract as extract
+from memd.jobctx import Target, get_cursor
+from memd.memories import scan_dir
+from memd.runner import run_job
+from memd.spans import Piece
+from tests.fakeapi import (FAKE_SECRET, FakeAnthropic, malformed, op, op_absolute_path, op_huge_body,
+                           op_path_traversal, op_secret_body, op_unknown_type, ops_reply, status, text)  # fmt: skip
+from tests.jobkit import context, ingest, make_settings, write_session
+
+KEY = "-work-repo"
+SID = "s1"
+TARGET = Target("session", KEY, SID)
+
+
+def msgs(api: FakeAnthropic) -> list[dict]:
+    return [r for r in api.requests if r.path == "/v1/messages"]
+
+
+def _home(tmp_path: Path, turns: list[tuple[str, str]]) -> Path:
+    home = tmp_path / "h"
+    write_session(home / "projects" / KEY / f"{SID}.jsonl", turns)
+    ingest(home)
+    return home
+
+
+# -- pure decisions -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer,expect", [("yes", True), ("No", False), ("YES.", True), (" no\n", False),
+                                           ("maybe", None), ("Yes, because the user said", None),
+                                           ("I think the answer could be yes", None), ("", None)])  # fmt: skip
+def test_parse_gate(answer: str, expect: bool | None) -> None:
+    assert extract.parse_gate(answer) is expect
+
+
+def test_pre_gate() -> None:
+    tool_only = [Piece("tool_call", "{}", 1, name="Bash"), Piece("tool_result", "ok", 2)]
+    assert extract.pre_gate(tool_only) == (False, "no user text in the span (tool output only)")
+    assert not extract.pre_gate([Piece("human", "ok", 1)])[0]
+    assert extract.pre_gate([Piece("human", "Please always use tabs here", 1)])[0]
+
+
+def test_unpaused_drops_what_was_said_while_paused() -> None:
+    ps = [Piece("human", "a", 1), Piece("command", "", 2, name="/pause-memory"), Piece("human", "secret", 3),
+          Piece("command", "", 4, name="/toggle-memory"), Piece("human", "b", 5)]  # fmt: skip
+    kept, paused = extract.unpaused(ps, False)
+    assert [p.text for p in kept] == ["a", "b"] and paused is False
+    kept, paused = extract.unpaused(ps[:3], False)
+    assert [p.text for p in kept] == ["a"] and paused is True
+
+
+def test_extract_due_table() -> None:
+    assert extract.extract_due(1, 1, 10, True)[0]
+    assert not extract.extract_due(1, 2, 10, True)[0]
+    assert not extract.extract_due(5, 1, 0, True)[0]
+    assert not extract.extract_due(5, 1, 10, False)[0]
+
+
+# -- the job against the fake API -----------------------------------------------------
+
+DURABLE = [("user", "Please always run the linter before committing; broken CI costs us hours."),
+           ("assistant", "Understood.")]  # fmt: skip
+
+
+def test_gate_no_makes_one_small_call_and_moves_the_cursor(tmp_path: Path) -> None:
+    home = _home(tmp_path, [("user", "what does this function do exactly?"), ("assistant", "It parses.")])
+    with FakeAnthropic([text("no")]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET)
+        assert r.outcome == "ok" and r.details["gate"] == "no"
+        (req,) = msgs(api)
+        assert req["model"] == "claude-haiku-4-5" and req["max_tokens"] <= 5
+    assert get_cursor(ctx.conn, "extract", str(TARGET))["human_turns"] == 1
+    assert run_job(ctx, extract, TARGET).outcome == "skipped"  # idempotent: nothing new
+
+
+def test_gate_yes_extracts_into_the_right_scopes(tmp_path: Path) -> None:
+    home = _home(tmp_path, DURABLE)
+    ops = ops_reply(op(scope="global", name="run-linter-first", type="feedback", description="run the linter before committing"),
+                    op(scope="project", name="ci-is-slow", type="project", description="CI takes hours to rerun"))  # fmt: skip
+    with FakeAnthropic([text("yes"), ops]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET)
+        assert r.outcome == "ok" and r.details["applied"]["added"] == 2, r
+        gate, ex = msgs(api)
+        assert ex["model"] == "claude-sonnet-4-6"
+        assert "Please always run the linter" in json.dumps(ex["messages"])
+        assert ex["system"][0]["cache_control"] == {"type": "ephemeral"}
+    g = scan_dir(home / "memory", "global", None).memories
+    p = scan_dir(home / "projects" / KEY / "memory", "project", KEY).memories
+    assert [m.name for m in g] == ["run-linter-first"] and [m.name for m in p] == ["ci-is-slow"]
+    assert g[0].metadata["provider"] == "anthropic" and g[0].metadata["session"] == SID
+    assert "run-linter-first" in (home / "memory" / "MEMORY.md").read_text()
+    assert "ci-is-slow" in (home / "projects" / KEY / "memory" / "MEMORY.md").read_text()
+    calls = ctx.conn.execute("SELECT job, ok FROM model_calls ORDER BY id").fetchall()
+    assert [tuple(c) for c in calls] == [("gate", 1), ("extract", 1)]
+
+
+def test_hostile_operations_are_refused_and_the_rest_apply(tmp_path: Path) -> None:
+    home = _home(tmp_path, DURABLE)
+    ops = ops_reply(op_path_traversal(), op_absolute_path(), op_huge_body(), op_unknown_type(), op_secret_body(),
+                    op(name="good-one"))  # fmt: skip
+    with FakeAnthropic([text("yes"), ops]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET)
+    assert r.outcome == "ok" and r.details["rejected"] == 4
+    files = sorted(p.name for p in (home / "projects" / KEY / "memory").iterdir())
+    assert files == ["MEMORY.md", "deploy-key.md", "good-one.md"]
+    body = (home / "projects" / KEY / "memory" / "deploy-key.md").read_text()
+    assert FAKE_SECRET not in body and "REDACTED" in body
+    assert not (tmp_path / ".bashrc").exists() and not list(tmp_path.glob("**/.bashrc"))
+
+
+def test_malformed_answer_leaves_cursor_and_files_untouched_then_retries(tmp_path: Path) -> None:
+    home = _home(tmp_path, DURABLE)
+    with FakeAnthropic([text("yes"), text("I think you should remember the linter thing!")]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET)
+        assert r.outcome == "failed" and "extraction answer refused" in r.reason
+        assert get_cursor(ctx.conn, "extract", str(TARGET)) is None
+        assert not (home / "projects" / KEY / "memory").exists() and not list((home / "memory").glob("*.md"))
+        api.enqueue(text("yes"), ops_reply(op(name="lint-first")))
+        assert run_job(ctx, extract, TARGET).outcome == "ok"
+    assert get_cursor(ctx.conn, "extract", str(TARGET))["offset"] > 0
+
+
+def test_http_faults_are_retried(tmp_path: Path) -> None:
+    home = _home(tmp_path, DURABLE)
+    slept: list[float] = []
+    with FakeAnthropic([status(429, retry_after=2), status(529), text("yes"), status(500), ops_reply(op())]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url, sleep=slept.append)
+        r = run_job(ctx, extract, TARGET)
+    assert r.outcome == "ok", r
+    assert slept and slept[0] >= 2
+
+
+def test_malformed_http_body_fails_the_run(tmp_path: Path) -> None:
+    home = _home(tmp_path, DURABLE)
+    with FakeAnthropic([malformed()] * 5) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET)
+    assert r.outcome == "failed"
+    assert get_cursor(ctx.conn, "extract", str(TARGET)) is None
+
+
+def test_unclear_gate_counts_as_no(tmp_path: Path) -> None:
+    home = _home(tmp_path, DURABLE)
+    with FakeAnthropic([text("Perhaps; it depends on the project.")]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET)
+        assert r.details["gate"] == "no" and len(msgs(api)) == 1
+
+
+def test_pre_gate_skips_the_model_for_tool_output(tmp_path: Path) -> None:
+    home = _home(tmp_path, [("user", "ok"), ("assistant", "Running.")])
+    with FakeAnthropic([]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET)
+        assert r.outcome == "ok" and "pre-gate" in r.reason and msgs(api) == []
+
+
+def test_paused_session_writes_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    p = home / "projects" / KEY / f"{SID}.jsonl"
+    write_session(p, [("user", "<command-name>/pause-memory</command-name>")])
+    write_session(p, DURABLE, start=1)
+    ingest(home)
+    with FakeAnthropic([]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET)
+        assert msgs(api) == []
+    assert r.outcome == "ok" and "pre-gate" in r.reason
+    assert not (home / "projects" / KEY / "memory").exists()
+
+
+def test_cli_pause_writes_nothing(tmp_path: Path) -> None:
+    from memd import ledger
+
+    home = _home(tmp_path, DURABLE)
+    with FakeAnthropic([]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        ledger.set_cli_pause(ctx.conn, KEY, SID, True, "2026-11-30T11:00:00.000Z")
+        r = run_job(ctx, extract, TARGET)
+        assert r.outcome == "skipped" and "paused" in r.reason and msgs(api) == []
+
+
+def test_hand_edited_memory_is_never_overwritten_blindly(tmp_path: Path) -> None:
+    home = _home(tmp_path, DURABLE)
+    mdir = home / "projects" / KEY / "memory"
+    mdir.mkdir(parents=True)
+    hand = "---\nname: zebra-notes\ndescription: hand written\nmetadata:\n  type: project\n---\nMy own words.\n"
+    (mdir / "zebra-notes.md").write_text(hand)
+    with FakeAnthropic([text("yes"), ops_reply(op(op="update", name="zebra-notes", body="overwritten"))]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET)
+    assert r.outcome == "ok" and r.details["applied"]["refused"] == 1
+    assert (mdir / "zebra-notes.md").read_text() == hand
+
+
+def test_related_memory_body_is_part_of_the_call_and_then_updated(tmp_path: Path) -> None:
+    from memd.indexer import refresh_all
+    from memd.tree import Home
+
+    home = _home(tmp_path, DURABLE)
+    mdir = home / "projects" / KEY / "memory"
+    mdir.mkdir(parents=True)
+    (mdir / "linter.md").write_text("---\nname: linter\ndescription: linter rules\nmetadata:\n  type: feedback\n"
+                                    "---\nRun the linter before committing; hand-edited detail.\n")  # fmt: skip
+    refresh_all(Home(home))
+    with FakeAnthropic([text("yes"), ops_reply(op(op="update", name="linter", type="feedback", body="merged"))]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET)
+        assert "hand-edited detail" in json.dumps(msgs(api)[1]["messages"])
+    assert r.details["applied"]["updated"] == 1
+    assert "merged" in (mdir / "linter.md").read_text()
+
+
+def test_budget_exceeded_defers(tmp_path: Path) -> None:
+    home = _home(tmp_path, DURABLE)
+    with FakeAnthropic([]) as api:
+        ctx = context(home, make_settings(memd={"dailyTokenBudget": 10}), fake_url=api.base_url)
+        ctx.conn.execute("INSERT INTO model_calls(ts, day, job, model, input_tokens, output_tokens, ok) "
+                         "VALUES ('x', '2026-11-30', 'gate', 'm', 50, 5, 1)")  # fmt: skip
+        r = run_job(ctx, extract, TARGET)
+        assert r.outcome == "deferred" and msgs(api) == []
+    assert get_cursor(ctx.conn, "extract", str(TARGET)) is None
+
+
+def test_offline_provider_extracts_deterministically(tmp_path: Path) -> None:
+    home = _home(tmp_path, [("user", "Remember that we deploy only on Fridays."), ("assistant", "Noted."),
+                            ("user", "I prefer short commit messages."), ("assistant", "Ok.")])  # fmt: skip
+    ctx = context(home, make_settings(memd={"provider": "offline"}))
+    assert run_job(ctx, extract, TARGET).outcome == "ok"
+    g = scan_dir(home / "memory", "global", None).memories
+    p = scan_dir(home / "projects" / KEY / "memory", "project", KEY).memories
+    assert [m.type for m in g] == ["user"] and [m.type for m in p] == ["project"]
+    assert all(m.metadata["provider"] == "offline" for m in g + p)
+    before = {f: f.read_bytes() for f in (home / "memory").glob("*.md")}
+    from memd.jobctx import set_cursor
+
+    set_cursor(ctx.conn, "extract", str(TARGET), {"offset": 0, "human_turns": 0}, "x")  # a crash before the cursor moved
+    assert run_job(ctx, extract, TARGET).outcome == "ok"
+    assert {f: f.read_bytes() for f in (home / "memory").glob("*.md")} == before
