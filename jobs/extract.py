@@ -93,18 +93,25 @@ def _facts(ctx: JobContext, row: dict[str, Any]) -> tuple[int, int, dict[str, An
     return row["safe_human_turns"] - int(cur.get("human_turns", 0)), row["safe_offset"] - int(cur.get("offset", 0)), cur
 
 
-def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
-    from memd.ledger import session_rows
+_DUE_SQL = """
+SELECT s.key, s.session_id, s.safe_human_turns, s.safe_offset,
+       COALESCE(json_extract(c.value, '$.human_turns'), 0), COALESCE(json_extract(c.value, '$.offset'), 0)
+FROM sessions s LEFT JOIN cursors c ON c.job = 'extract' AND c.target = 'session:' || s.key || ':' || s.session_id
+WHERE s.is_subagent = 0 AND s.safe_offset > COALESCE(json_extract(c.value, '$.offset'), 0)
+"""
 
+
+def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
+    """Sessions with enough new human turns; one query, so a due-check over 10,000 idle sessions is cheap."""
     enabled = bool(ctx.settings.get("memory.enabled"))
     every = int(ctx.settings.get("memory.extractEveryTurns"))
+    q, args = _DUE_SQL, ()
+    if only is not None:
+        q, args = q + " AND s.key = ? AND s.session_id = ?", (only.key, only.session_id)
     out = []
-    for row in session_rows(ctx.conn, only.key if only else None):
-        if only and row["session_id"] != only.session_id:
-            continue
-        turns, new_bytes, _ = _facts(ctx, row)
-        if extract_due(turns, every, new_bytes, enabled)[0]:
-            out.append(Target("session", row["key"], row["session_id"]))
+    for key, sid, turns, safe, cur_turns, cur_off in ctx.conn.execute(q, args):
+        if extract_due(turns - cur_turns, every, safe - cur_off, enabled)[0]:
+            out.append(Target("session", key, sid))
     return out
 
 

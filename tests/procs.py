@@ -94,3 +94,38 @@ class DaemonProc:
             self.proc.wait(10)
         if self.proc is not None and self.proc.stderr:
             self.proc.stderr.close()
+
+
+class FakeApiProc:
+    """tests/fakeapi.py as a separate process, for a daemon that is itself a process."""
+
+    def __init__(self, tmp: Path, script: dict[str, Any]) -> None:
+        self.tmp = tmp
+        self.script_path = tmp / "fake-script.json"
+        self.port_file = tmp / "fake-port"
+        self.record = tmp / "fake-requests.jsonl"
+        self.script_path.write_text(json.dumps(script))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> FakeApiProc:
+        import sys
+
+        here = Path(__file__).parent
+        self.proc = subprocess.Popen([sys.executable, str(here / "fakeapi.py"), "--port-file", str(self.port_file),
+                                      "--script", str(self.script_path), "--record", str(self.record)])  # fmt: skip
+        wait_for(lambda: self.port_file.exists() and self.port_file.read_text().strip(), 20)
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port_file.read_text().strip()}"
+
+    def requests(self) -> list[dict[str, Any]]:
+        if not self.record.exists():
+            return []
+        return [json.loads(x) for x in self.record.read_text().splitlines() if x.strip()]
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
