@@ -30,6 +30,8 @@ Invariants:
 
 from __future__ import annotations
 
+import sqlite3
+
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -721,7 +723,7 @@ def model_summary(ctx: JobContext, previous: Summary | None, pieces: Sequence[Pi
             conversation = f"[… {omitted} earlier messages omitted …]\n{conversation}"
         prev_text = None if current is None else render_summary(current)
         done = ctx.llm.complete(
-            job=NAME, tier="small", system=SYSTEM_PROMPT, user=build_user_prompt(prev_text, conversation),
+            job=NAME, tier="strong", system=SYSTEM_PROMPT, user=build_user_prompt(prev_text, conversation),
             max_tokens=MAX_OUTPUT_TOKENS,
         )  # fmt: skip
         answer = parse_summary(done.text or "")
@@ -784,14 +786,27 @@ def cursor_of(ctx: JobContext, target: Target) -> Cursor | None:
     return Cursor.of(get_cursor(ctx.conn, NAME, str(target)))
 
 
-def due(ctx: JobContext) -> list[Target]:
-    from memd.ledger import session_rows
+_CANDIDATES_SQL = """
+SELECT s.key, s.session_id, s.safe_offset, s.safe_conv_chars, s.safe_tool_calls, s.natural_break, s.tool_pending
+FROM sessions s LEFT JOIN cursors c ON c.job = 'summary' AND c.target = 'session:' || s.key || ':' || s.session_id
+WHERE s.is_subagent = 0 AND (s.safe_conv_chars + 3) / 4 >= ?
+  AND s.safe_offset != COALESCE(json_extract(c.value, '$.offset'), -1)
+"""
 
+
+def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
+    """Sessions due for a summary. One query narrows 10,000 idle sessions to those with
+    new bytes past `minInitTokens`; the pure `summary_due` decides for those few."""
     th = Thresholds.of(ctx.settings)
     if not th.enabled:
         return []
+    q, args = _CANDIDATES_SQL, (th.min_init_tokens,)
+    if only is not None:
+        q, args = q + " AND s.key = ? AND s.session_id = ?", (*args, only.key, only.session_id)
+    cur = ctx.conn.cursor()
+    cur.row_factory = sqlite3.Row
     out = []
-    for row in session_rows(ctx.conn):
+    for row in cur.execute(q, args):
         t = Target("session", row["key"], row["session_id"])
         if summary_due(facts_of(row), cursor_of(ctx, t), th)[0]:
             out.append(t)

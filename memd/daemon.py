@@ -30,7 +30,7 @@ from memd.locks import DaemonLock
 from memd.runner import run_job
 from memd.tree import Home, classify_path, discover_sessions, list_memory_dirs, session_file
 
-SESSION_JOBS: tuple[str, ...] = ("extract",)
+SESSION_JOBS: tuple[str, ...] = ("extract", "summary")
 DUE_CHECK_SECONDS = 30
 STOP_GRACE_SECONDS = 120
 DAEMON_LOCK_TIMEOUT = 2.0

@@ -68,7 +68,7 @@ def _config(provider: str, base_url: str | None) -> Any:
     from memd.llm import LLMConfig
 
     return LLMConfig(
-        provider=provider, small_model="claude-haiku-4-5", strong_model="claude-sonnet-4-5", base_url=base_url,
+        provider=provider, small_model="claude-haiku-4-5", strong_model="claude-sonnet-4-6", base_url=base_url,
         api_key="test", timeout_s=10.0, max_retries=0, daily_token_budget=10_000_000, max_output_tokens=16_000,
     )  # fmt: skip
 
