@@ -58,7 +58,7 @@ def make_llm(url: str) -> Any:
     from memd.llm import LLM, LLMConfig
 
     config = LLMConfig(
-        provider="anthropic", small_model="claude-haiku-4-5", strong_model="claude-sonnet-4-5", base_url=url,
+        provider="anthropic", small_model="claude-haiku-4-5", strong_model="claude-sonnet-4-6", base_url=url,
         api_key="bench", timeout_s=30.0, max_retries=0, daily_token_budget=100_000_000, max_output_tokens=16_000,
     )  # fmt: skip
     return lambda ctx: LLM(config, usage_sink=lambda rec: None, tokens_used_today=lambda: 0)

@@ -121,7 +121,7 @@ class LLMConfig:
 
     provider: str = "auto"  # "anthropic" | "offline" | "auto" (anthropic if a key is configured)
     small_model: str = "claude-haiku-4-5"
-    strong_model: str = "claude-sonnet-4-5"
+    strong_model: str = "claude-sonnet-4-6"
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     timeout_s: float = 60.0

@@ -310,7 +310,7 @@ def test_config_hides_the_key_and_rejects_nonsense() -> None:
         LLMConfig(provider="openai")
     with pytest.raises(ValueError, match="max_retries"):
         LLMConfig(max_retries=-1)
-    assert (LLMConfig().small_model, LLMConfig().strong_model) == ("claude-haiku-4-5", "claude-sonnet-4-5")
+    assert (LLMConfig().small_model, LLMConfig().strong_model) == ("claude-haiku-4-5", "claude-sonnet-4-6")
     assert (LLMConfig().timeout_s, LLMConfig().max_retries, LLMConfig().daily_token_budget) == (60, 4, 2_000_000)
 
 
@@ -380,4 +380,4 @@ def test_fake_runs_as_a_process_with_a_scripted_rule(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert [line["path"] for line in lines] == ["/v1/messages"] * 3
     assert all(line["has_credential"] for line in lines) and KEY not in record.read_text()
-    assert lines[-1]["body"]["model"] == "claude-sonnet-4-5"
+    assert lines[-1]["body"]["model"] == "claude-sonnet-4-6"
