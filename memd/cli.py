@@ -6,6 +6,7 @@ in the README and are a stable interface. Imports are lazy so `memd --help` and
 from __future__ import annotations
 
 import functools
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +61,11 @@ def handles_errors(f: F) -> F:
         except (MemdError, StateError) as exc:
             click.echo(f"memd: {exc}", err=True)
             sys.exit(getattr(exc, "exit_code", 1))
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            click.echo(f"memd: a memd database is locked by another process ({exc}); try again", err=True)
+            sys.exit(75)
         except Exception as exc:  # noqa: BLE001 - other expected errors carry exit_code
             code = getattr(exc, "exit_code", None)
             if code is None:
@@ -105,3 +111,4 @@ from memd import cli_daemon  # noqa: E402,F401
 from memd import cli_demo  # noqa: E402,F401
 from memd import cli_memory  # noqa: E402,F401
 from memd import cli_doctor  # noqa: E402,F401
+from memd import cli_dream  # noqa: E402,F401

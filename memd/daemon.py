@@ -39,9 +39,9 @@ MAX_BACKOFF_SECONDS = 3600
 WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
 
 
-def backoff_seconds(failures: int) -> float:
-    """Exponential backoff after a failed run: 30 s, 60 s, 120 s … capped at an hour."""
-    return float(min(MAX_BACKOFF_SECONDS, 30 * 2 ** max(0, failures - 1)))
+def backoff_seconds(failures: int, base: float = 30.0) -> float:
+    """Exponential backoff after a failed run: base, 2×base, 4×base … capped at an hour."""
+    return float(min(MAX_BACKOFF_SECONDS, base * 2 ** max(0, failures - 1)))
 
 
 def deferral_seconds(reason: str) -> float:
@@ -254,6 +254,9 @@ class Daemon:
                 self.submit("index", Target("global") if scope == "global" else Target("project", key))
         if "due" in kinds:
             self._due_all()
+        for kind, arg in batch:
+            if kind == "recheck":
+                self._recheck(*arg)
 
     def _ingest_one(self, key: str, sid: str | None) -> None:
         if sid is None:  # a stray agent file: find its session by listing the project
@@ -310,6 +313,12 @@ class Daemon:
             for target in job.due(ctx, only=Target("session", key, sid)):
                 self.submit(name, target)
 
+    def _recheck(self, name: str, target_text: str) -> None:
+        job = registry.get(name)
+        target = Target.parse(target_text)
+        if not getattr(job, "HAS_THRESHOLDS", True) or target in job.due(self._job_ctx(), only=target):
+            self.submit(name, target)
+
     def _due_all(self) -> None:
         ctx = self._job_ctx()
         for job in registry.all_jobs():
@@ -322,6 +331,14 @@ class Daemon:
                 self.submit(job.NAME, target)
 
     # -- running jobs -----------------------------------------------------------
+    def _recheck_later(self, name: str, target_text: str, delay: float) -> None:
+        """A failed or deferred run is looked at again when its wait is over, not at the next sweep."""
+        from datetime import timedelta
+
+        when = self.clock() + timedelta(seconds=delay + 0.05)
+        self.scheduler.add_job(self.events.put, "date", run_date=when, args=(("recheck", (name, target_text)),),
+                               id=f"recheck:{name}:{target_text}", replace_existing=True)  # fmt: skip
+
     def submit(self, name: str, target: Target, force: bool = False) -> bool:
         """Schedule `<job>:<target>` unless it is already scheduled, running or backing off."""
         jid = f"{name}:{target}"
@@ -354,15 +371,21 @@ class Daemon:
             self.dispatch.active.discard(jid)
             again = jid in self.dispatch.rerun
             self.dispatch.rerun.discard(jid)
+            delay = None
             if result is None or result.outcome == "failed":
                 n = self.dispatch.failures.get(jid, 0) + 1
                 self.dispatch.failures[jid] = n
-                self.dispatch.not_before[jid] = time.monotonic() + backoff_seconds(n)
+                delay = backoff_seconds(n, float(self.settings.get("memd.retrySeconds")))
+                self.log.info("job.retry_scheduled", job=name, target=target_text, failures=n, in_seconds=delay)
             elif result.outcome == "deferred":
-                self.dispatch.not_before[jid] = time.monotonic() + deferral_seconds(result.reason)
+                delay = deferral_seconds(result.reason)
             else:
                 self.dispatch.failures.pop(jid, None)
                 self.dispatch.not_before.pop(jid, None)
+            if delay is not None:
+                self.dispatch.not_before[jid] = time.monotonic() + delay
+        if delay is not None and not self.stop_requested:
+            self._recheck_later(name, target_text, delay)
         if again and name in SESSION_JOBS:
             t = Target.parse(target_text)
             self.events.put(("path", str(self.home.project_dir(t.key or "") / f"{t.session_id}.jsonl")))

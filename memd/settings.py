@@ -41,6 +41,7 @@ MEMD_FIELDS: list[tuple[str, str, Any]] = [
     ("forcePolling", "bool", False),
     ("reconcileSeconds", "posint", 300),
     ("lockTimeoutSeconds", "posint", 10),
+    ("retrySeconds", "posint", 30),
     ("logLevel", "choice:debug|info|warning|error", "info"),
     ("historyKeep", "posint", 20),
     ("dreamMaxDeleteShare", "share", 0.5),

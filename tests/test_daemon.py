@@ -12,7 +12,7 @@ from pathlib import Path
 from memd.locks import Scope, acquire
 from memd.tree import Home
 from tests.conftest import memd_cmd
-from tests.procs import DaemonProc, memd_env, run_memd, wait_for, wait_log
+from tests.procs import DaemonProc, log_records, memd_env, run_memd, wait_for, wait_log
 
 MEMORY = "---\nname: {name}\ndescription: {desc}\nmetadata:\n  type: user\n---\n{body}\n"
 
@@ -147,3 +147,70 @@ def test_corrupt_state_gives_a_clear_error(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert "state.sqlite" in r.stderr and "Traceback" not in r.stderr
     os.environ.get("HOME")
+
+
+def test_a_job_that_raises_is_logged_once_retried_and_the_daemon_goes_on(tmp_path: Path) -> None:
+    from tests.jobkit import write_session
+
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({
+        "memory": {"sessionMemory": {"minInitTokens": 50, "minUpdateTokens": 50, "toolCallsBetween": 0}},
+        "memd": {"provider": "offline", "retrySeconds": 1}}))  # fmt: skip
+    write_session(home / "projects" / "k" / "s1.jsonl", [("user", "please look at the parser " * 20), ("assistant", "ok " * 50)])
+    blocker = home / "projects" / "k" / "s1" / "session-memory" / "summary.md"
+    blocker.mkdir(parents=True)  # the summary cannot be written: the job raises
+    with DaemonProc(home) as d:
+        rec = wait_log(home, event="job.finished", job="summary", outcome="failed")
+        assert "traceback" in rec and "IsADirectoryError" in rec["traceback"]
+        wait_log(home, event="job.retry_scheduled", job="summary")
+        blocker.rmdir()
+        wait_for(lambda: (home / "projects" / "k" / "s1" / "session-memory" / "summary.md").is_file(), 20)
+        assert d.proc.poll() is None  # never stopped the daemon
+        finished = [r for r in log_records(home) if r.get("event") == "job.finished" and r.get("job") == "summary"]
+        assert [r["outcome"] for r in finished][-1] == "ok"
+        assert sum(1 for r in finished if r["outcome"] == "failed" and "traceback" in r) == sum(
+            1 for r in finished if r["outcome"] == "failed")  # each failure logged once, with its traceback
+        assert d.stop() == 0
+
+
+def test_run_now_waits_while_the_daemon_holds_the_lock(tmp_path: Path) -> None:
+    """The daemon runs a slow extraction (the model takes 3 s); run-now of the same scope waits, then runs."""
+    from tests.fakeapi import op, ops_text
+    from tests.jobkit import write_session
+    from tests.procs import FakeApiProc
+
+    home = tmp_path / "h"
+    write_session(home / "projects" / "k" / "s1.jsonl", [("user", "Remember that releases are cut on Tuesdays."), ("assistant", "ok")])
+    script = {"rules": [{"if_system_contains": "memory gate", "reply": {"kind": "text", "text": "yes"}},
+                        {"if_system_contains": "You maintain", "reply": {"kind": "text", "delay": 3,
+                         "text": ops_text(op(scope="global", name="tuesday-releases", type="user"))}}]}  # fmt: skip
+    with FakeApiProc(tmp_path, script) as api:
+        env = memd_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="k")
+        with DaemonProc(home, env=env) as d:
+            wait_for(lambda: len(api.requests()) >= 2, 20)  # extraction in flight, global + project locked
+            proc = subprocess.Popen([*memd_cmd(), "--home", str(home), "run-now", "index", "--global"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            assert "waiting for the lock on global" in err and "index global: ok" in out
+            assert "tuesday-releases" in (home / "memory" / "MEMORY.md").read_text()  # ran after the extraction
+            assert d.stop() == 0
+
+
+def test_locked_state_gives_a_clear_error(tmp_path: Path) -> None:
+    import sqlite3
+
+    home = tmp_path / "h"
+    (home / "projects" / "k").mkdir(parents=True)
+    (home / "projects" / "k" / "s.jsonl").write_text('{"type":"user","uuid":"u","message":{"content":"hi"}}\n')
+    assert run_memd(home, "scan").returncode == 0
+    (home / "projects" / "k" / "s.jsonl").write_text('{"type":"user","uuid":"u","message":{"content":"hi"}}\n' * 2)
+    holder = sqlite3.connect(home / "memd" / "state.sqlite", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        r = run_memd(home, "scan")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert r.returncode == 75 and "locked by another process" in r.stderr and "Traceback" not in r.stderr

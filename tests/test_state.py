@@ -1,0 +1,48 @@
+"""The state database: migrations, versions, permissions, cursors."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memd import state
+from memd.jobctx import get_cursor, set_cursor
+
+
+def test_fresh_database_is_migrated_private_and_wal(tmp_path: Path) -> None:
+    p = tmp_path / "memd" / "state.sqlite"
+    conn = state.connect(p)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(state.MIGRATIONS)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert (p.stat().st_mode & 0o777) == 0o600 and (p.parent.stat().st_mode & 0o777) == 0o700
+    conn.close()
+    conn = state.connect(p)  # idempotent
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(state.MIGRATIONS)
+    conn.close()
+
+
+def test_newer_schema_is_refused_clearly(tmp_path: Path) -> None:
+    p = tmp_path / "state.sqlite"
+    raw = sqlite3.connect(p)
+    raw.execute(f"PRAGMA user_version={len(state.MIGRATIONS) + 1}")
+    raw.close()
+    with pytest.raises(state.StateError, match="newer than this memd"):
+        state.connect(p)
+
+
+def test_readonly_without_state_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(state.StateError, match="no state yet"):
+        state.connect(tmp_path / "absent.sqlite", readonly=True)
+
+
+def test_cursor_roundtrip_and_kv(tmp_path: Path) -> None:
+    conn = state.connect(tmp_path / "s.sqlite")
+    assert get_cursor(conn, "extract", "t") is None
+    set_cursor(conn, "extract", "t", {"offset": 5}, "2026-01-01T00:00:00.000Z")
+    set_cursor(conn, "extract", "t", {"offset": 9}, "2026-01-01T00:00:01.000Z")
+    assert get_cursor(conn, "extract", "t") == {"offset": 9}
+    state.set_kv(conn, "a", "1")
+    state.set_kv(conn, "a", "2")
+    assert state.get_kv(conn, "a") == "2" and state.get_kv(conn, "b") is None
