@@ -148,6 +148,10 @@ def _tool_use_chars(block: dict[str, Any]) -> int:
     return n
 
 
+def _count(v: Any) -> int:
+    return v if v.__class__ is int and v >= 0 else 0
+
+
 @dataclass
 class Usage:
     input: int = 0
@@ -157,19 +161,11 @@ class Usage:
 
     @classmethod
     def of(cls, u: Any) -> Usage | None:
-        if not isinstance(u, dict):
+        """Usage from a `message.usage` object; a field that is not a count reads as 0."""
+        if u.__class__ is not dict:
             return None
-
-        def num(k: str) -> int:
-            v = u.get(k)
-            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
-
-        return cls(
-            num("input_tokens"),
-            num("output_tokens"),
-            num("cache_creation_input_tokens"),
-            num("cache_read_input_tokens"),
-        )
+        return cls(_count(u.get("input_tokens")), _count(u.get("output_tokens")),
+                   _count(u.get("cache_creation_input_tokens")), _count(u.get("cache_read_input_tokens")))  # fmt: skip
 
     def as_tuple(self) -> tuple[int, int, int, int]:
         return (self.input, self.output, self.cache_creation, self.cache_read)
@@ -267,33 +263,35 @@ class Folder:
         self._last_had_tool = not tally.natural_break
 
     def feed(self, rec: Any, end: int) -> None:
-        if not isinstance(rec, dict):
+        if rec.__class__ is not dict:
             return
         if self.fmt is None:
             self.fmt = detect_format(rec)
             if self.fmt is None:
                 return
-        if self.main:
-            self.t.records += 1
+        t = self.t
+        main = self.main
+        if main:
+            t.records += 1
             ts = rec.get("timestamp")
             if ts is not None:
                 if ts.__class__ is not str:
                     ts = str(ts)
-                if self.t.first_ts is None:
-                    self.t.first_ts = ts
-                self.t.last_ts = ts
+                if t.first_ts is None:
+                    t.first_ts = ts
+                t.last_ts = ts
         if self.fmt == "claude":
-            if self.main and not self.t.kind_decided and rec.get("type") in ("user", "assistant"):
-                self.t.kind_decided = True
-                self.t.is_subagent = rec.get("isSidechain") is True and bool(rec.get("agentId"))
+            if main and not t.kind_decided and rec.get("type") in ("user", "assistant"):
+                t.kind_decided = True
+                t.is_subagent = rec.get("isSidechain") is True and bool(rec.get("agentId"))
             self._claude(rec, end)
         else:
             self._mewcode(rec, end)
-        if self.main and not self.pending:
-            self.t.safe_offset = end
-            self.t.safe_human_turns = self.t.human_turns
-            self.t.safe_conv_chars = self.t.conv_chars
-            self.t.safe_tool_calls = self.t.tool_calls
+        if main and not self.pending:
+            t.safe_offset = end
+            t.safe_human_turns = t.human_turns
+            t.safe_conv_chars = t.conv_chars
+            t.safe_tool_calls = t.tool_calls
 
     def finish(self) -> None:
         self.t.pending = sorted(self.pending)
