@@ -14,7 +14,7 @@ from typing import Any
 
 from memd.clock import iso
 from memd.jobctx import JobContext
-from memd.memories import Memory, delete_memory, memory_path, render_memory, scan_dir, slugify, write_memory
+from memd.memories import Memory, delete_memory, memory_path, render_memory, scan_dir, write_memory
 
 
 @dataclass
@@ -64,7 +64,7 @@ def apply(
         if op.scope not in cache:
             cache[op.scope] = _index(directory, op.scope, pkey)
         by, bad = cache[op.scope]
-        slug = slugify(op.name)
+        slug = op.slug  # validated: ASCII, no separators, confined to the directory
         existing = by.get(op.name.lower()) or by.get(slug.lower())
         label = f"{op.scope}:{slug}"
         if existing is None and slug.lower() in bad:
