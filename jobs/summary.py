@@ -43,7 +43,6 @@ from memd.clock import iso
 from memd.fsutil import atomic_write, ensure_private_dir
 from memd.jobctx import Deferred, JobContext, RunResult, Target, get_cursor, set_cursor
 from memd.locks import Scope
-from memd.redact import redact
 from memd.settings import Settings
 from memd.spans import Piece, Span, read_span, render
 from memd.transcripts import tokens_of
@@ -435,6 +434,13 @@ def merge_sections(new: Summary, previous: Summary | None, fallback: dict[str, s
     return merged
 
 
+def _redact(text: str) -> str:
+    """Imported on first use: compiling the rule list costs start-up time `memd status` should not pay."""
+    from memd.redact import redact
+
+    return redact(text)
+
+
 def finish(summary: Summary, redact_text: Any) -> Summary:
     """Redacted, structure-safe, bounded: what may be written."""
     title = _one_line(redact_text(summary.title), TITLE_MAX_CHARS)
@@ -740,7 +746,7 @@ def model_summary(ctx: JobContext, previous: Summary | None, pieces: Sequence[Pi
             humans = _requests(pieces)
             merged.title = _one_line(humans[0].text, 80) if humans else f"Session {session_id[:8]}"
         # Bounded between calls too, so the next call's "previous summary" stays within the bound.
-        current = finish(merged, redact)
+        current = finish(merged, _redact)
     assert current is not None
     return current
 
@@ -913,7 +919,7 @@ def _summarise(
         except EmptyAnswer as exc:
             ctx.log.warning("summary.rejected", reason=str(exc))
             return RunResult("failed", str(exc))
-    final = finish(new, redact)
+    final = finish(new, _redact)
     footer = f"{FOOTER_PREFIX} · updated {iso(ctx.now())} · transcript bytes 0–{facts.offset} -->"
     text = render_summary(final, footer)
     write_summary(path, text)
