@@ -70,7 +70,7 @@ def check_provider(home: Any, call: bool) -> Check:
     from memd import settings as st
 
     s = st.load(home.settings_file)
-    provider, waiting = st.effective_provider(s)
+    provider, waiting = st.effective_provider(s, memd_dir=home.memd_dir)
     if waiting:
         return Check("provider", False, f"{provider}: {waiting}", "export ANTHROPIC_API_KEY=… (and for the service: see README, 'API key')")
     if provider == "offline":

@@ -7,6 +7,7 @@ wired to record every call's usage in `model_calls` and the run's own totals.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -20,7 +21,9 @@ from memd.tree import Home
 _usage_lock = threading.Lock()
 
 
-def llm_config(settings: Settings) -> Any:
+def llm_config(settings: Settings, memd_dir: Path | None = None) -> Any:
+    """The model layer's config from settings; the key from the environment or the private key file."""
+    from memd.keyfile import load_key
     from memd.llm import LLMConfig
 
     m = settings.memd
@@ -29,7 +32,7 @@ def llm_config(settings: Settings) -> Any:
         small_model=m["smallModel"],
         strong_model=m["strongModel"],
         base_url=m["baseUrl"] or None,
-        api_key=None,
+        api_key=load_key(memd_dir)[0] if memd_dir is not None else None,
         timeout_s=float(m["timeoutSeconds"]),
         max_retries=int(m["maxRetries"]),
         daily_token_budget=int(m["dailyTokenBudget"]),
@@ -65,7 +68,7 @@ def make_llm(ctx: JobContext) -> Any:
     from memd.llm import LLM
 
     return LLM(
-        llm_config(ctx.settings),
+        llm_config(ctx.settings, ctx.home.memd_dir),
         usage_sink=lambda rec: record_call(ctx, rec),
         tokens_used_today=lambda: tokens_today(ctx.conn, ctx.now()),
     )

@@ -213,16 +213,21 @@ def defaults() -> Settings:
     return Settings(memory=_defaults(MEMORY_FIELDS), memd=_defaults(MEMD_FIELDS))
 
 
-def effective_provider(s: Settings, env: dict[str, str] | None = None) -> tuple[str, str | None]:
+def effective_provider(
+    s: Settings, env: dict[str, str] | None = None, memd_dir: Path | None = None
+) -> tuple[str, str | None]:
     """The provider memd will use, and why model jobs would wait, if they would.
 
-    `auto` means anthropic when a key is configured, otherwise the deterministic
-    offline provider; an explicit `anthropic` without a key makes model jobs wait.
+    `auto` means anthropic when a key is configured (the environment, or the
+    private key file under `memd_dir`), otherwise the deterministic offline
+    provider; an explicit `anthropic` without a key makes model jobs wait.
     """
     import os
 
+    from memd.keyfile import load_key
+
     env = dict(os.environ) if env is None else env
-    has_key = bool(env.get("ANTHROPIC_API_KEY"))
+    has_key = bool(env.get("ANTHROPIC_API_KEY")) or (memd_dir is not None and bool(load_key(memd_dir, env)[0]))
     chosen = s.get("memd.provider")
     if chosen == "auto":
         return ("anthropic", None) if has_key else ("offline", None)

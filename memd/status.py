@@ -22,7 +22,7 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
 
     now = now or system_clock()
     s = st.load(home.settings_file)
-    provider, wait_reason = st.effective_provider(s)
+    provider, wait_reason = st.effective_provider(s, memd_dir=home.memd_dir)
     data: dict[str, Any] = {
         "home": str(home.root),
         "version": __version__,

@@ -83,3 +83,26 @@ def test_model_jobs_wait_without_a_key(tmp_path: Path) -> None:
         st = json.loads(run_memd(home, "status", "--json").stdout)
         assert st["provider"]["waiting"] and st["jobs"]["extract"]["due"] == 1
         assert d.stop() == 0
+
+
+def test_a_service_without_the_env_key_reads_the_private_key_file(tmp_path: Path) -> None:
+    from tests.procs import run_memd
+
+    home = tmp_path / "h"
+    transcript = home / "projects" / KEY / "s1.jsonl"
+    write_session(transcript, [("user", "Remember that we deploy only on Fridays, please."), ("assistant", "Noted.")])
+    keyfile = home / "memd" / "anthropic.key"
+    keyfile.parent.mkdir(parents=True)
+    keyfile.write_text("sk-ant-from-file\n")
+    keyfile.chmod(0o644)
+    st = json.loads(run_memd(home, "status", "--json").stdout)
+    assert st["provider"]["effective"] == "offline"  # a readable key file is ignored
+    keyfile.chmod(0o600)
+    st = json.loads(run_memd(home, "status", "--json").stdout)
+    assert st["provider"]["effective"] == "anthropic"
+    with FakeApiProc(tmp_path, script()) as api:
+        env = memd_env(ANTHROPIC_BASE_URL=api.url)  # no ANTHROPIC_API_KEY, as under systemd
+        with DaemonProc(home, env=env) as d:
+            wait_for(lambda: (home / "projects" / KEY / "memory" / "deploy-fridays.md").exists(), 30)
+            assert d.stop() == 0
+        assert all(r["has_credential"] for r in api.requests())
