@@ -271,7 +271,8 @@ def query_index(
     The query is FTS5 syntax (`deplo*`, `"exact phrase"`, `a OR b`,
     `name:tabs`). A query FTS5 rejects is retried as plain quoted terms rather
     than failing. A query that is plain words (or was broken) and finds nothing
-    with every word is retried with any word, which is what a model writing a
+    with every word is retried with any word, then with every word as a prefix
+    (no stemming: "friday" finds "Fridays"), which is what a model writing a
     natural-language SearchMemory query needs.
     """
     if not query.strip() or limit <= 0:
@@ -286,8 +287,13 @@ def query_index(
         if not terms:
             return []
         hits = _run(conn, " ".join(terms), project_key, limit, all_scopes, marks)
-    if not hits and len(terms) > 1 and (broken or not _uses_syntax(query)):
+    plain = broken or not _uses_syntax(query)
+    if not hits and len(terms) > 1 and plain:
         hits = _run(conn, " OR ".join(terms), project_key, limit, all_scopes, marks)
+    if not hits and plain and terms:
+        # Words have no stemming here: "friday" should still find "Fridays".
+        hits = _run(conn, " OR ".join(t if t.endswith("*") else t + "*" for t in terms), project_key, limit,
+                    all_scopes, marks)  # fmt: skip
     return hits
 
 

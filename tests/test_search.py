@@ -67,8 +67,10 @@ def test_english_prefix_query(index: SearchIndex) -> None:
     assert "**deploy**" in hits[0].snippet
 
 
-def test_whole_word_does_not_match_prefix_without_star(index: SearchIndex) -> None:
-    assert index.search("depl", project_key=PROJECT) == []
+def test_whole_word_matches_first_and_prefix_only_as_a_fallback(index: SearchIndex) -> None:
+    assert index.search('"depl"', project_key=PROJECT) == []  # explicit syntax: no fallback
+    fallback = index.search("depl", project_key=PROJECT)  # plain word, nothing whole: retried as depl*
+    assert fallback and fallback == index.search("depl*", project_key=PROJECT)
 
 
 @pytest.mark.parametrize(
@@ -447,3 +449,19 @@ def test_refresh_missing_global_dir_writes_nothing(tmp_path: Path) -> None:
     res = refresh_dir(home, "global", None, home.global_memory, today=date(2024, 5, 12))
     assert not res.index_written and not res.drawer_written
     assert not home.global_memory.exists() and not home.drawer_render.exists()
+
+
+def test_plain_words_fall_back_to_prefixes(tmp_path: Path) -> None:
+    """No stemming in FTS5: a plain word that finds nothing is retried as a prefix."""
+    from memd.memories import parse_memory
+    from memd.search import SearchIndex
+
+    text = "---\nname: deploys\ndescription: when we ship\nmetadata:\n  type: project\n---\nWe deploy on Fridays only.\n"
+    f = tmp_path / "memory" / "deploys.md"
+    f.parent.mkdir()
+    f.write_text(text)
+    m = parse_memory(f, text, mtime=f.stat().st_mtime, size=len(text), scope="global")
+    with SearchIndex(tmp_path / "memd" / "search.sqlite", root=tmp_path) as db:
+        db.sync({("global", None): [m]})
+        assert [h.name for h in db.search("friday", project_key=None)] == ["deploys"]
+        assert db.search('"friday"', project_key=None) == []  # explicit syntax is taken as meant
