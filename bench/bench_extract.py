@@ -367,21 +367,22 @@ memory directories the gated run left (smaller than an ungated run's), so it is 
 | median ungated extraction input tokens | {f['baseline_input_median']:,.0f} |
 | wall time of the replay | {f['seconds']:.1f} s |
 
-Why the ratio misses: the gate itself is {gate_share:.0%} of the gated tokens. Turn by turn the spans are short (the
-median extraction prompt is {f['baseline_input_median']:,.0f} tokens, mostly its system prompt), so a gate call that
-reads the same span costs more than half an extraction; a 20 % yes-rate cannot bring the total under 25 % unless a
-gate call costs under a twentieth of an extraction. Estimates of changes to `jobs/extract.py`, computed from the same
-spans with the same estimator (not measured through the job):
+Where the tokens go: the gate is {gate_share:.0%} of the gated tokens. Turn by turn the spans are short (the median
+extraction prompt is {f['baseline_input_median']:,.0f} tokens, mostly its system prompt), so the gate must read much
+less than an extraction to pay off. It does: it reads what the user said and the agent's words clipped to
+{extract.GATE_ASSISTANT_CHARS} characters, never tool calls or results (§3.1 counts concrete code and command content
+as no), and the pre-gate makes no call for spans whose only user text is Claude Code's "[Request interrupted by user…]"
+marker. Counterfactual estimates from the same spans with the same estimator (not measured through the job):
 
 | counterfactual | gated ÷ ungated |
 |---|---:|
 | the pre-gate also skips spans whose only user text is "[Request interrupted by user…]" | {f['ratio_if_pregate_skipped_interruptions']:.1%} |
-| the gate prompt leaves out tool calls and results (its yes/no criteria are about what the user says) | {f['ratio_if_gate_saw_no_tool_io']:.1%} |
+| the gate prompt leaves out tool calls and results | {f['ratio_if_gate_saw_no_tool_io']:.1%} |
 | both | {f['ratio_if_both']:.1%} |
 | both, and the gate sees only what the user typed (no assistant text either) | {f['ratio_if_gate_saw_only_user_text']:.1%} |
 
 Catch-up spans: when memd first meets a home with these transcripts (or catches up after downtime) each session is one
-span, and `render` drops the oldest pieces first whatever their kind. Of the {c['human']} human messages of those spans,
+span, and `render` drops tool output before what people said when a span is over budget. Of the {c['human']} human messages of those spans,
 the gate prompt ({extract.GATE_BUDGET_CHARS:,} characters) still shows {c['in_gate_prompt']} and the extraction prompt
 ({extract.SPAN_BUDGET_CHARS:,}) {c['in_extract_prompt']}; {c['gate_prompts_without_human']} gate prompts show no human
 message at all (tool output fills the budget).

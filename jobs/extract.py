@@ -30,6 +30,7 @@ TRIGGER = "every extractEveryTurns human turns of a session not paused (gate fir
 NEEDS_MODEL = True
 SPAN_BUDGET_CHARS = 24_000
 GATE_BUDGET_CHARS = 6_000
+GATE_ASSISTANT_CHARS = 300
 MIN_SUBSTANCE_CHARS = 12
 RELATED_BODIES = 8
 
@@ -134,14 +135,35 @@ def human_texts(pieces: list[Piece]) -> list[tuple[str, str | None]]:
     return [(p.text, p.ts) for p in pieces if p.kind == "human"]
 
 
+INTERRUPTED = "[Request interrupted by user"
+
+
 def pre_gate(pieces: list[Piece]) -> tuple[bool, str]:
-    """No model call when there is no user text of substance (tool output only, a word or two)."""
-    texts = [t for t, _ in human_texts(pieces)]
+    """No model call when there is no user text of substance (tool output only, a word or two,
+    or Claude Code's "[Request interrupted by user…]" markers, which the user never typed)."""
+    texts = [t for t, _ in human_texts(pieces) if not t.lstrip().startswith(INTERRUPTED)]
     if not texts:
         return False, "no user text in the span (tool output only)"
     if max(len(t.strip()) for t in texts) < MIN_SUBSTANCE_CHARS or max(len(t.split()) for t in texts) < 3:
         return False, "no user text of substance"
     return True, ""
+
+
+def gate_text(pieces: list[Piece], budget: int = GATE_BUDGET_CHARS) -> str:
+    """What the gate reads: what the user said, and the agent's words clipped short.
+
+    Tool calls and results are never durable information (§3.1: concrete code or
+    command content counts as no), so the cheap gate does not pay to read them;
+    the extraction call, on yes, sees the whole span.
+    """
+    talk = []
+    for p in pieces:
+        if p.kind == "human" and not p.text.lstrip().startswith(INTERRUPTED):
+            talk.append(p)
+        elif p.kind == "assistant":
+            clipped = p.text if len(p.text) <= GATE_ASSISTANT_CHARS else p.text[:GATE_ASSISTANT_CHARS] + " […]"
+            talk.append(Piece("assistant", clipped, p.end, p.ts))
+    return render(talk, budget)
 
 
 def parse_gate(text: str) -> bool | None:
@@ -227,8 +249,8 @@ def _offline_gate(plan: Plan) -> bool:
 
 
 def _model_gate(ctx: JobContext, plan: Plan) -> bool:
-    reply = ctx.llm.complete(job="gate", tier="small", system=GATE_SYSTEM,
-                             user=render(plan.pieces, GATE_BUDGET_CHARS), max_tokens=5)  # fmt: skip
+    reply = ctx.llm.complete(job="gate", tier="small", system=GATE_SYSTEM, user=gate_text(plan.pieces),
+                             max_tokens=5)  # fmt: skip
     answer = parse_gate(reply.text)
     if answer is None:
         ctx.log.warning("gate.unclear_answer", answer=reply.text[:40])
@@ -265,9 +287,9 @@ def _model_operations(
     reply = ctx.llm.complete(job="extract", tier="strong", system=EXTRACT_SYSTEM, user=user)
     try:
         data = parse_model_json(reply.text)
+        accepted, rejected = validate_operations(data, allowed_scopes=("global", "project"))
     except ModelOutputError as exc:
         from memd.llm import ModelCallFailed
 
         raise ModelCallFailed(f"extraction answer refused: {exc}") from exc
-    accepted, rejected = validate_operations(data, allowed_scopes=("global", "project"))
     return accepted, rejected, shown

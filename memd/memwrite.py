@@ -93,6 +93,9 @@ def apply(
         touched.add((op.scope, pkey))
     for label, reason in out.refused:
         ctx.log.warning("operation.refused", memory=label, reason=reason)
+    # Every directory an operation aimed at, changed or not: a rerun after a crash between the
+    # file writes and the index rebuild finds the files already new and must still rebuild the index.
+    touched |= {(scope, None if scope == "global" else key) for scope in cache}
     refresh(ctx, touched)
     return out
 

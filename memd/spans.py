@@ -155,17 +155,28 @@ def _mewcode(rec: dict[str, Any], end: int, out: list[Piece]) -> None:
 
 
 def render(pieces: list[Piece], budget_chars: int) -> str:
-    """The pieces as a plain transcript for a prompt, truncated oldest-first with a marker."""
-    lines = [_line(p) for p in pieces if p.kind != "compaction"]
+    """The pieces as a plain transcript for a prompt, within `budget_chars`.
+
+    Over budget, tool output goes first (oldest first), then the oldest words
+    of the user and the agent: what people said is what memory is made of.
+    A marker says how much was left out.
+    """
+    kept = [p for p in pieces if p.kind != "compaction"]
+    lines = [_line(p) for p in kept]
     total = sum(len(x) + 1 for x in lines)
-    dropped = 0
-    while lines and total > budget_chars:
-        total -= len(lines[0]) + 1
-        lines.pop(0)
-        dropped += 1
-    if dropped:
-        lines.insert(0, f"[… {dropped} earlier messages omitted …]")
-    return "\n".join(lines)
+    drop: set[int] = set()
+    for tools_first in (True, False):
+        for i, p in enumerate(kept):
+            if total <= budget_chars:
+                break
+            if i in drop or (tools_first and p.kind not in ("tool_call", "tool_result")):
+                continue
+            drop.add(i)
+            total -= len(lines[i]) + 1
+    out = [line for i, line in enumerate(lines) if i not in drop]
+    if drop:
+        out.insert(0, f"[… {len(drop)} earlier messages omitted …]")
+    return "\n".join(out)
 
 
 def _line(p: Piece) -> str:

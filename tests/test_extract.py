@@ -250,3 +250,23 @@ def test_offline_provider_extracts_deterministically(tmp_path: Path) -> None:
     set_cursor(ctx.conn, "extract", str(TARGET), {"offset": 0, "human_turns": 0}, "x")  # a crash before the cursor moved
     assert run_job(ctx, extract, TARGET).outcome == "ok"
     assert {f: f.read_bytes() for f in (home / "memory").glob("*.md")} == before
+
+
+def test_gate_reads_people_not_tools_and_interruptions_are_not_user_text() -> None:
+    ps = [Piece("human", "Please always squash merge.", 1), Piece("tool_call", '{"command": "git log"}', 2, name="Bash"),
+          Piece("tool_result", "x" * 5000, 3), Piece("assistant", "y" * 1000, 4),
+          Piece("human", "[Request interrupted by user for tool use]", 5)]  # fmt: skip
+    text = extract.gate_text(ps)
+    assert "squash merge" in text and "git log" not in text and "x" * 100 not in text
+    assert "y" * 300 in text and "y" * 301 not in text and "interrupted" not in text
+    assert not extract.pre_gate([Piece("human", "[Request interrupted by user for tool use]", 1)])[0]
+
+
+def test_render_drops_tool_output_before_what_people_said() -> None:
+    from memd.spans import render
+
+    ps = [Piece("human", "first request about the parser", 1), Piece("tool_result", "z" * 3000, 2),
+          Piece("assistant", "done", 3), Piece("human", "second request", 4)]  # fmt: skip
+    out = render(ps, 200)
+    assert "first request" in out and "second request" in out and "z" * 10 not in out
+    assert out.startswith("[… 1 earlier messages omitted …]")

@@ -699,8 +699,6 @@ def calibrate(server: ForkServer, template: Path, home: Path) -> tuple[dict[str,
     return new, (sorted(firsts)[1], sorted(lasts)[1]), sorted(ends)[1]
 
 
-@pytest.mark.xfail(strict=True, reason="memwrite.apply refreshes only directories it changed: a rerun after a crash "
-                                       "between the last memory write and the index refresh leaves MEMORY.md stale")
 def test_rerun_after_a_crash_before_the_index_refresh_rebuilds_memory_md(tmp_path: Path) -> None:
     """The state a kill between the last memory write and the refresh leaves (see the test above:
     "during the index refresh"), built exactly: every memory file new, MEMORY.md and the cursor old."""
