@@ -8,6 +8,9 @@ over-budget index are recorded for `memd status`, and the files are left in plac
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from memd.fsutil import ensure_private_dir
 from memd.jobctx import JobContext, RunResult, Target
 from memd.locks import Scope
@@ -42,6 +45,7 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
         directory, scope, key = ctx.home.project_memory(target.key or ""), "project", target.key
         if not directory.is_dir():
             return RunResult("skipped", "no memory directory")
+    swept = sweep_temp_files(directory, ctx.now().timestamp())
     s = ctx.settings
     result = refresh_dir(
         ctx.home, scope, key, directory,
@@ -56,8 +60,31 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
     return RunResult(
         "ok",
         details={"memories": result.memories, "problems": len(result.problems), "changed": result.changed,
-                 "drawer": result.drawer_mode},  # fmt: skip
+                 "drawer": result.drawer_mode, "temp_files_swept": swept},  # fmt: skip
     )
+
+
+TEMP_MAX_AGE_SECONDS = 600
+
+
+def sweep_temp_files(directory: Path, now: float) -> int:
+    """Remove what a writer killed mid-write left: `.<name>.<random>.tmp` files of atomic_write,
+    once old enough that no live writer can still own them. Never anything else."""
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for e in entries:
+        if not (e.name.startswith(".") and e.name.endswith(".tmp")) or not e.is_file(follow_symlinks=False):
+            continue
+        try:
+            if now - e.stat(follow_symlinks=False).st_mtime > TEMP_MAX_AGE_SECONDS:
+                os.unlink(e.path)
+                removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 def record_problems(ctx: JobContext, scope: str, problems: list[tuple[str, str]], warning: str | None) -> None:

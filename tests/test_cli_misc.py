@@ -79,3 +79,21 @@ def test_completion_scripts() -> None:
     for shell, marker in (("bash", "complete"), ("zsh", "compdef"), ("fish", "complete")):
         r = subprocess.run([*memd_cmd(), "completion", shell], capture_output=True, text=True, env=memd_env())
         assert r.returncode == 0 and marker in r.stdout and "_MEMD_COMPLETE" in r.stdout
+
+
+def test_index_sweeps_stale_temp_files_only(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    d = home / "memory"
+    _put(d, "keep", "a memory", "Body.")
+    old = d / ".keep.md.abc123.tmp"
+    fresh = d / ".keep.md.def456.tmp"
+    other = d / ".notes.txt"
+    for p in (old, fresh, other):
+        p.write_text("partial")
+    t = old.stat().st_mtime - 3600
+    os.utime(old, (t, t))
+    os.utime(other, (t, t))
+    r = run_memd(home, "run-now", "index", "--global", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)[0]["details"]["temp_files_swept"] == 1
+    assert not old.exists() and fresh.exists() and other.exists() and (d / "keep.md").exists()
