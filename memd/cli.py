@@ -111,3 +111,4 @@ from memd import cli_daemon  # noqa: E402,F401
 from memd import cli_demo  # noqa: E402,F401
 from memd import cli_memory  # noqa: E402,F401
 from memd import cli_doctor  # noqa: E402,F401
+from memd import cli_recall  # noqa: E402,F401
