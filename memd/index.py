@@ -71,8 +71,16 @@ def ordered(memories: Iterable[Memory]) -> list[Memory]:
     return sorted(memories, key=lambda m: (rank.get(m.type, len(TYPES)), m.name.casefold(), m.name, m.path.name))
 
 
+_LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
 def _link_target(file: str) -> str:
-    """CommonMark link destination; angle brackets when the name has spaces or parens."""
+    """CommonMark link destination; angle brackets when the name has spaces or parens.
+
+    Control and line-break characters a hand-made file name may hold are
+    percent-encoded: an index entry stays on one line (§2.3).
+    """
+    file = _LINE_BREAKING.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), file)
     if re.search(r"[\s()<>]", file):
         return "<" + file.replace("<", "%3C").replace(">", "%3E") + ">"
     return file
@@ -289,8 +297,11 @@ def render_drawer(
     drawer exists.
     """
     items = ordered(memories)
-    full = _render_full(items, today, tz)
-    if _utf8_len(full) <= max_bytes:
-        return DrawerRender(full, "full")
+    # The full text holds every body; when the bodies alone are over budget (characters never
+    # outnumber UTF-8 bytes) the full form cannot fit, and rendering it would be wasted work.
+    if sum(len(m.body) for m in items) <= max_bytes:
+        full = _render_full(items, today, tz)
+        if _utf8_len(full) <= max_bytes:
+            return DrawerRender(full, "full")
     text, omitted = _render_index(items, today, tz, max_bytes)
     return DrawerRender(text, "index", omitted)

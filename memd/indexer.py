@@ -110,8 +110,9 @@ def _scan_and_render(
     write_index: bool,
     write_drawer: bool,
     max_file_bytes: int,
+    known: dict[str, Memory] | None = None,
 ) -> tuple[list[Memory], RefreshResult]:
-    scanned = scan_dir(directory, scope, key, max_bytes=max_file_bytes)
+    scanned = scan_dir(directory, scope, key, max_bytes=max_file_bytes, known=known)
     result = RefreshResult(problems=list(scanned.problems), memories=len(scanned.memories))
     _render_views(
         home,
@@ -150,21 +151,22 @@ def refresh_dir(
     `global.enabled` (§8). The search DB is always kept current. Pass an open
     `index` to reuse a connection; otherwise one is opened for this call.
     """
-    memories, result = _scan_and_render(
-        home,
-        scope,
-        key,
-        Path(directory),
-        max_bytes_drawer=max_bytes_drawer,
-        today=today,
-        tz=tz,
-        write_index=write_index,
-        write_drawer=write_drawer,
-        max_file_bytes=max_file_bytes,
-    )
     owned = index is None
     db = SearchIndex.for_home(home) if index is None else index
     try:
+        memories, result = _scan_and_render(
+            home,
+            scope,
+            key,
+            Path(directory),
+            max_bytes_drawer=max_bytes_drawer,
+            today=today,
+            tz=tz,
+            write_index=write_index,
+            write_drawer=write_drawer,
+            max_file_bytes=max_file_bytes,
+            known=db.known(scope, key),
+        )
         result.search = db.sync({(scope, key): memories})
     finally:
         if owned:
@@ -202,24 +204,25 @@ def refresh_all(
     """
     results: dict[tuple[str, str | None], RefreshResult] = {}
     by_dir: dict[tuple[str, str | None], list[Memory]] = {}
-    for scope, key, directory in list_memory_dirs(home):
-        memories, result = _scan_and_render(
-            home,
-            scope,
-            key,
-            directory,
-            max_bytes_drawer=max_bytes_drawer,
-            today=today,
-            tz=tz,
-            write_index=write_index,
-            write_drawer=write_drawer,
-            max_file_bytes=max_file_bytes,
-        )
-        results[(scope, key)] = result
-        by_dir[(scope, key)] = memories
     owned = index is None
     db = SearchIndex.for_home(home) if index is None else index
     try:
+        for scope, key, directory in list_memory_dirs(home):
+            memories, result = _scan_and_render(
+                home,
+                scope,
+                key,
+                directory,
+                max_bytes_drawer=max_bytes_drawer,
+                today=today,
+                tz=tz,
+                write_index=write_index,
+                write_drawer=write_drawer,
+                max_file_bytes=max_file_bytes,
+                known=db.known(scope, key),
+            )
+            results[(scope, key)] = result
+            by_dir[(scope, key)] = memories
         stats = db.sync(by_dir, prune=True)
     finally:
         if owned:

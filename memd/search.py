@@ -321,6 +321,7 @@ class SearchIndex:
     def __init__(self, path: Path | str, *, root: Path | str | None = None) -> None:
         self.path = Path(path)
         self.root = Path(root) if root is not None else self.path.parent.parent
+        self._root_prefix = str(self.root).rstrip("/") + "/"
         try:
             self._conn = self._open()
         except sqlite3.DatabaseError as exc:
@@ -404,6 +405,10 @@ class SearchIndex:
 
     def relative(self, path: Path | str) -> str:
         """The `file` key of a memory path: relative to the home, '/'-separated."""
+        text = str(path)
+        prefix = self._root_prefix
+        if text.startswith(prefix) and os.sep == "/":  # the common case, without pathlib's parsing
+            return text[len(prefix) :]
         p = Path(path)
         if not p.is_absolute():
             return p.as_posix()
@@ -440,6 +445,22 @@ class SearchIndex:
         self._conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rowid,))
 
     # -- public writes
+
+    def known(self, scope: str, project_key: str | None) -> dict[str, Memory]:
+        """The memories of one directory as indexed (path → Memory, without extra metadata).
+
+        The indexer passes these to `scan_dir`, which reuses a row whose size and
+        mtime still match its file instead of reading and parsing the file again.
+        """
+        rows = self._conn.execute(
+            "SELECT file, name, description, type, body, mtime, size FROM memories WHERE scope = ? AND project_key IS ?",
+            (scope, project_key),
+        )
+        out: dict[str, Memory] = {}
+        for file, name, desc, mtype, body, mtime, size in rows:
+            path = self.root / file
+            out[str(path)] = Memory(path, name, desc, mtype, body, mtime, size, scope, project_key, {})
+        return out
 
     def sync(self, memories_by_dir: Mapping[DirKey, Sequence[Memory]], *, prune: bool = False) -> SyncStats:
         """Make the rows of the given directories match their memories.

@@ -287,3 +287,27 @@ def test_staleness_note_accepts_datetime_and_future_mtime() -> None:
     now = datetime.fromtimestamp(NOON, timezone.utc)
     assert staleness_note(NOON - 3 * DAY_SECONDS, now) is not None
     assert staleness_note(NOON + 100, now) is None  # clock skew: never "negative days old"
+
+
+def test_refresh_reuses_indexed_rows_for_unchanged_files(tmp_path: Path) -> None:
+    """An unchanged file (same size and mtime as its search row) is not read again."""
+    import os
+
+    from memd.indexer import refresh_dir
+    from memd.tree import Home
+
+    home = Home(tmp_path / "h")
+    d = home.global_memory
+    d.mkdir(parents=True)
+    f = d / "tabs.md"
+    f.write_text("---\nname: tabs\ndescription: indents with tabs\nmetadata:\n  type: user\n---\nTabs.\n")
+    first = refresh_dir(home, "global", None, d)
+    assert first.memories == 1 and not first.problems
+    st = f.stat()
+    f.write_bytes(b"\xff" * st.st_size)  # garbage of the same size, mtime put back
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    again = refresh_dir(home, "global", None, d)
+    assert again.memories == 1 and not again.problems  # the row was reused, the file not re-read
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # now it looks changed: read, and reported
+    third = refresh_dir(home, "global", None, d)
+    assert third.memories == 0 and "UTF-8" in third.problems[0].reason
