@@ -112,3 +112,4 @@ from memd import cli_demo  # noqa: E402,F401
 from memd import cli_memory  # noqa: E402,F401
 from memd import cli_doctor  # noqa: E402,F401
 from memd import cli_recall  # noqa: E402,F401
+from memd import cli_dream  # noqa: E402,F401
