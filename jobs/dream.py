@@ -1087,11 +1087,13 @@ def _advance(ctx: JobContext, target: Target, run_id: str | None) -> None:
 
 
 def _provider(ctx: JobContext) -> str:
-    from memd.settings import effective_provider
-
-    provider, wait = effective_provider(ctx.settings)
-    if wait:
-        raise Deferred(wait)
+    """What the model layer resolved (the key may come from the environment or the key file);
+    without a key the run waits instead of failing."""
+    provider = str(ctx.llm.provider)
+    if provider == "anthropic":
+        avail = ctx.llm.available()
+        if not avail and avail.reason == "no-key":
+            raise Deferred(avail.why)
     return provider
 
 

@@ -101,6 +101,7 @@ class Daemon:
             self.install_signals()
             self.conn = state.connect(self.home.state_db)
             self._record_settings()
+            self._recover_dreams()
             self.log.info("daemon.started", pid=os.getpid(), home=str(self.home.root), polling=self._polling())
             self._start_scheduler()
             self._start_watcher()
@@ -111,6 +112,16 @@ class Daemon:
             finally:
                 self._shutdown()
         return 0
+
+    def _recover_dreams(self) -> None:
+        """Finish or roll back a dream swap a crash interrupted, before any job touches memories."""
+        try:
+            from jobs.dream import recover
+
+            for done in recover(self.home, self.log):
+                self.log.warning("dream.recovered", **{k: str(v) for k, v in done.items()})
+        except Exception as exc:  # noqa: BLE001 - a recovery problem must not keep the daemon down
+            self.log.exception("dream.recovery_failed", reason=str(exc))
 
     def _polling(self) -> bool:
         return bool(self.settings.get("memd.forcePolling")) or self.observer is False

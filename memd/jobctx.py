@@ -91,7 +91,9 @@ class JobContext:
         """The model layer, built on first use so jobs without model calls never import the SDK."""
         if self._llm is None:
             if self.llm_factory is None:
-                raise RuntimeError("no model layer configured for this context")
+                from memd.context import make_llm  # the default: the model layer the settings describe
+
+                self.llm_factory = make_llm
             self._llm = self.llm_factory(self)
         return self._llm
 

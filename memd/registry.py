@@ -11,7 +11,7 @@ from types import ModuleType
 
 from memd.errors import UsageError
 
-JOB_NAMES: tuple[str, ...] = ("extract", "summary", "index")
+JOB_NAMES: tuple[str, ...] = ("extract", "summary", "dream", "index")
 
 
 def get(name: str) -> ModuleType:
