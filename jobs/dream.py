@@ -59,10 +59,14 @@ from pathlib import Path
 from typing import Any
 
 from memd.clock import iso, parse_iso
-from memd.history import ScopeRef
+from typing import TYPE_CHECKING
+
 from memd.jobctx import Deferred, JobContext, RunResult, Target, get_cursor, set_cursor
 from memd.locks import Scope
-from memd.memories import Memory
+
+if TYPE_CHECKING:  # imported where used: `memd status` imports this module and must start fast
+    from memd.history import ScopeRef
+    from memd.memories import Memory
 
 NAME = "dream"
 TRIGGER = "minHours since a scope's last consolidation and minSessions sessions touched since (both)"
@@ -125,6 +129,8 @@ def targets(ctx: JobContext) -> list[Target]:
 
 
 def scope_ref(target: Target) -> ScopeRef:
+    from memd.history import ScopeRef
+
     if target.kind == "global":
         return ScopeRef("global")
     if target.kind == "project" and target.key:
@@ -1016,6 +1022,8 @@ def final_memories(memories: Sequence[Memory], rendered: Sequence[Rendered], dir
     """The scope's memories after the plan, placed in `directory`, without rescanning or reparsing:
     unchanged ones as scanned (their files are hard links, so mtimes hold), plus what was
     rendered, as `parse_memory` would read it back (mtime 0 until `_stamp` reads the file)."""
+    from memd.memories import Memory
+
     gone: set[str] = set()
     new: dict[str, Memory] = {}
     scope, key = memories[0].scope, memories[0].project_key

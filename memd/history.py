@@ -48,14 +48,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import structlog
-
 from memd.clock import iso
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
 from memd.locks import LockBusy, Scope, acquire
+from memd.logs import lazy_logger
 from memd.tree import Home, list_memory_dirs
 
-log = structlog.get_logger("memd.history")
+log = lazy_logger("memd.history")
 
 STAGE_PREFIX = ".memory.dream-"
 OLD_PREFIX = ".memory.old-"

@@ -536,3 +536,26 @@ def cli_defaults() -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+class _LazyLogger:
+    """A module-level logger that imports structlog on first use, not at import.
+
+    Modules that `memd status` imports (through the job registry) use it: structlog
+    costs tens of milliseconds to import, and status must start fast.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._logger: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if self._logger is None:
+            import structlog
+
+            self._logger = structlog.get_logger(self._name)
+        return getattr(self._logger, attr)
+
+
+def lazy_logger(name: str) -> Any:
+    return _LazyLogger(name)
