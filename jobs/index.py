@@ -43,6 +43,8 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
         ensure_private_dir(directory)
     else:
         directory, scope, key = ctx.home.project_memory(target.key or ""), "project", target.key
+        if directory.is_symlink():  # as in discovery (tree.list_memory_dirs): not followed out of the tree
+            return RunResult("skipped", "the memory directory is a symlink; not followed")
         if not directory.is_dir():
             return RunResult("skipped", "no memory directory")
     swept = sweep_temp_files(directory, ctx.now().timestamp())

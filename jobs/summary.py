@@ -844,6 +844,9 @@ def write_summary(path: Path, text: str) -> None:
     Temporary files a killed writer left behind are removed first: the session
     lock is held, so no other writer of this summary can be mid-write.
     """
+    for d in (path.parent.parent, path.parent):
+        if d.is_symlink():  # a planted link would carry the summary out of the tree
+            raise OSError(f"{d}: is a symlink; refusing to write the summary through it")
     ensure_private_dir(path.parent.parent)
     ensure_private_dir(path.parent)
     for stale in path.parent.glob(f".{path.name}.*.tmp"):

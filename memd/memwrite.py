@@ -60,6 +60,10 @@ def apply(
     cache: dict[str, tuple[dict[str, Memory], set[str]]] = {}
     for op in ops:
         directory = scope_dir(ctx, op.scope, key)
+        if op.scope == "project" and directory.is_symlink():
+            # Like discovery (tree.list_memory_dirs): a linked project memory directory is not followed.
+            out.refused.append((f"{op.scope}:{op.slug}", "the project's memory directory is a symlink; not followed"))
+            continue
         pkey = None if op.scope == "global" else key
         if op.scope not in cache:
             cache[op.scope] = _index(directory, op.scope, pkey)

@@ -302,7 +302,7 @@ def _validate_one(raw: Any, allowed_scopes: Collection[str], caps: Caps) -> Oper
         return name
     name_text, slug = name
     reason = _one_line(raw.get("reason") if isinstance(raw.get("reason"), str) else "")
-    reason = redact(reason)[: caps.max_reason]
+    reason = redact(reason)[: caps.max_reason].encode("utf-8", "replace").decode("utf-8")
     if op == "delete":
         return Operation(op, scope, name_text, slug, "", None, "", reason)
     mtype = _word(raw.get("type"))
@@ -323,6 +323,8 @@ def _check_name(raw: Any, op: str, caps: Caps) -> tuple[str, str] | str:
         return f"{op} without a name"
     if "\x00" in raw or _CONTROL.search(raw.strip()):
         return "name contains control characters"
+    if not _encodable(raw):
+        return "name is not valid Unicode (a lone surrogate)"
     name = " ".join(raw.split())
     if _path_like(name):
         return f"name {_show(name)} looks like a path"
@@ -341,6 +343,8 @@ def _check_description(raw: Any, caps: Caps) -> tuple[str, tuple[str, ...]] | st
     """One line (MEMORY.md holds it on one), non-empty, capped, redacted."""
     if not isinstance(raw, str) or not raw.strip():
         return "empty description"
+    if not _encodable(raw):
+        return "description is not valid Unicode (a lone surrogate)"
     text = _one_line(raw)
     if len(text) > caps.max_description:
         return f"description over {caps.max_description} characters ({len(text)})"
@@ -353,6 +357,8 @@ def _check_body(raw: Any, caps: Caps) -> tuple[str, tuple[str, ...]] | str:
         return "empty body"
     if "\x00" in raw:
         return "body contains a NUL character"
+    if not _encodable(raw):
+        return "body is not valid Unicode (a lone surrogate)"
     size = len(raw.encode("utf-8", "surrogatepass"))
     if size > caps.max_body_bytes:
         return f"body over {caps.max_body_bytes} bytes ({size})"
@@ -360,6 +366,15 @@ def _check_body(raw: Any, caps: Caps) -> tuple[str, tuple[str, ...]] | str:
     if len(text.encode("utf-8", "surrogatepass")) > caps.max_body_bytes:
         return f"body over {caps.max_body_bytes} bytes once redacted"
     return text, rules
+
+
+def _encodable(text: str) -> bool:
+    """JSON escapes can smuggle lone surrogates into a str; such text cannot be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _redacted(text: str) -> tuple[str, tuple[str, ...]]:

@@ -178,7 +178,7 @@ def parse_text(text: str, source: str = "settings.json") -> Settings:
     warnings: list[str] = []
     try:
         data = json5.loads(text) if text.strip() else {}
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # json5 recurses: a few hundred nested brackets overflow it
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         warnings.append(f"{source}: not valid JSON ({first}); every field takes its default")
         data = {}

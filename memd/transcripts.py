@@ -95,6 +95,8 @@ def detect_format(rec: dict[str, Any]) -> str | None:
     if "message" in rec or "uuid" in rec or "sessionId" in rec:
         return "claude"
     t = rec.get("type")
+    if not isinstance(t, str):  # a list or an object here would not even be hashable
+        return None
     if t in MEWCODE_ONLY_TYPES or (t in ("user", "assistant") and "content" in rec):
         return "mewcode"
     if t in CLAUDE_ONLY_TYPES:
@@ -148,8 +150,12 @@ def _tool_use_chars(block: dict[str, Any]) -> int:
     return n
 
 
+# A token count beyond this is not a count (and would overflow SQLite's 64-bit integers once summed).
+MAX_COUNT = 1 << 40
+
+
 def _count(v: Any) -> int:
-    return v if v.__class__ is int and v >= 0 else 0
+    return v if v.__class__ is int and 0 <= v <= MAX_COUNT else 0
 
 
 @dataclass
@@ -368,6 +374,10 @@ class Folder:
         self.t.tool_calls += 1
         self.pending.add(tid)
 
+    def _answered(self, tid: Any) -> None:
+        if isinstance(tid, str):  # pending holds str ids; anything else answers nothing (and may be unhashable)
+            self.pending.discard(tid)
+
     def _user(self, rec: dict[str, Any], end: int) -> None:
         msg = rec.get("message")
         if not isinstance(msg, dict):
@@ -380,7 +390,7 @@ class Folder:
             for b in content:
                 if isinstance(b, dict) and b.get("type") == "tool_result":
                     has_result = True
-                    self.pending.discard(b.get("tool_use_id"))  # type: ignore[arg-type]
+                    self._answered(b.get("tool_use_id"))
                     self.t.conv_chars += _result_chars(b.get("content"))
         text = text_of(content)
         self.t.conv_chars += len(text)
@@ -430,7 +440,7 @@ class Folder:
                         self.t.conv_chars += _tool_use_chars(b)
                         self._tool_call(b.get("id"))
         elif t == "tool_result":
-            self.pending.discard(rec.get("tool_use_id"))  # type: ignore[arg-type]
+            self._answered(rec.get("tool_use_id"))
             self.t.conv_chars += _result_chars(content)
         elif t in ("compression", "compact_boundary"):
             self.t.compactions += 1

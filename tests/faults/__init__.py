@@ -1,0 +1,1 @@
+"""Issue 8, "Under faults": crash loops, concurrency, fuzzing, hostile input, permissions."""
