@@ -76,9 +76,11 @@ def run_job(
 
 
 def _expected(exc: BaseException) -> bool:
+    """Failures a user can act on from their one-line reason: no traceback in the log."""
     from memd import llm
+    from memd.locks import LockError
 
-    return isinstance(exc, (LockBusy, Deferred, llm.ModelError))
+    return isinstance(exc, (LockError, Deferred, llm.ModelError))
 
 
 def _record_start(ctx: JobContext, job: str, target: str, run_id: str) -> int:

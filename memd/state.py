@@ -10,6 +10,7 @@ while the daemon writes. A busy timeout bounds waiting on a writer.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -154,10 +155,8 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
         else:
             ensure_private_dir(path.parent)
-            new = not path.exists()
+            _create_private(path)
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-            if new:
-                path.chmod(0o600)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         if not readonly:
@@ -170,6 +169,15 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         return conn
     except sqlite3.DatabaseError as exc:
         raise StateError(f"{path}: {exc} (move the file aside to start a fresh ledger)") from exc
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file 0600 before SQLite does (it would use the umask, and a
+    chmod afterwards leaves a window); SQLite gives -wal and -shm the database's mode."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
 
 
 def _check_version(conn: sqlite3.Connection) -> int:
