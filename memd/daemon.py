@@ -331,6 +331,9 @@ class Daemon:
             self.submit(name, target)
 
     def _due_all(self) -> None:
+        swept = state.sweep_interrupted(self.conn, iso(self.clock()))
+        if swept:
+            self.log.warning("runs.interrupted", count=swept)
         ctx = self._job_ctx()
         for job in registry.all_jobs():
             try:

@@ -7,6 +7,8 @@ the shell never take different paths").
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import time
 import traceback
 import uuid
@@ -84,14 +86,14 @@ def _expected(exc: BaseException) -> bool:
 
 
 def _record_start(ctx: JobContext, job: str, target: str, run_id: str) -> int:
-    cur = ctx.conn.execute(
-        "INSERT INTO runs(run_id, job, target, started_at) VALUES (?,?,?,?)", (run_id, job, target, iso(ctx.now()))
-    )
+    cur = _write(ctx, "INSERT INTO runs(run_id, job, target, started_at, pid) VALUES (?,?,?,?,?)",
+                 (run_id, job, target, iso(ctx.now()), os.getpid()))  # fmt: skip
     return int(cur.lastrowid or 0)
 
 
 def _record_end(ctx: JobContext, rowid: int, result: RunResult, duration_ms: int) -> None:
-    ctx.conn.execute(
+    _write(
+        ctx,
         "UPDATE runs SET finished_at=?, outcome=?, duration_ms=?, reason=?, error=?, input_tokens=?, output_tokens=? "
         "WHERE id=?",
         (
@@ -100,3 +102,18 @@ def _record_end(ctx: JobContext, rowid: int, result: RunResult, duration_ms: int
             ctx.usage.get("input_tokens", 0), ctx.usage.get("output_tokens", 0), rowid,
         ),
     )  # fmt: skip
+
+
+RECORD_PATIENCE_SECONDS = 60.0
+
+
+def _write(ctx: JobContext, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
+    """A run record must be written: a state database busy past its timeout is waited on longer."""
+    deadline = time.monotonic() + RECORD_PATIENCE_SECONDS
+    while True:
+        try:
+            return ctx.conn.execute(sql, args)
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                raise
+            ctx.log.warning("state.busy", waiting_to="record a run")

@@ -137,6 +137,11 @@ MIGRATIONS: list[str] = [
         v TEXT NOT NULL
     );
     """,
+    # 2: which process recorded a run, so a run whose process died is known as interrupted.
+    """
+    ALTER TABLE runs ADD COLUMN pid INTEGER;
+    CREATE INDEX runs_unfinished ON runs(finished_at) WHERE finished_at IS NULL;
+    """,
 ]
 
 
@@ -213,3 +218,28 @@ def get_kv(conn: sqlite3.Connection, k: str) -> str | None:
 
 def set_kv(conn: sqlite3.Connection, k: str, v: str) -> None:
     conn.execute("INSERT INTO kv(k, v) VALUES(?, ?) ON CONFLICT(k) DO UPDATE SET v=excluded.v", (k, v))
+
+
+def process_alive(pid: int | None) -> bool:
+    """Whether a process of that id exists (a recycled id reads as alive: the safe side)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_interrupted(conn: sqlite3.Connection, now_iso: str) -> int:
+    """Close run records whose process died mid-run (kill -9, a crash, Ctrl-C while waiting)."""
+    rows = conn.execute("SELECT id, pid FROM runs WHERE finished_at IS NULL").fetchall()
+    dead = [r[0] for r in rows if not process_alive(r[1])]
+    conn.executemany(
+        "UPDATE runs SET finished_at=?, outcome='interrupted', reason='its process ended before the run did' "
+        "WHERE id=? AND finished_at IS NULL",
+        [(now_iso, rid) for rid in dead],
+    )
+    return len(dead)

@@ -60,8 +60,8 @@ def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, 
 
     ctx = JobContext(home, s, conn, lambda: now, None)
     for job in registry.all_jobs():
-        runs = [dict(r) for r in conn.execute(
-            "SELECT run_id, target, started_at, finished_at, outcome, duration_ms, reason FROM runs "
+        runs = [_run_row(dict(r)) for r in conn.execute(
+            "SELECT run_id, target, started_at, finished_at, outcome, duration_ms, reason, pid FROM runs "
             "WHERE job=? ORDER BY id DESC LIMIT ?", (job.NAME, RUNS_SHOWN))]  # fmt: skip
         fail = conn.execute(
             "SELECT run_id, target, started_at, error FROM runs WHERE job=? AND outcome='failed' ORDER BY id DESC LIMIT 1",
@@ -79,6 +79,14 @@ def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, 
             "due": len(due),
             "due_targets": due[:10],
         }
+
+
+def _run_row(r: dict[str, Any]) -> dict[str, Any]:
+    """A run without an end is running while its process lives, interrupted once it died."""
+    pid = r.pop("pid", None)
+    if r["finished_at"] is None:
+        r["outcome"] = "running" if state.process_alive(pid) else "interrupted"
+    return r
 
 
 def _model(conn: Any, now: datetime, data: dict[str, Any]) -> None:
@@ -127,7 +135,7 @@ def render(d: dict[str, Any]) -> str:
     out.append(f"model today: {m['calls']} calls, {m['input_tokens']} in / {m['output_tokens']} out tokens"
                f" (cache read {m['cache_read_tokens']}), budget {m['budget']}")  # fmt: skip
     out.append("")
-    out.append(f"{'JOB':<8} {'LAST RUN':<26} {'OUTCOME':<9} {'MS':>6}  DUE  LAST FAILURE")
+    out.append(f"{'JOB':<8} {'LAST RUN':<26} {'OUTCOME':<11} {'MS':>6}  DUE  LAST FAILURE")
     for name, j in d["jobs"].items():
         last = j["last_runs"][0] if j["last_runs"] else {}
         fail = j["last_failure"]

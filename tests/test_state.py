@@ -46,3 +46,18 @@ def test_cursor_roundtrip_and_kv(tmp_path: Path) -> None:
     state.set_kv(conn, "a", "1")
     state.set_kv(conn, "a", "2")
     assert state.get_kv(conn, "a") == "2" and state.get_kv(conn, "b") is None
+
+
+def test_runs_of_dead_processes_are_swept_as_interrupted(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    conn = state.connect(tmp_path / "s.sqlite")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)
+    conn.execute("INSERT INTO runs(run_id, job, target, started_at, pid) VALUES ('a', 'extract', 't', 'x', ?)", (dead_pid,))
+    conn.execute("INSERT INTO runs(run_id, job, target, started_at, pid) VALUES ('b', 'extract', 't', 'x', ?)", (os.getpid(),))
+    assert state.sweep_interrupted(conn, "2026-11-30T00:00:00.000Z") == 1
+    rows = dict(conn.execute("SELECT run_id, outcome FROM runs").fetchall())
+    assert rows == {"a": "interrupted", "b": None}
