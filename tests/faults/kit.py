@@ -620,8 +620,12 @@ def not_settled(home: Path, after_run_id: int = 0) -> str | None:
     return None
 
 
-def settle(home: Path, after_run_id: int = 0, timeout: float = 120.0) -> None:
-    """Wait until `not_settled` is None twice in a row, a little apart (nothing started in between)."""
+def settle(home: Path, after_run_id: int = 0, timeout: float = 240.0) -> None:
+    """Wait until `not_settled` is None twice in a row, a little apart (nothing started in between).
+
+    Generous: on a loaded 2-core machine a `run-now` may wait minutes for the locks the daemon keeps
+    taking; a run whose process died is closed by the daemon's sweep within its 30 s due-check.
+    """
     last: list[str | None] = ["?"]
 
     def calm() -> bool:
