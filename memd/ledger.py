@@ -18,7 +18,9 @@ from typing import Any
 import orjson
 
 from memd.transcripts import Folder, Tally, UsageBook, read_chunks
-from memd.tree import SessionFile
+import stat as stat_mod
+
+from memd.tree import Home, SessionFile, discover_sessions, list_project_keys
 
 MAX_BAD_LINE_LOGS = 5
 SESSION_COLUMNS = (
@@ -131,6 +133,48 @@ def known_files(conn: sqlite3.Connection, key: str | None = None) -> dict[str, F
             (key,),
         )
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def _changed_in(directory: str, known: dict[str, FileSig]) -> bool:
+    """Whether any regular `.jsonl` directly in `directory` differs from what the ledger read."""
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                if not e.name.endswith(".jsonl"):
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat_mod.S_ISREG(st.st_mode) and known.get(e.path) != (st.st_size, st.st_mtime_ns, st.st_ino):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def project_changed(home: Home, key: str, known: dict[str, FileSig]) -> bool:
+    """One pass of `stat`s over a project's transcripts (sub-agent and MewCode ones included),
+    building nothing: an idle home of 10,000 sessions is checked without a SessionFile each."""
+    pdir = os.path.join(home.projects, key)
+    if _changed_in(pdir, known) or _changed_in(os.path.join(pdir, ".mewcode", "sessions"), known):
+        return True
+    try:
+        with os.scandir(pdir) as it:
+            subdirs = [e.name for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+    except OSError:
+        return False
+    return any(_changed_in(os.path.join(pdir, d, "subagents"), known) for d in subdirs if d != "memory")
+
+
+def stale_sessions(conn: sqlite3.Connection, home: Home, key: str | None = None) -> list[SessionFile]:
+    """The sessions with bytes the ledger has not read; projects with nothing new cost only stats."""
+    known = known_files(conn, key)
+    out: list[SessionFile] = []
+    for k in [key] if key else list_project_keys(home):
+        if project_changed(home, k, known):
+            out.extend(sf for sf in discover_sessions(home, k) if needs_read(conn, sf, known))
+    return out
 
 
 def needs_read(conn: sqlite3.Connection, sf: SessionFile, known: dict[str, FileSig] | None = None) -> bool:

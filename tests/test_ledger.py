@@ -228,3 +228,39 @@ def test_listing_query_equals_the_row_form(corpus_home: Path, tmp_path: Path) ->
     ledger.set_cli_pause(conn, None, "short", True, NOW)
     assert list_sessions(conn) == [session_json(r) for r in ledger.session_rows(conn)]
     conn.close()
+
+
+def test_json_listing_built_by_sqlite_equals_the_row_form(corpus_home: Path, tmp_path: Path) -> None:
+    from memd.cli_foundation import list_sessions, sessions_json_text
+
+    home = tmp_path / "h"
+    shutil.copytree(corpus_home, home)
+    ingest_all(home)
+    conn = state.connect(Home(home).state_db)
+    ledger.set_cli_pause(conn, None, "short", True, NOW)
+    assert json.loads(sessions_json_text(conn)) == list_sessions(conn)
+    assert json.loads(sessions_json_text(conn, "-corpus-spotter")) == list_sessions(conn, "-corpus-spotter")
+    conn.close()
+
+
+def test_stale_sessions_sees_appends_in_main_sub_agent_and_mewcode_files(home: Path) -> None:
+    rec = json.dumps({"type": "user", "uuid": "u", "sessionId": "s1", "message": {"role": "user", "content": "hi"}}) + "\n"
+    d = home / "projects" / "k"
+    (d / "s1" / "subagents").mkdir(parents=True)
+    (d / ".mewcode" / "sessions").mkdir(parents=True)
+    main, sub, mew = d / "s1.jsonl", d / "s1" / "subagents" / "agent-a.jsonl", d / ".mewcode" / "sessions" / "m1.jsonl"
+    for p in (main, sub):
+        p.write_text(rec)
+    mew.write_text(json.dumps({"type": "user", "content": "hello"}) + "\n")
+    h = Home(home)
+    conn = state.connect(h.state_db)
+    assert {s.session_id for s in ledger.stale_sessions(conn, h)} == {"s1", "m1"}
+    for sf in ledger.stale_sessions(conn, h):
+        ledger.ingest(conn, sf, NOW)
+    assert ledger.stale_sessions(conn, h) == []
+    for p in (sub, mew):
+        with open(p, "a") as fh:
+            fh.write(p.read_text().splitlines()[0] + "\n")
+        assert [s.session_id for s in ledger.stale_sessions(conn, h)] == ["m1" if p == mew else "s1"]
+        for sf in ledger.stale_sessions(conn, h):
+            ledger.ingest(conn, sf, NOW)
