@@ -290,12 +290,10 @@ class Daemon:
             self._session_due(sf.key, sf.session_id)
 
     def _scan_all(self) -> None:
-        known = ledger.known_files(self.conn)
-        for sf in discover_sessions(self.home):
+        for sf in ledger.stale_sessions(self.conn, self.home):
             if self.stop_requested:
                 return
-            if ledger.needs_read(self.conn, sf, known):
-                self._ingest(sf)
+            self._ingest(sf)
 
     def _memory_signatures(self) -> None:
         """Polling mode: notice hand edits in memory directories by their listing."""
