@@ -278,9 +278,11 @@ def _read_file(f: _FileRow, st: os.stat_result, folder: Folder, result: IngestRe
     try:
         for lines, batch_end in read_chunks(f.path, f.offset):
             end = f.offset
+            line_no = f.line_no
+            records = 0
             for data in lines:
                 end += len(data) + 1
-                f.line_no += 1
+                line_no += 1
                 if not data or data.isspace():
                     continue
                 try:
@@ -290,11 +292,13 @@ def _read_file(f: _FileRow, st: os.stat_result, folder: Folder, result: IngestRe
                     if log is not None and logged < MAX_BAD_LINE_LOGS:
                         logged += 1
                         reason = str(exc).split(":", 1)[0][:120]
-                        log.warning("transcript.line_skipped", file=f.path, line=f.line_no, reason=reason)
-                    result.problems.append(FileProblem(f.path, f.line_no, "unparseable line"))
+                        log.warning("transcript.line_skipped", file=f.path, line=line_no, reason=reason)
+                    result.problems.append(FileProblem(f.path, line_no, "unparseable line"))
                     continue
-                result.records += 1
+                records += 1
                 feed(rec, end)
+            result.records += records
+            f.line_no = line_no
             f.offset = batch_end
             result.changed = True
     except OSError as exc:

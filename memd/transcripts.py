@@ -159,25 +159,6 @@ def _count(v: Any) -> int:
 
 
 @dataclass
-class Usage:
-    input: int = 0
-    output: int = 0
-    cache_creation: int = 0
-    cache_read: int = 0
-
-    @classmethod
-    def of(cls, u: Any) -> Usage | None:
-        """Usage from a `message.usage` object; a field that is not a count reads as 0."""
-        if u.__class__ is not dict:
-            return None
-        return cls(_count(u.get("input_tokens")), _count(u.get("output_tokens")),
-                   _count(u.get("cache_creation_input_tokens")), _count(u.get("cache_read_input_tokens")))  # fmt: skip
-
-    def as_tuple(self) -> tuple[int, int, int, int]:
-        return (self.input, self.output, self.cache_creation, self.cache_read)
-
-
-@dataclass
 class Tally:
     """Per-session counters, folded record by record (main thread) plus usage (all threads).
 
@@ -232,22 +213,30 @@ class UsageBook:
                 self.entries[msg_id] = got
         return got
 
-    def put(self, msg_id: str, prio: int, usage: Usage) -> None:
-        new = usage.as_tuple()
-        old = self._current(msg_id)
+    def put(self, msg_id: str, prio: int, new: tuple[int, int, int, int]) -> None:
+        """Record the usage of a response; a later line of the same id replaces the earlier one."""
+        old = self.entries.get(msg_id)
+        if old is None and self._lookup is not None:
+            old = self._current(msg_id)
+        total = self.total
         if old is not None:
             if old[0] > prio:
                 return
-            for i in range(4):
-                self.total[i] -= old[1][i]
-        for i in range(4):
-            self.total[i] += new[i]
+            o = old[1]
+            total[0] -= o[0]
+            total[1] -= o[1]
+            total[2] -= o[2]
+            total[3] -= o[3]
+        total[0] += new[0]
+        total[1] += new[1]
+        total[2] += new[2]
+        total[3] += new[3]
         self.entries[msg_id] = (prio, new)
         self.dirty.add(msg_id)
 
-    def add_anonymous(self, usage: Usage) -> None:
+    def add_anonymous(self, new: tuple[int, int, int, int]) -> None:
         """A usage without a message id cannot be deduplicated: it counts once as it is."""
-        for i, v in enumerate(usage.as_tuple()):
+        for i, v in enumerate(new):
             self.total[i] += v
 
 
@@ -330,14 +319,16 @@ class Folder:
                         self._usage(msg, PRIO_COPY)
 
     def _usage(self, msg: dict[str, Any], prio: int) -> None:
-        usage = Usage.of(msg.get("usage"))
-        if usage is None:
+        u = msg.get("usage")
+        if u.__class__ is not dict:
             return
+        vals = (_count(u.get("input_tokens")), _count(u.get("output_tokens")),
+                _count(u.get("cache_creation_input_tokens")), _count(u.get("cache_read_input_tokens")))  # fmt: skip
         mid = msg.get("id")
-        if isinstance(mid, str) and mid:
-            self.u.put(mid, prio, usage)
+        if mid.__class__ is str and mid:
+            self.u.put(mid, prio, vals)
         elif prio == PRIO_DIRECT:
-            self.u.add_anonymous(usage)
+            self.u.add_anonymous(vals)
 
     def _assistant(self, msg: dict[str, Any]) -> None:
         mid = msg.get("id")
