@@ -63,8 +63,11 @@ def scan_home(home: Any, *, key: str | None = None, progress: bool = False, log:
         todo = ledger.stale_sessions(conn, home, key)
         totals: dict[str, Any] = {"sessions": 0, "read": 0, "bytes": 0, "records": 0, "problems": 0}
         bar = _bar(todo) if progress else None
-        for sf in todo:
-            r = ledger.ingest(conn, sf, iso(system_clock()), log)
+        workers = _workers(todo)
+        results = _ingest_parallel(home, todo, workers, log) if workers > 1 else (
+            ledger.ingest(conn, sf, iso(system_clock()), log) for sf in todo
+        )
+        for sf, r in zip(todo, results):
             totals["read"] += 1
             totals["bytes"] += r.bytes_read
             totals["records"] += r.records
@@ -78,6 +81,55 @@ def scan_home(home: Any, *, key: str | None = None, progress: bool = False, log:
         return totals
     finally:
         conn.close()
+
+
+PARALLEL_MIN_BYTES = 64 << 20
+
+
+def _workers(todo: list[Any]) -> int:
+    """A big first read (a new install over a full home) uses every core; small ones stay in-process."""
+    import os
+
+    forced = os.environ.get("MEMD_SCAN_WORKERS", "")
+    if forced.isdigit():  # for tests and for users who want the first read on one core
+        return max(1, min(int(forced), len(todo)))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores < 2 or len(todo) < 4 or sum(_size(sf) for sf in todo) < PARALLEL_MIN_BYTES:
+        return 1
+    return min(cores, 4)
+
+
+def _ingest_one(args: tuple[Any, Any]) -> Any:
+    """A worker ingests one session with its own connection: the ledger's commits re-check the
+    offsets they started from, so workers (and a running daemon) never count a span twice."""
+    from memd import ledger, state
+    from memd.clock import iso, system_clock
+
+    home, sf = args
+    conn = _WORKER_CONN.get(str(home.state_db))
+    if conn is None:
+        conn = _WORKER_CONN[str(home.state_db)] = state.connect(home.state_db)
+    return ledger.ingest(conn, sf, iso(system_clock()))
+
+
+_WORKER_CONN: dict[str, Any] = {}
+
+
+def _ingest_parallel(home: Any, todo: list[Any], workers: int, log: Any) -> list[Any]:
+    """Sessions spread over `workers` processes, biggest first so the pool stays busy."""
+    import multiprocessing as mp
+
+    order = sorted(range(len(todo)), key=lambda i: -_size(todo[i]))
+    ctx = mp.get_context("fork")
+    with ctx.Pool(workers) as pool:
+        done = pool.map(_ingest_one, [(home, todo[i]) for i in order], chunksize=1)
+    out: list[Any] = [None] * len(todo)
+    for i, r in zip(order, done):
+        out[i] = r
+        if log is not None:
+            for pr in r.problems[:5]:
+                log.warning("transcript.line_skipped", file=pr.path, line=pr.line, reason=pr.reason)
+    return out
 
 
 def _size(sf: Any) -> int:

@@ -264,3 +264,16 @@ def test_stale_sessions_sees_appends_in_main_sub_agent_and_mewcode_files(home: P
         assert [s.session_id for s in ledger.stale_sessions(conn, h)] == ["m1" if p == mew else "s1"]
         for sf in ledger.stale_sessions(conn, h):
             ledger.ingest(conn, sf, NOW)
+
+
+def test_parallel_first_scan_equals_the_serial_ledger(corpus_home: Path, tmp_path: Path) -> None:
+    """A big first read spreads sessions over processes; the ledger must be the one-process ledger."""
+    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
+    shutil.copytree(corpus_home, serial)
+    shutil.copytree(corpus_home, parallel)
+    env = {**os.environ, "MEMD_SCAN_WORKERS": "2"}
+    r = subprocess.run([*memd_cmd(), "--home", str(parallel), "scan", "--json"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    want = ingest_all(serial)
+    got = {k: {**v, "path": v["path"].replace(str(parallel), str(serial))} for k, v in ingest_all(parallel).items()}
+    assert got == want
