@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import structlog  # noqa: E402
 
 import jobs.dream as dream  # noqa: E402
-from bench.common import REPO  # noqa: E402
+from bench.common import REPO, write_section  # noqa: E402
 from memd import ledger, state  # noqa: E402
 from memd.clock import iso  # noqa: E402
 from memd.jobctx import JobContext, Target  # noqa: E402
@@ -349,15 +349,7 @@ rows are refreshed from the memories the run already holds, not by a second scan
 
 
 def write_results(text_: str, path: Path) -> None:
-    """Replace this benchmark's section of RESULTS.md, leaving the other sections alone."""
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    start = old.find(SECTION_TITLE)
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text_
-    else:
-        nxt = old.find("\n## ", start + len(SECTION_TITLE))
-        new = old[:start] + text_ + ("" if nxt < 0 else "\n" + old[nxt + 1 :])
-    path.write_text(new.rstrip("\n") + "\n")
+    write_section(SECTION_TITLE, text_, path)
 
 
 def main() -> None:

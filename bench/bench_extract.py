@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import structlog  # noqa: E402
 
 import jobs.extract as extract  # noqa: E402
-from bench.common import CORPUS, REPO, need_corpus  # noqa: E402
+from bench.common import CORPUS, REPO, need_corpus, write_section  # noqa: E402
 from memd import ledger, memwrite, state  # noqa: E402
 from memd.clock import iso  # noqa: E402
 from memd.jobctx import JobContext, Target, get_cursor  # noqa: E402
@@ -406,15 +406,7 @@ def reflow(markdown: str, width: int = 118) -> str:
 
 
 def write_results(text_: str, path: Path) -> None:
-    """Replace this benchmark's section of RESULTS.md, leaving the other sections alone."""
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    start = old.find(SECTION_TITLE)
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text_
-    else:
-        nxt = old.find("\n## ", start + len(SECTION_TITLE))
-        new = old[:start] + text_ + ("" if nxt < 0 else "\n" + old[nxt + 1 :])
-    path.write_text(new.rstrip("\n") + "\n")
+    write_section(SECTION_TITLE, text_, path)
 
 
 def main() -> None:

@@ -40,3 +40,15 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, sub
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def write_section(title: str, text: str, path: Path) -> None:
+    """Replace one benchmark's `## title` section of RESULTS.md, leaving the other sections alone."""
+    old = path.read_text() if path.exists() else "# Benchmark results\n"
+    start = old.find(title)
+    if start < 0:
+        new = old.rstrip("\n") + "\n\n" + text
+    else:
+        nxt = old.find("\n## ", start + len(title))
+        new = old[:start] + text + ("" if nxt < 0 else "\n" + old[nxt + 1 :])
+    path.write_text(new.rstrip("\n") + "\n")
