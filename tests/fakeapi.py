@@ -434,7 +434,7 @@ class FakeAnthropic:
     @property
     def message_requests(self) -> list[Recorded]:
         with self._lock:
-            return [r for r in self.requests if r["path"] == "/v1/messages"]
+            return [r for r in self.requests if r.path == "/v1/messages"]
 
     @classmethod
     def from_script(cls, script: dict[str, Any], **kw: Any) -> FakeAnthropic:
