@@ -6,6 +6,7 @@ in the README and are a stable interface. Imports are lazy so `memd --help` and
 from __future__ import annotations
 
 import functools
+import importlib
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -85,7 +86,33 @@ def command(*dargs: Any, **dkwargs: Any) -> Callable[[F], click.Command]:
     return deco
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Which module declares each command: a command's module is imported when it is invoked, so
+# `memd sessions` or `memd status` does not pay for the others (start-up is their budget).
+COMMAND_MODULES: dict[str, str] = {
+    **dict.fromkeys(("key", "config", "scan", "sessions", "pause", "resume"), "cli_foundation"),
+    **dict.fromkeys(("run", "run-now", "jobs", "status", "logs", "install", "uninstall"), "cli_daemon"),
+    "demo": "cli_demo",
+    **dict.fromkeys(("search", "list", "show"), "cli_memory"),
+    **dict.fromkeys(("doctor", "completion"), "cli_doctor"),
+    **dict.fromkeys(("history", "undo"), "cli_dream"),
+    "recall": "cli_recall",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose sub-commands are imported on first use."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if module is not None and cmd_name not in self.commands:
+            importlib.import_module(f"memd.{module}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMAND_MODULES) | set(self.commands))
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="memd")
 @home_option
 @click.pass_context
@@ -104,12 +131,3 @@ def main(ctx: click.Context) -> None:
 
 # Commands that must start fast and never log: they skip importing structlog.
 FAST_COMMANDS = frozenset({"status", "sessions", "key", "jobs", "config", None})
-
-
-from memd import cli_foundation  # noqa: E402,F401  (registers commands)
-from memd import cli_daemon  # noqa: E402,F401
-from memd import cli_demo  # noqa: E402,F401
-from memd import cli_memory  # noqa: E402,F401
-from memd import cli_doctor  # noqa: E402,F401
-from memd import cli_recall  # noqa: E402,F401
-from memd import cli_dream  # noqa: E402,F401

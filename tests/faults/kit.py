@@ -193,8 +193,10 @@ class ForkedDaemon:
     def __init__(self, home: Path, env: dict[str, str], out: Path, umask: int = 0o022) -> None:
         self.home = home
         self.out = out
+        # daemon=True: if a test fails before its kill, the process is terminated at exit
+        # instead of pytest waiting for it forever (memd's daemon starts no processes of its own).
         self.proc = _forkserver().Process(target=_daemon_main, args=(str(home), dict(env), str(out), umask),
-                                          daemon=False)  # fmt: skip
+                                          daemon=True)  # fmt: skip
 
     def start(self) -> ForkedDaemon:
         self.proc.start()

@@ -46,6 +46,7 @@ def test_eight_writers_daemon_and_run_now_loses_nothing_and_tears_nothing(
     runs: list[tuple[str, int, str]] = []
     ran: Counter[str] = Counter()
 
+    aborted = threading.Event()
     with FakeModel(tmp_path / "api", max_delay=0.05, seed=8) as api, DaemonProc(home, env=api.env()) as daemon:
         reader = ctx.Process(target=reader_main, args=(str(home), KEY, str(stop), str(reader_out)))
         reader.start()
@@ -57,7 +58,7 @@ def test_eight_writers_daemon_and_run_now_loses_nothing_and_tears_nothing(
 
         def shell(seed: int) -> None:
             rng = random.Random(seed)
-            while not shell_done.is_set() or len(runs) < 8:
+            while not aborted.is_set() and (not shell_done.is_set() or len(runs) < 8):
                 job = rng.choice(["extract", "summary", "index"])
                 force = ["--force"] if rng.random() < 0.5 else []
                 r = run_memd(home, "run-now", job, "--json", *force, env=api.env(), timeout=300)
@@ -65,20 +66,30 @@ def test_eight_writers_daemon_and_run_now_loses_nothing_and_tears_nothing(
                 if r.returncode == 0:
                     ran.update(x["outcome"] for x in json.loads(r.stdout))
 
-        loops = [threading.Thread(target=shell, args=(i,)) for i in range(2)]
-        for loop in loops:
-            loop.start()
-        for w in writers:
-            w.join(120)
-            assert w.exitcode == 0
-        shell_done.set()
-        for loop in loops:
-            loop.join(300)
-        settle(home)
-        stop.touch()
-        reader.join(30)
-        assert reader.exitcode == 0
-        assert daemon.stop() == 0
+        loops = [threading.Thread(target=shell, args=(i,), daemon=True) for i in range(2)]
+        try:
+            for loop in loops:
+                loop.start()
+            for w in writers:
+                w.join(120)
+                assert w.exitcode == 0
+            shell_done.set()
+            for loop in loops:
+                loop.join(300)
+            settle(home)
+            stop.touch()
+            reader.join(30)
+            assert reader.exitcode == 0
+            assert daemon.stop() == 0
+        finally:
+            # A failure above must not leave the reader, writers or shell loops running: pytest
+            # would wait for them at exit and the CI run would hang instead of failing.
+            aborted.set()
+            stop.touch()
+            for proc in (reader, *writers):
+                if proc.is_alive():
+                    proc.terminate()
+                    proc.join(10)
 
     seen: dict[str, Any] = json.loads(reader_out.read_text())
     bad_runs = [r for r in runs if r[1] != 0]
