@@ -111,7 +111,7 @@ def sessions_bench(work: Path) -> dict:
     assert r.returncode == 0, r.stderr
     walls = []
     for _ in range(7):
-        secs, r = timed([*MEMD, "--home", str(home), "sessions", "--json"])
+        secs, r = timed([*MEMD, "--home", str(home), "sessions", "--json"], text=False)
         assert r.returncode == 0
         walls.append(secs * 1000)
     n = len(json.loads(r.stdout))

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("MEMD_CORPUS", REPO.parent / "shared" / "corpus" / "claude-code"))
@@ -31,9 +32,14 @@ def replicate_corpus(home: Path, min_bytes: int) -> int:
     return copies * one
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:
+def timed(cmd: list[str], env: dict[str, str] | None = None, text: bool = True) -> tuple[float, Any]:
+    """Wall time of a command with its output read through a pipe, as a consumer would.
+
+    `text=False` reads bytes: decoding megabytes of output in the harness is the
+    harness's cost, not the command's.
+    """
     t = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    r = subprocess.run(cmd, capture_output=True, text=text, env=env)
     return time.perf_counter() - t, r
 
 
