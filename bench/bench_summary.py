@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import structlog  # noqa: E402
 
 import jobs.summary as summary  # noqa: E402
-from bench.common import CORPUS, REPO, need_corpus  # noqa: E402
+from bench.common import CORPUS, REPO, need_corpus, write_section  # noqa: E402
 from memd import ledger, state  # noqa: E402
 from memd.jobctx import JobContext, Target  # noqa: E402
 from memd.runner import run_job  # noqa: E402
@@ -168,18 +168,6 @@ First and last updates (line of the transcript, conversation tokens then, input 
 """
 
 
-def write_results(text: str, path: Path) -> None:
-    """Replace this benchmark's section of RESULTS.md, leaving the other benchmarks' sections alone."""
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    start = old.find(SECTION_TITLE)
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text
-    else:
-        nxt = old.find("\n## ", start + len(SECTION_TITLE))
-        new = old[:start] + text + ("" if nxt < 0 else "\n" + old[nxt + 1 :])
-    path.write_text(new.rstrip("\n") + "\n")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--session", type=Path, default=SESSION)
@@ -192,7 +180,7 @@ def main() -> None:
     print(json.dumps(summary_only, indent=2))
     if not args.no_write:
         command = ".venv/bin/python bench/bench_summary.py"
-        write_results(section(r, command), REPO / "bench" / "RESULTS.md")
+        write_section(SECTION_TITLE, section(r, command), REPO / "bench" / "RESULTS.md")
     if r["ratio"] > TARGET_RATIO:
         sys.exit(f"incremental/baseline = {r['ratio']:.1%} > {TARGET_RATIO:.0%}")
 

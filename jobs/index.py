@@ -36,7 +36,7 @@ def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
 
 
 def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
-    from memd.indexer import refresh_dir
+    from memd.memwrite import refresh_scope
 
     if target.kind == "global":
         directory, scope, key = ctx.home.global_memory, "global", None
@@ -48,14 +48,7 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
         if not directory.is_dir():
             return RunResult("skipped", "no memory directory")
     swept = sweep_temp_files(directory, ctx.now().timestamp())
-    s = ctx.settings
-    result = refresh_dir(
-        ctx.home, scope, key, directory,
-        max_bytes_drawer=int(s.get("memory.global.maxBytes")),
-        today=ctx.now().date(),
-        write_index=bool(s.get("memory.indexConsolidation.enabled")),
-        write_drawer=bool(s.get("memory.global.enabled")),
-    )  # fmt: skip
+    result = refresh_scope(ctx, scope, key, directory)
     record_problems(ctx, str(target), [(str(p.path), p.reason) for p in result.problems], result.index_warning)
     for p in result.problems:
         ctx.log.warning("memory.unreadable", file=str(p.path), reason=p.reason)

@@ -106,15 +106,20 @@ def apply(
 
 def refresh(ctx: JobContext, touched: set[tuple[str, str | None]]) -> None:
     """Rebuild MEMORY.md, the drawer render and search rows of the touched directories."""
+    for scope, key in sorted(touched, key=str):
+        refresh_scope(ctx, scope, key, scope_dir(ctx, scope, key or ""))
+
+
+def refresh_scope(ctx: JobContext, scope: str, key: str | None, directory: Path) -> Any:
+    """One directory's indexes as the settings want them (§6, §8): the one place that reads them."""
     from memd.indexer import refresh_dir
 
     s = ctx.settings
-    for scope, key in sorted(touched, key=str):
-        refresh_dir(
-            ctx.home, scope, key, scope_dir(ctx, scope, key or ""),
-            max_bytes_drawer=int(s.get("memory.global.maxBytes")), today=ctx.now().date(),
-            write_index=bool(s.get("memory.indexConsolidation.enabled")), write_drawer=bool(s.get("memory.global.enabled")),
-        )  # fmt: skip
+    return refresh_dir(
+        ctx.home, scope, key, directory,
+        max_bytes_drawer=int(s.get("memory.global.maxBytes")), today=ctx.now().date(),
+        write_index=bool(s.get("memory.indexConsolidation.enabled")), write_drawer=bool(s.get("memory.global.enabled")),
+    )  # fmt: skip
 
 
 def offline_operations(pieces: list[Any]) -> list[Any]:
