@@ -5,6 +5,13 @@ its newly seen tool ids and usage entries are written in one transaction, so the
 stored offset always matches the counters. Two ingesters racing on one session
 (the daemon and `memd scan`) cannot both count a span: the commit re-checks the
 offsets it started from and the loser starts over.
+
+A file is known by its path under the home (`projects/<key>/…`), not by its
+absolute path or inode, so a home that is moved, copied, restored or reached
+through a link goes on where it stopped. What tells an append from a rewrite is
+a fingerprint of the bytes already read (their first and last 4 KiB and the
+offset): a file that shrank or whose read bytes changed is read again from the
+start, and the session's `generation` goes up so the jobs restart their cursors.
 """
 
 from __future__ import annotations
@@ -12,15 +19,17 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+import hashlib
+import stat as stat_mod
 
 import orjson
 
 from memd.transcripts import Folder, Tally, UsageBook, read_chunks
-import stat as stat_mod
-
 from memd.tree import Home, SessionFile, discover_sessions, list_project_keys
+
+FP_WINDOW = 4096
 
 MAX_BAD_LINE_LOGS = 5
 SESSION_COLUMNS = (
@@ -52,7 +61,8 @@ class IngestResult:
 
 @dataclass
 class _FileRow:
-    path: str
+    path: str  # absolute, for reading
+    rel: str  # under the home, the file's identity in the ledger
     role: str
     dev: int = 0
     inode: int = 0
@@ -63,6 +73,7 @@ class _FileRow:
     bad_lines: int = 0
     format: str | None = None
     known: bool = False
+    fp: str | None = None
 
 
 class _Retry(Exception):
@@ -87,18 +98,41 @@ def _session_row(conn: sqlite3.Connection, sf: SessionFile) -> sqlite3.Row:
 def _file_rows(conn: sqlite3.Connection, sid: int, sf: SessionFile) -> list[_FileRow]:
     known = {r["path"]: r for r in conn.execute("SELECT * FROM files WHERE session=?", (sid,))}
     out = []
-    for path, role in [(sf.main, "main"), *((p, "sub") for p in sf.subagents)]:
-        r = known.get(str(path))
+    for path, role in [(sf.main, "main"), *((str(p), "sub") for p in sf.subagents)]:
+        rel = sf.rel(path)
+        r = known.get(rel)
         if r is None:
-            out.append(_FileRow(str(path), role))
+            out.append(_FileRow(path, rel, role))
         else:
             out.append(
                 _FileRow(
-                    str(path), role, r["dev"], r["inode"], r["size"], r["mtime_ns"], r["offset"],
-                    r["line_no"], r["bad_lines"], r["format"], True,
+                    path, rel, role, r["dev"], r["inode"], r["size"], r["mtime_ns"], r["offset"],
+                    r["line_no"], r["bad_lines"], r["format"], True, r["fp"],
                 )  # fmt: skip
             )
     return out
+
+
+def fingerprint(path: str, offset: int) -> str | None:
+    """What the first `offset` bytes of a file looked like: their first and last 4 KiB, hashed.
+
+    Two preads, not a re-hash of everything read, so it can be checked on every append;
+    an edit strictly inside a long transcript's middle goes unnoticed (the agent only appends).
+    """
+    if offset <= 0:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        head = os.pread(fd, min(FP_WINDOW, offset), 0)
+        tail = os.pread(fd, min(FP_WINDOW, offset), max(0, offset - FP_WINDOW))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return hashlib.blake2b(head + b"\0" + tail + str(offset).encode(), digest_size=10).hexdigest()
 
 
 def _tally_of(row: sqlite3.Row) -> Tally:
@@ -110,6 +144,11 @@ def _tally_of(row: sqlite3.Row) -> Tally:
     t.kind_decided = bool(row["kind_decided"])
     t.pending = list(carry.get("pending", []))
     t.last_msg_id = carry.get("last_msg_id")
+    t.last_pause_uuid = carry.get("last_pause_uuid")
+    cost = carry.get("cost_state")
+    t.cost_state = tuple(cost) if isinstance(cost, list) and len(cost) == 4 else None  # type: ignore[assignment]
+    unknown = carry.get("unknown_types")
+    t.unknown_types = dict(unknown) if isinstance(unknown, dict) else {}
     return t
 
 
@@ -124,7 +163,7 @@ FileSig = tuple[int, int, int]
 
 
 def known_files(conn: sqlite3.Connection, key: str | None = None) -> dict[str, FileSig]:
-    """(size, mtime_ns, inode) of every file the ledger has read, in one query."""
+    """(size, mtime_ns, inode) of every file the ledger has read, by path under the home, in one query."""
     if key is None:
         rows = conn.execute("SELECT path, size, mtime_ns, inode FROM files")
     else:
@@ -135,10 +174,10 @@ def known_files(conn: sqlite3.Connection, key: str | None = None) -> dict[str, F
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
-def _changed_in(directory: str, known: dict[str, FileSig]) -> bool:
-    """Whether any regular `.jsonl` directly in `directory` differs from what the ledger read."""
+def _changed_in(home: Home, rel_dir: str, known: dict[str, FileSig]) -> bool:
+    """Whether any regular `.jsonl` directly in `rel_dir` (under the home) differs from what the ledger read."""
     try:
-        with os.scandir(directory) as it:
+        with os.scandir(os.path.join(home.root, rel_dir)) as it:
             for e in it:
                 if not e.name.endswith(".jsonl"):
                     continue
@@ -146,7 +185,8 @@ def _changed_in(directory: str, known: dict[str, FileSig]) -> bool:
                     st = e.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if stat_mod.S_ISREG(st.st_mode) and known.get(e.path) != (st.st_size, st.st_mtime_ns, st.st_ino):
+                sig = (st.st_size, st.st_mtime_ns, st.st_ino)
+                if stat_mod.S_ISREG(st.st_mode) and known.get(f"{rel_dir}/{e.name}") != sig:
                     return True
     except OSError:
         return False
@@ -156,15 +196,15 @@ def _changed_in(directory: str, known: dict[str, FileSig]) -> bool:
 def project_changed(home: Home, key: str, known: dict[str, FileSig]) -> bool:
     """One pass of `stat`s over a project's transcripts (sub-agent and MewCode ones included),
     building nothing: an idle home of 10,000 sessions is checked without a SessionFile each."""
-    pdir = os.path.join(home.projects, key)
-    if _changed_in(pdir, known) or _changed_in(os.path.join(pdir, ".mewcode", "sessions"), known):
+    rel = f"projects/{key}"
+    if _changed_in(home, rel, known) or _changed_in(home, f"{rel}/.mewcode/sessions", known):
         return True
     try:
-        with os.scandir(pdir) as it:
+        with os.scandir(os.path.join(home.projects, key)) as it:
             subdirs = [e.name for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
     except OSError:
         return False
-    return any(_changed_in(os.path.join(pdir, d, "subagents"), known) for d in subdirs if d != "memory")
+    return any(_changed_in(home, f"{rel}/{d}/subagents", known) for d in subdirs if d != "memory")
 
 
 def stale_sessions(conn: sqlite3.Connection, home: Home, key: str | None = None) -> list[SessionFile]:
@@ -189,24 +229,67 @@ def needs_read(conn: sqlite3.Connection, sf: SessionFile, known: dict[str, FileS
         st = sf.stats.get(p) or _stat(p)
         if st is None:
             continue
-        if known.get(p) != (st.st_size, st.st_mtime_ns, st.st_ino):
+        if known.get(sf.rel(p)) != (st.st_size, st.st_mtime_ns, st.st_ino):
             return True
     return False
 
 
 def ingest(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: Any = None) -> IngestResult:
     """Fold whatever is new in one session's files into the ledger."""
-    for _ in range(5):
-        try:
-            return _ingest_once(conn, sf, now_iso, log)
-        except _Retry:
-            continue
-    raise RuntimeError(f"{sf.path}: ledger kept changing under this ingest")
+    try:
+        for _ in range(5):
+            try:
+                result = _ingest_once(conn, sf, now_iso, log)
+            except _Retry:
+                continue
+            _clear_error(conn, sf)
+            return result
+        raise IngestStuck(f"{sf.path}: another process kept changing this session's ledger; will retry")
+    except (OSError, sqlite3.DatabaseError, IngestStuck) as exc:
+        record_error(conn, sf, str(exc), now_iso)
+        raise
+
+
+class IngestStuck(Exception):
+    """Five attempts in a row lost the race for one session's offsets."""
+
+
+def record_error(conn: sqlite3.Connection, sf: SessionFile, reason: str, now_iso: str) -> None:
+    """Keep why a session could not advance, so status shows it failing rather than green."""
+    try:
+        conn.execute(
+            "UPDATE sessions SET ingest_error=?, ingest_error_ts=? WHERE key=? AND session_id=?",
+            (reason[:500], now_iso, sf.key, sf.session_id),
+        )
+    except sqlite3.Error:
+        pass  # the database itself is what failed: the caller's error says so
+
+
+def _clear_error(conn: sqlite3.Connection, sf: SessionFile) -> None:
+    conn.execute(
+        "UPDATE sessions SET ingest_error=NULL, ingest_error_ts=NULL "
+        "WHERE key=? AND session_id=? AND ingest_error IS NOT NULL",
+        (sf.key, sf.session_id),
+    )
 
 
 def _reset_needed(files: list[_FileRow], stats: list[os.stat_result | None]) -> bool:
+    """Whether a known file no longer starts with the bytes the ledger read (shrunk or rewritten).
+
+    A new inode alone is not a rewrite (a copied or restored home): the fingerprint decides.
+    Rows from before fingerprints fall back to the inode rule once.
+    """
     for f, st in zip(files, stats):
-        if f.known and st is not None and (st.st_ino != f.inode or st.st_dev != f.dev or st.st_size < f.offset):
+        if not f.known or st is None or f.offset <= 0:
+            continue
+        if st.st_size < f.offset:
+            return True
+        if f.fp is None:
+            if st.st_ino != f.inode or st.st_dev != f.dev:
+                return True
+            continue
+        unchanged = st.st_size == f.size and st.st_mtime_ns == f.mtime_ns and st.st_ino == f.inode
+        if not unchanged and fingerprint(f.path, f.offset) != f.fp:
             return True
     return False
 
@@ -216,11 +299,11 @@ def _ingest_once(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: A
     row = _session_row(conn, sf)
     sid = int(row["id"])
     files = _file_rows(conn, sid, sf)
-    start_offsets = {f.path: (f.offset, f.inode) for f in files if f.known}
+    start_offsets = {f.rel: (f.offset, f.inode) for f in files if f.known}
     stats = [_stat(f.path) for f in files]
     if _reset_needed(files, stats):
         result.reset = True
-        files = [_FileRow(f.path, f.role) for f in files]
+        files = [_FileRow(f.path, f.rel, f.role) for f in files]
         tally = Tally(pending=[])
         prior = False
     else:
@@ -238,6 +321,9 @@ def _ingest_once(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: A
                 result.problems.append(FileProblem(f.path, None, "cannot stat (deleted or unreadable)"))
             continue
         if f.known and st.st_size == f.offset and st.st_mtime_ns == f.mtime_ns:
+            if (st.st_ino, st.st_dev) != (f.inode, f.dev):  # the same bytes under a new identity
+                f.dev, f.inode, f.fp = st.st_dev, st.st_ino, f.fp or fingerprint(f.path, f.offset)
+                result.changed = True
             continue
         folder = Folder(tally, book, seen_tool, main=f.role == "main", fmt=f.format)
         _read_file(f, st, folder, result, log)
@@ -246,6 +332,8 @@ def _ingest_once(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: A
         new_tools.extend(folder.new_tools)
         if f.role == "main":
             tally = folder.t
+    if row["path"] != sf.main:
+        result.changed = True  # the home moved: keep the shown path current
     if not result.changed and not result.reset:
         return result
     _commit(conn, sid, row, files, start_offsets, tally, book, new_tools, result, now_iso)
@@ -307,6 +395,8 @@ def _read_file(f: _FileRow, st: os.stat_result, folder: Folder, result: IngestRe
             log.warning("transcript.read_failed", file=f.path, reason=str(exc.strerror or exc))
     result.bytes_read += f.offset - start
     f.dev, f.inode, f.size, f.mtime_ns = st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+    if f.offset != start or f.fp is None:
+        f.fp = fingerprint(f.path, f.offset)
     if f.offset < st.st_size:
         # An unterminated tail: remember the size we saw so the next stat still
         # notices growth, but never the mtime, so a rewrite of the tail is read.
@@ -328,7 +418,8 @@ def _commit(
     conn.execute("BEGIN IMMEDIATE")
     try:
         current = {
-            r["path"]: (r["offset"], r["inode"]) for r in conn.execute("SELECT path, offset, inode FROM files WHERE session=?", (sid,))
+            r["path"]: (r["offset"], r["inode"])
+            for r in conn.execute("SELECT path, offset, inode FROM files WHERE session=?", (sid,))
         }
         if current != start_offsets:
             raise _Retry
@@ -336,16 +427,20 @@ def _commit(
             conn.execute("DELETE FROM files WHERE session=?", (sid,))
             conn.execute("DELETE FROM seen_tools WHERE session=?", (sid,))
             conn.execute("DELETE FROM usage_msgs WHERE session=?", (sid,))
+            conn.execute("DELETE FROM record_types WHERE session=?", (sid,))
+            conn.execute("UPDATE sessions SET generation = generation + 1 WHERE id=?", (sid,))
         _write_session(conn, sid, files, tally, book, now_iso)
         for f in files:
             conn.execute(
-                "INSERT INTO files(path, session, role, dev, inode, size, mtime_ns, offset, line_no, bad_lines, format) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET session=excluded.session, "
+                "INSERT INTO files(path, session, role, dev, inode, size, mtime_ns, offset, line_no, bad_lines, format, fp) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET session=excluded.session, "
                 "role=excluded.role, dev=excluded.dev, inode=excluded.inode, size=excluded.size, "
                 "mtime_ns=excluded.mtime_ns, offset=excluded.offset, line_no=excluded.line_no, "
-                "bad_lines=excluded.bad_lines, format=excluded.format",
-                (f.path, sid, f.role, f.dev, f.inode, f.size, f.mtime_ns, f.offset, f.line_no, f.bad_lines, f.format),
-            )
+                "bad_lines=excluded.bad_lines, format=excluded.format, fp=excluded.fp",
+                (f.rel, sid, f.role, f.dev, f.inode, f.size, f.mtime_ns, f.offset, f.line_no, f.bad_lines, f.format,
+                 f.fp),
+            )  # fmt: skip
+        _write_types(conn, sid, tally.unknown_types)
         conn.executemany("INSERT OR IGNORE INTO seen_tools(session, tool_id) VALUES (?, ?)", [(sid, t) for t in new_tools])
         conn.executemany(
             "INSERT OR REPLACE INTO usage_msgs(session, msg_id, prio, input, output, cache_creation, cache_read) "
@@ -362,6 +457,8 @@ def _write_session(
     conn: sqlite3.Connection, sid: int, files: list[_FileRow], t: Tally, book: UsageBook, now_iso: str
 ) -> None:
     main = files[0]
+    # Claude Code's own running total (cost-state) includes compaction calls no assistant record shows.
+    usage = list(t.cost_state) if t.cost_state is not None else book.total
     values: dict[str, Any] = {c: getattr(t, c) for c in SESSION_COLUMNS}
     values.update(
         format=main.format,
@@ -372,10 +469,10 @@ def _write_session(
         paused_transcript=int(t.paused),
         natural_break=int(t.natural_break),
         carry=orjson.dumps(t.to_carry()).decode(),
-        usage_input=book.total[0],
-        usage_output=book.total[1],
-        usage_cache_creation=book.total[2],
-        usage_cache_read=book.total[3],
+        usage_input=usage[0],
+        usage_output=usage[1],
+        usage_cache_creation=usage[2],
+        usage_cache_read=usage[3],
         bytes_read=sum(f.offset for f in files),
         path=main.path,
         updated_at=now_iso,
@@ -430,5 +527,26 @@ def session_rows(conn: sqlite3.Connection, key: str | None = None) -> list[dict[
     return [dict(zip(LIST_COLUMNS, r)) for r in cur.execute(q + " ORDER BY key, first_ts, session_id", args)]
 
 
-def path_of(row: sqlite3.Row) -> Path:
-    return Path(row["path"])
+def _write_types(conn: sqlite3.Connection, sid: int, counts: dict[str, int]) -> None:
+    """Counts of record types the reader did not recognise (SPEC §7.0): a format change shows as a number."""
+    if counts:
+        conn.executemany(
+            "INSERT INTO record_types(session, type, count) VALUES (?,?,?) "
+            "ON CONFLICT(session, type) DO UPDATE SET count=excluded.count",
+            [(sid, t, n) for t, n in counts.items()],
+        )
+
+
+def unknown_record_types(conn: sqlite3.Connection) -> dict[str, int]:
+    """Every unrecognised record type of the home with how often it was seen."""
+    rows = conn.execute("SELECT type, SUM(count) FROM record_types GROUP BY type ORDER BY 2 DESC, 1")
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+def stuck_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Sessions whose last ingest failed: the ledger cannot advance them (health is progress)."""
+    rows = conn.execute(
+        "SELECT key, session_id, ingest_error, ingest_error_ts FROM sessions WHERE ingest_error IS NOT NULL "
+        "ORDER BY ingest_error_ts DESC LIMIT 50"
+    )
+    return [{"key": r[0], "session_id": r[1], "reason": r[2], "since": r[3]} for r in rows]

@@ -142,6 +142,28 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN pid INTEGER;
     CREATE INDEX runs_unfinished ON runs(finished_at) WHERE finished_at IS NULL;
     """,
+    # 3: transcripts are known by their path under the home, so a moved, copied or linked home goes
+    # on where it stopped; a fingerprint of what was read tells a rewrite from an append; a
+    # session's generation counts rewrites (jobs restart their cursors on a new one); the last
+    # ingest error shows in status; record types memd does not recognise are counted.
+    """
+    UPDATE files SET path = (
+        SELECT 'projects/' || s.key || substr(files.path, instr(files.path, '/projects/' || s.key || '/')
+                                              + length('/projects/' || s.key))
+        FROM sessions s WHERE s.id = files.session)
+    WHERE substr(path, 1, 1) = '/'
+      AND instr(path, '/projects/' || (SELECT key FROM sessions WHERE id = files.session) || '/') > 0;
+    ALTER TABLE files ADD COLUMN fp TEXT;
+    ALTER TABLE sessions ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN ingest_error TEXT;
+    ALTER TABLE sessions ADD COLUMN ingest_error_ts TEXT;
+    CREATE TABLE record_types (
+        session INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        type TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (session, type)
+    );
+    """,
 ]
 
 

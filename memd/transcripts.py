@@ -38,7 +38,17 @@ PAUSE_COMMANDS = frozenset({"/pause-memory", "/memory-pause", "/toggle-memory"})
 CLAUDE_ONLY_TYPES = frozenset(
     {"summary", "file-history-snapshot", "progress", "queue-operation", "last-prompt", "system"}
 )
+# Every record type Claude Code is known to write (SPEC §7.0); others are counted as unrecognised.
+CLAUDE_TYPES = CLAUDE_ONLY_TYPES | {
+    "user", "assistant", "attachment", "api-request", "api-request-blob", "api-request-shape", "cost-state",
+    "atis-latch", "tools-used", "mode", "custom-title", "agent-name", "pr-link",
+}  # fmt: skip
+SYSTEM_SUBTYPES = frozenset(
+    {"compact_boundary", "local_command", "api_error", "stop_hook_summary", "turn_duration", "informational"}
+)
+UNKNOWN_TYPES_CAP = 50  # distinct unrecognised names kept per session: a hostile file cannot grow state
 MEWCODE_ONLY_TYPES = frozenset({"system_prompt", "tool_result", "compression", "compact_boundary"})
+MEWCODE_TYPES = MEWCODE_ONLY_TYPES | {"user", "assistant"}
 COMMAND_PREFIXES = ("<command-", "<local-command-")
 PRIO_DIRECT = 1
 PRIO_COPY = 0
@@ -128,6 +138,18 @@ def slash_command(text: str) -> str | None:
     return None
 
 
+def unknown_command(text: str) -> str | None:
+    """`/x` from the line an agent without the command writes: "Unknown command: /x" (maybe wrapped
+    in `<local-command-stdout>`), so a pause typed into such an agent is still honoured."""
+    body = text.strip()
+    if body.startswith("<local-command-stdout>"):
+        body = body[len("<local-command-stdout>") :].removesuffix("</local-command-stdout>").strip()
+    if body.startswith("Unknown command: /"):
+        rest = body[len("Unknown command: ") :].split()
+        return rest[0] if rest else None
+    return None
+
+
 def _result_chars(content: Any) -> int:
     if isinstance(content, str):
         return len(content)
@@ -187,9 +209,17 @@ class Tally:
     last_msg_id: str | None = None
     is_subagent: bool = False
     kind_decided: bool = False
+    last_pause_uuid: str | None = None
+    cost_state: tuple[int, int, int, int] | None = None
+    unknown_types: dict[str, int] = field(default_factory=dict)
 
     def to_carry(self) -> dict[str, Any]:
-        return {"pending": self.pending, "last_msg_id": self.last_msg_id}
+        return {"pending": self.pending, "last_msg_id": self.last_msg_id, "last_pause_uuid": self.last_pause_uuid,
+                "cost_state": self.cost_state, "unknown_types": self.unknown_types}  # fmt: skip
+
+    def note_unknown(self, name: str) -> None:
+        if name in self.unknown_types or len(self.unknown_types) < UNKNOWN_TYPES_CAP:
+            self.unknown_types[name] = self.unknown_types.get(name, 0) + 1
 
 
 class UsageBook:
@@ -276,6 +306,8 @@ class Folder:
                     t.first_ts = ts
                 t.last_ts = ts
         if self.fmt == "claude":
+            if main and rec.get("type") not in CLAUDE_TYPES:
+                t.note_unknown(str(rec.get("type"))[:64])
             if main and not t.kind_decided and rec.get("type") in ("user", "assistant"):
                 t.kind_decided = True
                 t.is_subagent = rec.get("isSidechain") is True and bool(rec.get("agentId"))
@@ -306,9 +338,11 @@ class Folder:
             if self.main and rec.get("isSidechain") is not True:
                 self._user(rec, end)
         elif t == "system":
-            if self.main and rec.get("subtype") == "compact_boundary":
-                self.t.compactions += 1
-                self.t.last_compaction_offset = end
+            if self.main:
+                self._system(rec, end)
+        elif t == "cost-state":
+            if self.main:
+                self._cost_state(rec)
         elif t == "progress":
             data = rec.get("data")
             if isinstance(data, dict) and data.get("type") == "agent_progress":
@@ -317,6 +351,43 @@ class Folder:
                     msg = inner.get("message")
                     if isinstance(msg, dict):
                         self._usage(msg, PRIO_COPY)
+
+    def _system(self, rec: dict[str, Any], end: int) -> None:
+        sub = rec.get("subtype")
+        if sub == "compact_boundary":
+            self.t.compactions += 1
+            self.t.last_compaction_offset = end
+        elif sub == "local_command":  # Claude Code 2.1 records a slash command here
+            content = rec.get("content")
+            text = content if isinstance(content, str) else ""
+            echo = unknown_command(text)
+            cmd = echo or slash_command(text)
+            if cmd in PAUSE_COMMANDS:
+                self._toggle_pause(rec, end, echo=echo is not None)
+        elif sub not in SYSTEM_SUBTYPES:
+            self.t.note_unknown(f"system/{str(sub)[:48]}")
+
+    def _cost_state(self, rec: dict[str, Any]) -> None:
+        """The session's running usage total as Claude Code keeps it, compaction calls included."""
+        raw = rec.get("usage") if isinstance(rec.get("usage"), dict) else rec
+        vals = (_count(raw.get("inputTokens", raw.get("input_tokens"))),
+                _count(raw.get("outputTokens", raw.get("output_tokens"))),
+                _count(raw.get("cacheCreationInputTokens", raw.get("cache_creation_input_tokens"))),
+                _count(raw.get("cacheReadInputTokens", raw.get("cache_read_input_tokens"))))  # fmt: skip
+        if any(vals):
+            self.t.cost_state = vals
+
+    def _toggle_pause(self, rec: dict[str, Any], end: int, echo: bool = False) -> None:
+        """One pause command toggles once: an "Unknown command" echo answering the record that
+        already toggled (its child) is the same command, not a second one."""
+        if echo and self.t.last_pause_uuid is not None and rec.get("parentUuid") == self.t.last_pause_uuid:
+            return
+        self.t.paused = not self.t.paused
+        ts = rec.get("timestamp")
+        self.t.pause_toggled_ts = None if ts is None else str(ts)
+        self.t.pause_offset = end
+        uuid = rec.get("uuid")
+        self.t.last_pause_uuid = uuid if isinstance(uuid, str) else None
 
     def _usage(self, msg: dict[str, Any], prio: int) -> None:
         u = msg.get("usage")
@@ -387,19 +458,19 @@ class Folder:
         self.t.conv_chars += len(text)
         if has_result or rec.get("isMeta") is True:
             return
-        self._human_text(text, rec.get("timestamp"), end, plain_slash=False)
+        self._human_text(text, rec, end, plain_slash=False)
 
-    def _human_text(self, text: str, ts: Any, end: int, plain_slash: bool) -> None:
+    def _human_text(self, text: str, rec: dict[str, Any], end: int, plain_slash: bool) -> None:
         """Count a human turn, or honour a slash command (Claude Code wraps them; MewCode does not)."""
         stripped = text.strip()
+        echo = None
         if stripped.startswith("<command-") or (plain_slash and stripped.startswith("/")):
             cmd = slash_command(stripped)
         else:
-            cmd = stripped if stripped in PAUSE_COMMANDS else None
+            echo = unknown_command(stripped)
+            cmd = stripped if stripped in PAUSE_COMMANDS else echo
         if cmd in PAUSE_COMMANDS:
-            self.t.paused = not self.t.paused
-            self.t.pause_toggled_ts = None if ts is None else str(ts)
-            self.t.pause_offset = end
+            self._toggle_pause(rec, end, echo=echo is not None)
         if stripped.startswith(COMMAND_PREFIXES) or cmd is not None or not stripped:
             return
         self.t.human_turns += 1
@@ -410,10 +481,12 @@ class Folder:
             return
         t = rec.get("type")
         content = rec.get("content")
+        if t not in MEWCODE_TYPES:
+            self.t.note_unknown(str(t)[:64])
         if t == "user":
             text = text_of(content)
             self.t.conv_chars += len(text)
-            self._human_text(text, rec.get("timestamp"), end, plain_slash=True)
+            self._human_text(text, rec, end, plain_slash=True)
         elif t == "assistant":
             self.t.assistant_turns += 1
             self._last_had_tool = False

@@ -6,16 +6,12 @@ record of a stray `agent-*.jsonl`, which says which session it belongs to.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_HOME = "~/.deepcode"
 KEY_MAX = 200
-KEY_KEEP = 180
-_UNSAFE = re.compile(r"[^A-Za-z0-9]")
 _SESSION_SUFFIXES = (".jsonl",)
 
 
@@ -90,28 +86,108 @@ class Home:
         return self.projects / key / session_id / "session-memory" / "summary.md"
 
 
-def find_repo_root(path: str | os.PathLike[str]) -> Path:
-    """Nearest ancestor holding `.git` (directory or file); else the path itself (§1.1)."""
-    start = Path(path).expanduser().absolute()
+def canonical_root(path: str | os.PathLike[str]) -> Path:
+    """The directory whose key names a project's memory (SPEC §1.1a).
+
+    The realpath's nearest ancestor holding `.git`; for a `git worktree` (a `.git`
+    file whose git directory has a `commondir`) the main repository's root; outside
+    git, the path itself. A submodule's `.git` file has no `commondir`: it is its own
+    root. Only files are read: no `git` process, so a hook can afford it.
+    """
+    start = Path(os.path.realpath(Path(path).expanduser()))
     for candidate in (start, *start.parents):
-        if (candidate / ".git").exists():
+        dot_git = candidate / ".git"
+        if dot_git.is_dir():
             return candidate
+        if dot_git.is_file():
+            return _worktree_main(candidate, dot_git) or candidate
     return start
 
 
+def _worktree_main(root: Path, dot_git: Path) -> Path | None:
+    """The main repository of a worktree whose `.git` file is `dot_git`, else None."""
+    try:
+        text = dot_git.read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        return None
+    first = text.splitlines()[0] if text else ""
+    if not first.startswith("gitdir:"):
+        return None
+    gitdir = (root / first[len("gitdir:"):].strip()).resolve()
+    try:
+        common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except OSError:
+        return None  # a submodule (no commondir), or an unreadable git directory
+    return common.parent if common.name == ".git" else None
+
+
+# Kept for callers that only need "the repository this path belongs to".
+find_repo_root = canonical_root
+
+
 def key_for_root(root: str | os.PathLike[str]) -> str:
-    """The project key of an absolute root path (§1.1)."""
-    text = str(root)
-    key = _UNSAFE.sub("-", text)
+    """The agent's directory name for an absolute path (SPEC §1.1), exactly as Claude Code spells it.
+
+    Every UTF-16 code unit outside `[A-Za-z0-9]` becomes `-` (so an emoji becomes two);
+    past 200 units the first 200 are kept, then `-` and base 36 of |djb2| over the units.
+    """
+    text = os.fspath(root)
+    units = _utf16_units(text)
+    key = "".join(chr(u) if _ALNUM_UNIT[u] else "-" for u in units) if units else ""
     if len(key) > KEY_MAX:
-        digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]
-        key = f"{key[:KEY_KEEP]}-{digest}"
+        key = f"{key[:KEY_MAX]}-{_base36(abs(djb2(units)))}"
     return key
 
 
+def _utf16_units(text: str) -> list[int]:
+    """UTF-16 code units of `text`; undecodable bytes (surrogateescape) count as one unit each."""
+    data = text.encode("utf-16-le", "surrogatepass")
+    return [int.from_bytes(data[i : i + 2], "little") for i in range(0, len(data), 2)]
+
+
+_ALNUM_UNIT = bytearray(0x10000)
+for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789":
+    _ALNUM_UNIT[_c] = 1
+
+
+def djb2(units: list[int]) -> int:
+    """JavaScript's `h = (h << 5) - h + unit | 0` over UTF-16 units: a signed 32-bit result."""
+    h = 0
+    for u in units:
+        h = (h * 31 + u) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out
+
+
+def cwd_key(path: str | os.PathLike[str]) -> str:
+    """The transcript directory an agent started in `path` writes to: the key of its realpath."""
+    return key_for_root(os.path.realpath(Path(path).expanduser()))
+
+
 def project_key(path: str | os.PathLike[str]) -> str:
-    """The key of the project a working directory belongs to."""
-    return key_for_root(find_repo_root(path))
+    """The key of the memory directory for a working directory: its canonical git root's (§1.1a)."""
+    return key_for_root(canonical_root(path))
+
+
+def memory_key_for_session(cwd: str | None, transcript_key: str) -> str:
+    """Where a session's memories go (§1.1a): its cwd's canonical root, else its transcript directory.
+
+    The cwd comes from the session's records; a relative, missing or vanished one
+    falls back to the directory the transcript lives in, which is what the agent
+    keyed it by.
+    """
+    if not cwd or not os.path.isabs(cwd) or not os.path.isdir(cwd):
+        return transcript_key
+    return project_key(cwd)
 
 
 @dataclass
@@ -134,6 +210,13 @@ class SessionFile:
 
     def paths(self) -> list[str]:
         return [self.main, *map(str, self.subagents)]
+
+    def rel(self, path: str) -> str:
+        """A file's path under the home (`projects/<key>/…`): its identity in the ledger, so a
+        moved or copied home is the same home. A path outside any home stays as it is."""
+        mark = f"{os.sep}projects{os.sep}{self.key}{os.sep}"
+        i = path.rfind(mark, 0, len(path) - len(os.path.basename(path)))
+        return path[i + 1 :] if i >= 0 else path
 
 
 def _first_session_id(path: Path) -> str | None:
