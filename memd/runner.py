@@ -55,8 +55,12 @@ def run_job(
     timeout = float(ctx.settings.get("memd.lockTimeoutSeconds")) if lock_timeout is None else lock_timeout
     tb: str | None = None
     try:
-        with acquire(ctx.home, job.scopes(target), timeout=timeout, on_wait=on_wait):
-            result = job.run(ctx, target, force)
+        refused = refusal(ctx, job)
+        if refused is not None:
+            result = RunResult("deferred", refused)
+        else:
+            with acquire(ctx.home, job.scopes(target), timeout=timeout, on_wait=on_wait):
+                result = job.run(ctx, target, force)
     except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
         result = _classify(exc)
         if result.outcome == "failed" and not _expected(exc):
@@ -75,6 +79,14 @@ def run_job(
     else:
         log.info("job.finished", **fields)
     return result
+
+
+def refusal(ctx: JobContext, job: ModuleType) -> str | None:
+    """Why this job must not run at all now, whatever `--force` says: a settings file that did
+    not parse, with no earlier settings to keep, refuses every job that may call a model (§8.1)."""
+    if getattr(job, "NEEDS_MODEL", False) and ctx.settings.refused:
+        return ctx.settings.refused
+    return None
 
 
 def _expected(exc: BaseException) -> bool:

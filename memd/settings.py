@@ -2,7 +2,12 @@
 
 An invalid value never invalidates the whole configuration (§8.1): each field
 falls back to its own default and one warning names the field, the bad value and
-the default used. `load` is pure given the file's text, so tests need no files.
+the default used. `parse_text` is pure given the file's text, so tests need no files.
+
+A file that does not parse at all fails **closed**: `load` keeps the last
+settings that parsed (`memd/settings.last-good.json`, written whenever the file
+parses) or, with none, marks the settings `refused` so no model job runs. It
+never falls back to defaults that would turn memory or the API back on.
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ class Settings:
     memd: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     source: str = "defaults"
+    broken: str | None = None  # why the file did not parse (line and column), when it did not
+    refused: str | None = None  # why model jobs must not run: a broken file and no last good settings
+    strict_json: bool = True  # False when the file needed JSON5 (comments, trailing commas)
 
     def get(self, dotted: str) -> Any:
         """`memory.dream.minHours` style access."""
@@ -66,12 +74,6 @@ class Settings:
 
     def as_dict(self) -> dict[str, Any]:
         return {"memory": self.memory, "memd": self.memd}
-
-
-class SettingsError(Exception):
-    """A settings file that cannot be read at all (the fields then all take defaults)."""
-
-    exit_code = 5
 
 
 def _defaults(fields: list[tuple[str, str, Any]]) -> dict[str, Any]:
@@ -172,41 +174,110 @@ def _show(value: Any) -> str:
 
 
 def parse_text(text: str, source: str = "settings.json") -> Settings:
-    """Effective settings from the text of a settings file (JSON with comments)."""
-    import json5
+    """Effective settings from the text of a settings file (JSON with comments).
+
+    A text that does not parse gives defaults with `broken` set: the caller (`load`)
+    decides what stands in for it; this function stays pure.
+    """
+    import json
 
     warnings: list[str] = []
+    strict = True
     try:
-        data = json5.loads(text) if text.strip() else {}
-    except (ValueError, RecursionError) as exc:  # json5 recurses: a few hundred nested brackets overflow it
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        warnings.append(f"{source}: not valid JSON ({first}); every field takes its default")
-        data = {}
+        data = json.loads(text) if text.strip() else {}
+    except (ValueError, RecursionError):
+        strict = False
+        try:
+            import json5
+
+            data = json5.loads(text)
+        except (ValueError, RecursionError) as exc:  # json5 recurses: a few hundred nested brackets overflow it
+            return _broken(source, f"not valid JSON: {_where(exc)}")
     if not isinstance(data, dict):
-        warnings.append(f"{source}: top level is not an object; every field takes its default")
-        data = {}
+        return _broken(source, "the top level is not an object")
     memory = _apply("memory", data.get("memory", _MISSING), MEMORY_FIELDS, warnings)
     memd = _apply("memd", data.get("memd", _MISSING), MEMD_FIELDS, warnings)
-    return Settings(memory=memory, memd=memd, warnings=warnings, source=source)
+    return Settings(memory=memory, memd=memd, warnings=warnings, source=source, strict_json=strict)
+
+
+def _where(exc: BaseException) -> str:
+    """json5's message (`<string>:LINE Unexpected … at column COL`) as `line L, column C: …`."""
+    import re
+
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    m = re.match(r"<string>:(\d+) (.*) at column (\d+)$", text)
+    return f"line {m.group(1)}, column {m.group(3)}: {m.group(2)}" if m else text
+
+
+def _broken(source: str, why: str) -> Settings:
+    s = defaults()
+    s.source, s.broken = source, f"{source}: {why}"
+    return s
+
+
+LAST_GOOD = "settings.last-good.json"
 
 
 def load(path: Path) -> Settings:
-    """Settings from `path`; a missing file means defaults, an unreadable one a warning."""
+    """Settings from `path`; a missing file means defaults; one that cannot be used fails closed."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return Settings(memory=_defaults(MEMORY_FIELDS), memd=_defaults(MEMD_FIELDS))
+        return defaults()
     except OSError as exc:
-        s = Settings(memory=_defaults(MEMORY_FIELDS), memd=_defaults(MEMD_FIELDS), source=str(path))
-        s.warnings.append(f"{path}: cannot read ({exc.strerror}); every field takes its default")
-        return s
+        return _closed(path, _broken(str(path), f"cannot read ({exc.strerror or exc})"))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        s = Settings(memory=_defaults(MEMORY_FIELDS), memd=_defaults(MEMD_FIELDS), source=str(path))
-        s.warnings.append(f"{path}: not UTF-8 at byte {exc.start}; every field takes its default")
+        return _closed(path, _broken(str(path), f"not UTF-8 at byte {exc.start}"))
+    s = parse_text(text, source=str(path))
+    if s.broken:
+        return _closed(path, s)
+    _keep_last_good(path, s)
+    return s
+
+
+def _last_good_path(path: Path) -> Path:
+    return path.parent / "memd" / LAST_GOOD
+
+
+def _keep_last_good(path: Path, s: Settings) -> None:
+    """Remember settings that parsed, for the day the file does not (only in a home memd already uses)."""
+    import json
+
+    target = _last_good_path(path)
+    if not target.parent.is_dir():
+        return
+    data = json.dumps(s.as_dict(), sort_keys=True)
+    try:
+        if target.read_text(encoding="utf-8") == data:
+            return
+    except OSError:
+        pass
+    try:
+        from memd.fsutil import atomic_write
+
+        atomic_write(target, data.encode())
+    except OSError:
+        pass  # a read-only home still runs on the settings it has
+
+
+def _closed(path: Path, s: Settings) -> Settings:
+    """A file that does not parse: the last good settings, or defaults that refuse model jobs."""
+    import json
+
+    why = s.broken or f"{path}: unusable"
+    try:
+        last = json.loads(_last_good_path(path).read_text(encoding="utf-8"))
+        kept = Settings(memory=_apply("memory", last.get("memory", _MISSING), MEMORY_FIELDS, []),
+                        memd=_apply("memd", last.get("memd", _MISSING), MEMD_FIELDS, []),
+                        source=str(path), broken=why)  # fmt: skip
+        kept.warnings.append(f"{why}; keeping the last settings that parsed")
+        return kept
+    except (OSError, ValueError, AttributeError):
+        s.refused = f"{why}; no earlier settings to keep, so model jobs wait until it is fixed"
+        s.warnings.append(s.refused)
         return s
-    return parse_text(text, source=str(path))
 
 
 def defaults() -> Settings:

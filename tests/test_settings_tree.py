@@ -52,7 +52,7 @@ def test_comments_trailing_commas_and_per_field_fallback() -> None:
 def test_broken_files_fall_back_whole_with_a_warning(text: str) -> None:
     s = st.parse_text(text)
     assert s.get("memory.dream.minHours") == 24
-    assert s.warnings
+    assert s.warnings or s.broken
 
 
 def test_project_key_rules(tmp_path: Path) -> None:
@@ -116,3 +116,31 @@ def test_cli_sessions_pause_resume(tmp_path: Path) -> None:
     assert json.loads(_memd(home, "sessions", "--json").stdout)[0]["paused"] is False
     r = _memd(home, "pause", "nope")
     assert r.returncode == 2 and "no session 'nope'" in r.stderr
+
+
+def test_a_file_that_does_not_parse_keeps_the_last_good_settings(tmp_path: Path) -> None:
+    """A user who chose offline and turned memory off must not get the API back from a typo."""
+    (tmp_path / "memd").mkdir()
+    f = tmp_path / "settings.json"
+    f.write_text('{"memory": {"enabled": false}, "memd": {"provider": "offline"}}')
+    good = st.load(f)
+    assert good.broken is None and good.get("memd.provider") == "offline"
+    f.write_text('{"memory": {"enabled": false},\n "memd": {"provider": "offline"\n')
+    s = st.load(f)
+    assert s.get("memory.enabled") is False and s.get("memd.provider") == "offline"
+    assert s.broken and "line 3" in s.broken and s.refused is None
+    assert any("keeping the last settings" in w for w in s.warnings)
+
+
+def test_a_broken_file_with_no_last_good_refuses_model_jobs(tmp_path: Path) -> None:
+    f = tmp_path / "settings.json"
+    f.write_text("{oops")
+    s = st.load(f)
+    assert s.refused and "line 1, column 6" in s.refused
+    f.write_bytes(b'{"memory": "\xff"}')
+    assert "not UTF-8" in (st.load(f).refused or "")
+
+
+def test_strict_json_is_noticed() -> None:
+    assert st.parse_text('{"memory": {}}').strict_json
+    assert not st.parse_text('{"memory": {}, // note\n}').strict_json
