@@ -18,45 +18,43 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memd import ledger, registry, settings as settings_mod, state
 from memd.clock import Clock, iso, system_clock
 from memd.context import make_context
-from memd.jobctx import Target
+from memd.dispatch import Dispatch
 from memd.locks import DaemonLock
 from memd.runner import run_job
-from memd.tree import Home, classify_path, discover_sessions, list_memory_dirs, session_file
+from memd.tree import Home, Place, classify_path, discover_sessions, list_memory_dirs, session_file
 
 SESSION_JOBS: tuple[str, ...] = ("extract", "summary")
 DUE_CHECK_SECONDS = 30
 STOP_GRACE_SECONDS = 120
 DAEMON_LOCK_TIMEOUT = 2.0
 EVENT_BATCH_SECONDS = 0.05
-MAX_BACKOFF_SECONDS = 3600
 WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
 
 
-def backoff_seconds(failures: int, base: float = 30.0) -> float:
-    """Exponential backoff after a failed run: base, 2×base, 4×base … capped at an hour."""
-    return float(min(MAX_BACKOFF_SECONDS, base * 2 ** max(0, failures - 1)))
+class EventForwarder:
+    """A watchdog handler that puts written paths on the daemon's queue (the main loop does the rest).
 
+    Reads (opened, closed_no_write) are memd's own scans: reacting to them would loop.
+    Writes, creations, moves and deletions count. Events are not logged: at debug
+    level they would be nearly every line (the ingest that follows is logged).
+    """
 
-def deferral_seconds(reason: str) -> float:
-    """A held lock clears soon; a missing key or a spent budget does not."""
-    return 5.0 if reason.startswith("lock busy") else 300.0
+    def __init__(self, events: queue.Queue[tuple[str, Any]]) -> None:
+        self.events = events
 
-
-@dataclass
-class Dispatch:
-    """Which job targets are scheduled or running, and when failed ones may run again."""
-
-    active: set[str] = field(default_factory=set)
-    rerun: set[str] = field(default_factory=set)
-    not_before: dict[str, float] = field(default_factory=dict)
-    failures: dict[str, int] = field(default_factory=dict)
+    def dispatch(self, event: Any) -> None:
+        if event.is_directory or event.event_type not in WRITE_EVENTS:
+            return
+        self.events.put(("path", event.src_path))
+        dest = getattr(event, "dest_path", None)
+        if dest:
+            self.events.put(("path", dest))
 
 
 class Daemon:
@@ -72,7 +70,7 @@ class Daemon:
         self.dispatch = Dispatch()
         self.scheduler: Any = None
         self.observer: Any = None
-        self._mem_sig: dict[str, tuple[Any, ...]] = {}
+        self._mem_sig: dict[Place, tuple[Any, ...]] = {}
         self._last_poll = 0.0
         self._last_due = 0.0
         self._last_reconcile = 0.0
@@ -101,7 +99,7 @@ class Daemon:
             self.install_signals()
             self.conn = state.connect(self.home.state_db)
             self._record_settings()
-            self._recover_dreams()
+            self._recover_swaps()
             self.log.info("daemon.started", pid=os.getpid(), home=str(self.home.root), polling=self._polling())
             self._start_scheduler()
             self._start_watcher()
@@ -113,12 +111,12 @@ class Daemon:
                 self._shutdown()
         return 0
 
-    def _recover_dreams(self) -> None:
-        """Finish or roll back a dream swap a crash interrupted, before any job touches memories."""
+    def _recover_swaps(self) -> None:
+        """Finish or roll back a memory-directory swap a crash interrupted, before any job touches memories."""
         try:
-            from jobs.dream import recover
+            from memd.history import recover
 
-            for done in recover(self.home, self.log):
+            for done in recover(self.home, logger=self.log):
                 self.log.warning("dream.recovered", **{k: str(v) for k, v in done.items()})
         except Exception as exc:  # noqa: BLE001 - a recovery problem must not keep the daemon down
             self.log.exception("dream.recovery_failed", reason=str(exc))
@@ -152,29 +150,19 @@ class Daemon:
         if self.settings.get("memd.forcePolling"):
             self.observer = False
             return
+        import logging
+
+        # watchdog logs each inotify event at DEBUG: at `logLevel: debug` that was 94 % of the log.
+        logging.getLogger("watchdog").setLevel(logging.INFO)
         try:
-            from watchdog.events import FileSystemEventHandler
             from watchdog.observers import Observer
 
-            events = self.events
-
-            class Handler(FileSystemEventHandler):
-                def on_any_event(self, event: Any) -> None:
-                    # Reads (opened, closed_no_write) are memd's own scans: reacting
-                    # to them would loop. Writes, creations, moves and deletions count.
-                    if event.is_directory or event.event_type not in WRITE_EVENTS:
-                        return
-                    events.put(("path", event.src_path))
-                    dest = getattr(event, "dest_path", None)
-                    if dest:
-                        events.put(("path", dest))
-
-            obs = Observer()
-            obs.schedule(Handler(), str(self.home.projects), recursive=True)
             from memd.fsutil import ensure_private_dir
 
+            obs = Observer()
+            obs.schedule(EventForwarder(self.events), str(self.home.projects), recursive=True)  # type: ignore[arg-type]
             ensure_private_dir(self.home.global_memory)
-            obs.schedule(Handler(), str(self.home.global_memory), recursive=False)
+            obs.schedule(EventForwarder(self.events), str(self.home.global_memory), recursive=False)  # type: ignore[arg-type]
             obs.daemon = True
             obs.start()
             self.observer = obs
@@ -242,7 +230,7 @@ class Daemon:
 
     def _handle(self, batch: list[tuple[str, Any]]) -> None:
         sessions: set[tuple[str, str | None]] = set()
-        scopes: set[str] = set()
+        places: set[Place] = set()
         kinds = {k for k, _ in batch}
         for kind, arg in batch:
             if kind != "path":
@@ -251,18 +239,18 @@ class Daemon:
             if pk.kind == "transcript" and pk.key:
                 sessions.add((pk.key, pk.session_id))
             elif pk.kind == "memory":
-                scopes.add("global" if pk.key is None else f"project:{pk.key}")
+                places.add(Place.memory(pk.key))
         for key, sid in sorted(sessions, key=str):
             self._ingest_one(key, sid)
-        for scope in sorted(scopes):
-            self.submit("index", Target.parse(scope))
+        for place in sorted(places, key=lambda p: p.sort_key):
+            self.submit("index", place)
         if "scan" in kinds:
             self._scan_all()
         if "memsig" in kinds:
             self._memory_signatures()
         if "reconcile" in kinds:
-            for scope, key, _p in list_memory_dirs(self.home):
-                self.submit("index", Target("global") if scope == "global" else Target("project", key))
+            for _scope, key, _p in list_memory_dirs(self.home):
+                self.submit("index", Place.memory(key))
         if "due" in kinds:
             self._due_all()
         for kind, arg in batch:
@@ -303,11 +291,11 @@ class Daemon:
                                    for e in os.scandir(path) if e.name.endswith(".md") and e.name != "MEMORY.md"))  # fmt: skip
             except OSError:
                 sig = ()
-            name = "global" if scope == "global" else f"project:{key}"
-            if self._mem_sig.get(name) != sig:
-                if name in self._mem_sig:
-                    self.submit("index", Target.parse(name))
-                self._mem_sig[name] = sig
+            place = Place.memory(key)
+            if self._mem_sig.get(place) != sig:
+                if place in self._mem_sig:
+                    self.submit("index", place)
+                self._mem_sig[place] = sig
 
     def _job_ctx(self) -> Any:
         from memd.jobctx import JobContext
@@ -319,12 +307,11 @@ class Daemon:
         ctx = self._job_ctx()
         for name in SESSION_JOBS:
             job = registry.get(name)
-            for target in job.due(ctx, only=Target("session", key, sid)):
+            for target in job.due(ctx, only=Place.session(key, sid)):
                 self.submit(name, target)
 
-    def _recheck(self, name: str, target_text: str) -> None:
+    def _recheck(self, name: str, target: Place) -> None:
         job = registry.get(name)
-        target = Target.parse(target_text)
         if not getattr(job, "HAS_THRESHOLDS", True) or target in job.due(self._job_ctx(), only=target):
             self.submit(name, target)
 
@@ -343,63 +330,46 @@ class Daemon:
                 self.submit(job.NAME, target)
 
     # -- running jobs -----------------------------------------------------------
-    def _recheck_later(self, name: str, target_text: str, delay: float) -> None:
+    def _recheck_later(self, name: str, target: Place, delay: float) -> None:
         """A failed or deferred run is looked at again when its wait is over, not at the next sweep."""
         from datetime import timedelta
 
         when = self.clock() + timedelta(seconds=delay + 0.05)
-        self.scheduler.add_job(self.events.put, "date", run_date=when, args=(("recheck", (name, target_text)),),
-                               id=f"recheck:{name}:{target_text}", replace_existing=True)  # fmt: skip
+        self.scheduler.add_job(self.events.put, "date", run_date=when, args=(("recheck", (name, target)),),
+                               id=f"recheck:{name}:{target}", replace_existing=True)  # fmt: skip
 
-    def submit(self, name: str, target: Target, force: bool = False) -> bool:
+    def submit(self, name: str, target: Place, force: bool = False) -> bool:
         """Schedule `<job>:<target>` unless it is already scheduled, running or backing off."""
         jid = f"{name}:{target}"
         with self.mu:
-            if self.stop_requested:
+            if self.stop_requested or not self.dispatch.admit(jid, time.monotonic()):
                 return False
-            if jid in self.dispatch.active:
-                self.dispatch.rerun.add(jid)
-                return False
-            if time.monotonic() < self.dispatch.not_before.get(jid, 0.0):
-                return False
-            self.dispatch.active.add(jid)
-        self.scheduler.add_job(self._execute, args=(name, str(target), force), id=jid, replace_existing=True)
+        self.scheduler.add_job(self._execute, args=(name, target, force), id=jid, replace_existing=True)
         return True
 
-    def _execute(self, name: str, target_text: str, force: bool) -> None:
-        jid = f"{name}:{target_text}"
+    def _execute(self, name: str, target: Place, force: bool) -> None:
+        jid = f"{name}:{target}"
         result = None
         try:
             ctx = make_context(self.home, self.settings, log=self.log, now=self.clock,
                                should_stop=lambda: self.stop_requested)  # fmt: skip
             try:
-                result = run_job(ctx, registry.get(name), Target.parse(target_text), force=force,
-                                 lock_timeout=DAEMON_LOCK_TIMEOUT)  # fmt: skip
+                result = run_job(ctx, registry.get(name), target, force=force, lock_timeout=DAEMON_LOCK_TIMEOUT)
             finally:
                 ctx.conn.close()
         except Exception as exc:  # noqa: BLE001 - the runner records job failures; this is state trouble
-            self.log.exception("job.crashed", job=name, target=target_text, reason=str(exc))
+            self.log.exception("job.crashed", job=name, target=str(target), reason=str(exc))
         with self.mu:
-            self.dispatch.active.discard(jid)
-            again = jid in self.dispatch.rerun
-            self.dispatch.rerun.discard(jid)
-            delay = None
-            if result is None or result.outcome == "failed":
-                n = self.dispatch.failures.get(jid, 0) + 1
-                self.dispatch.failures[jid] = n
-                delay = backoff_seconds(n, float(self.settings.get("memd.retrySeconds")))
-                self.log.info("job.retry_scheduled", job=name, target=target_text, failures=n, in_seconds=delay)
-            elif result.outcome == "deferred":
-                delay = deferral_seconds(result.reason)
-            else:
-                self.dispatch.failures.pop(jid, None)
-                self.dispatch.not_before.pop(jid, None)
-            if delay is not None:
-                self.dispatch.not_before[jid] = time.monotonic() + delay
-        if delay is not None and not self.stop_requested:
-            self._recheck_later(name, target_text, delay)
-        if again and name in SESSION_JOBS:
-            t = Target.parse(target_text)
-            self.events.put(("path", str(self.home.project_dir(t.key or "") / f"{t.session_id}.jsonl")))
+            outcome = None if result is None else result.outcome
+            reason = "" if result is None else result.reason
+            nxt = self.dispatch.finished(jid, outcome, reason, time.monotonic(),
+                                         float(self.settings.get("memd.retrySeconds")))  # fmt: skip
+        if outcome in (None, "failed"):
+            self.log.info("job.retry_scheduled", job=name, target=str(target), failures=nxt.failures,
+                          in_seconds=nxt.retry_in)  # fmt: skip
+        if nxt.retry_in is not None and not self.stop_requested:
+            self._recheck_later(name, target, nxt.retry_in)
+        if nxt.again and name in SESSION_JOBS and target.kind == "session":
+            self.events.put(("path", str(self.home.project_dir(target.key or "") / f"{target.session_id}.jsonl")))
 
 

@@ -1,0 +1,297 @@
+"""Applying a plan: render the operations, stage them beside the live directory, snapshot to the
+history, check nothing moved under the run, record and swap in (`memd.history`); any failure rolls back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobs.dream.eligibility import advance
+from jobs.dream.plan import DreamOp, Plan
+from memd.clock import iso
+from memd.jobctx import Deferred, JobContext, RunResult, Target
+
+if TYPE_CHECKING:
+    from memd.history import ScopeRef
+    from memd.memories import Memory
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One operation with the text of the file it writes (None for a delete) and that text's metadata."""
+
+    op: DreamOp
+    text: str | None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def render_ops(ops: Sequence[DreamOp], by_file: dict[str, Memory], *, provider: str, now_iso: str) -> tuple[list[Rendered], list[tuple[DreamOp, str]]]:
+    """Each op rendered as memd writes memories, and the ops that cannot be rendered (with why)."""
+    from memd.memories import render_memory
+
+    out: list[Rendered] = []
+    bad: list[tuple[DreamOp, str]] = []
+    for op in ops:
+        if op.op == "delete":
+            out.append(Rendered(op, None))
+            continue
+        base = by_file.get(op.result or "")
+        meta = dict(base.metadata) if base is not None else {}
+        meta.update({"source": "memd", "provider": provider, "updated": now_iso})
+        if op.op == "merge":
+            meta["merged_from"] = [by_file[f].name for f in op.files]
+        try:
+            out.append(Rendered(op, render_memory(op.name, op.description, op.type or "", op.body, meta), meta))
+        except ValueError as exc:
+            bad.append((op, str(exc)))
+    return out, bad
+
+
+def _safe_child(directory: Path, file: str) -> Path:
+    """A file name of this directory (from scandir or a confined slug): never a path."""
+    if "/" in file or "\\" in file or file.startswith(".") or not file.endswith(".md") or file == "MEMORY.md":
+        raise ValueError(f"not a memory file name: {file!r}")
+    return directory / file
+
+
+def _write_fresh(path: Path, text: str) -> None:
+    """A new inode at `path`, never a write through the hard link staging holds there.
+
+    No fsync and no rename: nobody reads the staging directory, and `history.seal`
+    fsyncs every file written here in one batch before the journal names it.
+    """
+    import os
+
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        view = memoryview(text.encode("utf-8"))
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def apply_to_staging(staging: Path, rendered: Sequence[Rendered], by_file: dict[str, Memory]) -> tuple[dict[str, list[dict[str, Any]]], list[Path]]:
+    """Write the plan into the staging directory; returns what changed (for run.json) and the files written."""
+    changes: dict[str, list[dict[str, Any]]] = {"added": [], "merged": [], "rewritten": [], "deleted": []}
+    written: list[Path] = []
+    for r in rendered:
+        op = r.op
+        if r.text is not None and op.result:
+            path = _safe_child(staging, op.result)
+            _write_fresh(path, r.text)
+            written.append(path)
+        for f in op.files:
+            if f != op.result:
+                _safe_child(staging, f).unlink(missing_ok=True)
+        if op.op == "delete":
+            changes["deleted"].append({"name": op.name, "file": op.files[0], "reason": op.reason})
+        elif op.op == "merge":
+            changes["merged"].append({
+                "sources": [{"name": by_file[f].name, "file": f} for f in op.files],
+                "result": {"name": op.name, "file": op.result}, "reason": op.reason,
+            })  # fmt: skip
+        elif op.op == "update":
+            changes["rewritten"].append({"name": op.name, "file": op.result, "reason": op.reason})
+        else:
+            changes["added"].append({"name": op.name, "file": op.result, "reason": op.reason})
+    return changes, written
+
+
+def final_memories(memories: Sequence[Memory], rendered: Sequence[Rendered], directory: Path) -> list[Memory]:
+    """The scope's memories after the plan, placed in `directory`, without rescanning or reparsing:
+    unchanged ones as scanned (their files are hard links, so mtimes hold), plus what was
+    rendered, as `parse_memory` would read it back (mtime 0 until `_stamp` reads the file)."""
+    from memd.memories import Memory
+
+    gone: set[str] = set()
+    new: dict[str, Memory] = {}
+    scope, key = memories[0].scope, memories[0].project_key
+    for r in rendered:
+        gone.update(r.op.files)
+        if r.text is not None and r.op.result:
+            gone.add(r.op.result)
+            extra = {k: v for k, v in r.meta.items() if k != "type"}
+            new[r.op.result] = Memory(
+                directory / r.op.result, " ".join(r.op.name.split()), " ".join(r.op.description.split()),
+                (r.op.type or "").strip().lower(), r.op.body.strip("\r\n").rstrip(), 0.0,
+                len(r.text.encode("utf-8")), scope, key, extra,
+            )  # fmt: skip
+    keep = [replace(m, path=directory / m.path.name) for m in memories if m.path.name not in gone]
+    return keep + list(new.values())
+
+
+def _stamp(memories: list[Memory]) -> list[Memory]:
+    """Fill in mtime and size of the files this run wrote, as a scan would see them."""
+    out = []
+    for m in memories:
+        if m.mtime == 0.0:
+            try:
+                st = m.path.stat()
+            except OSError:
+                continue
+            m = replace(m, mtime=st.st_mtime, size=st.st_size)
+        out.append(m)
+    return out
+
+
+def refresh_known(ctx: JobContext, ref: ScopeRef, memories: list[Memory]) -> None:
+    """The views `indexer.refresh_dir` keeps (MEMORY.md, the drawer render, search rows),
+    from the memories this run already knows instead of a rescan.
+
+    Why not `memwrite.refresh`: it parses every file's YAML again, about half a
+    second for 1,000 memories, which alone is a quarter of the run's budget; the
+    run knows the new directory exactly (it just built it). The renders and the
+    search sync are the same public functions `refresh_dir` uses.
+    """
+    from memd.index import render_drawer, render_memory_index
+    from memd.indexer import write_if_changed
+    from memd.search import SearchIndex
+
+    s = ctx.settings
+    directory = ref.memory_dir(ctx.home)
+    if s.get("memory.indexConsolidation.enabled"):
+        write_if_changed(directory / "MEMORY.md", render_memory_index(memories).text)
+    if ref.kind == "global" and s.get("memory.global.enabled"):
+        drawer = render_drawer(memories, max_bytes=int(s.get("memory.global.maxBytes")), today=ctx.now().date(), tz=UTC)
+        write_if_changed(ctx.home.drawer_render, drawer.text)
+    with SearchIndex.for_home(ctx.home) as db:
+        db.sync({(ref.kind, ref.key): memories})
+
+
+def _counts(changes: dict[str, list[Any]]) -> dict[str, int]:
+    return {k: len(v) for k, v in changes.items()}
+
+
+class Snapshot:
+    """The history snapshot, copied in a thread while the model thinks.
+
+    Why: the copy is I/O and the model call a network wait, so overlapping them
+    takes the copy off the run's critical path. Not beside the YAML scan or the
+    offline plan: CPU-bound Python in one thread and many short syscalls in the
+    other convoy on the GIL and slow both. It stays consistent: the directory's
+    signature is taken before the scan and checked again just before the swap,
+    so a snapshot of a directory that changed meanwhile is never used. A run
+    that ends without a change discards it (it has no run.json yet, so
+    recovery would too). Never started, `wait` takes it in the caller's thread.
+    """
+
+    def __init__(self, home: Any, ref: ScopeRef, run_id: str) -> None:
+        self.home, self.ref, self.run_id = home, ref, run_id
+        self.entry: Path | None = None
+        self.error: BaseException | None = None
+        self.kept = False
+        self._thread: Any = None
+        self._copied = False
+
+    def start(self) -> None:
+        """Copy in a background thread (from now until `wait`)."""
+        import threading
+
+        if self._thread is None and not self._copied:
+            self._thread = threading.Thread(target=self._copy, name=f"dream-snapshot-{self.run_id}", daemon=True)
+            self._thread.start()
+
+    def _copy(self) -> None:
+        from memd import history
+
+        self._copied = True
+        try:
+            self.entry = history.snapshot(self.home, self.ref, self.run_id)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the run's thread by wait()
+            self.error = exc
+
+    def settle(self) -> None:
+        """Let the copy finish (or fail) before anyone cleans up around it."""
+        if self._thread is not None:
+            self._thread.join()
+
+    def wait(self) -> Path:
+        """The snapshot's history entry, copied now if no thread was started."""
+        self.settle()
+        if not self._copied:
+            self._copy()
+        if self.error is not None:
+            raise self.error
+        assert self.entry is not None
+        return self.entry
+
+    def discard(self) -> None:
+        import shutil
+
+        from memd import history
+
+        self.settle()
+        if not self.kept:
+            shutil.rmtree(history.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
+
+
+def apply(ctx: JobContext, target: Target, ref: ScopeRef, memories: list[Memory], plan: Plan, sig0: dict[str, Any],
+          snap: Snapshot, provider: str, force: bool, details: dict[str, Any]) -> RunResult:  # fmt: skip
+    from memd import history, memwrite
+
+    now_iso = iso(ctx.now())
+    by_file = {m.path.name: m for m in memories}
+    rendered, bad = render_ops(plan.ops, by_file, provider=provider, now_iso=now_iso)
+    for op, why in bad:
+        ctx.log.warning("operation.rejected", memory=op.name, reason=why)
+    touched = {(ref.kind, ref.key)}
+    if not rendered:
+        memwrite.refresh(ctx, touched)  # type: ignore[arg-type]
+        advance(ctx, target, None)
+        return RunResult("ok", "nothing to change", details)
+    run_id = snap.run_id
+    try:
+        changes, final = _commit(ctx, ref, memories, rendered, by_file, sig0, snap, provider, force, plan)
+    except history.SpecialFile as exc:
+        return RunResult("failed", str(exc), details)
+    refresh_known(ctx, ref, _stamp(final))
+    advance(ctx, target, run_id)
+    history.prune(ctx.home, ref, int(ctx.settings.get("memd.historyKeep")))
+    counts = _counts(changes)
+    ctx.log.info("dream.applied", scope=str(ref), run=run_id, **counts)
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no change"
+    return RunResult("ok", f"run {run_id}: {summary}", {**details, **counts, "run": run_id})
+
+
+def _commit(ctx: JobContext, ref: ScopeRef, memories: list[Memory], rendered: list[Rendered],
+            by_file: dict[str, Memory], sig0: dict[str, Any], snap: Snapshot, provider: str, force: bool,
+            plan: Plan) -> tuple[dict[str, list[dict[str, Any]]], list[Memory]]:  # fmt: skip
+    """Snapshot (done already if the model call hid it), stage, check nothing moved under us,
+    record, swap. Any failure rolls back."""
+    from memd import history
+    from memd.index import render_memory_index
+    from memd.indexer import write_if_changed
+
+    directory = ref.memory_dir(ctx.home)
+    run_id = snap.run_id
+    try:
+        entry = snap.wait()
+        staged = history.stage(ctx.home, ref, run_id, source=directory, link=True)
+        staging = staged.path
+        changes, written = apply_to_staging(staging, rendered, by_file)
+        staged.copied.files.extend(written)
+        final = final_memories(memories, rendered, directory)
+        if ctx.settings.get("memory.indexConsolidation.enabled"):
+            write_if_changed(staging / "MEMORY.md", render_memory_index(final).text)
+        history.seal(staged)
+        if history.signature(directory) != sig0:
+            raise Deferred("the memory directory changed during the run (a hand edit?); the dream is retried later")
+        info = {
+            "run": run_id, "scope": str(ref), "kind": "dream", "time": iso(ctx.now()), "provider": provider,
+            "model": plan.model, "forced": force, "memories_before": len(memories), "memories_after": len(final),
+            "changes": changes, "rejected": [{"index": i, "reason": r} for i, r in plan.rejected],
+            "input_tokens": plan.input_tokens,
+        }  # fmt: skip
+        history.write_run_info(entry, info)
+        snap.kept = True
+        history.swap_in(ctx.home, ref, run_id, staging)
+    except BaseException:
+        snap.settle()
+        history.recover_scope(ctx.home, ref, ctx.log)
+        raise
+    return changes, final

@@ -1,0 +1,221 @@
+"""Targets and due-ness: which scopes a dream works on and when one is due (SPEC §5).
+
+Both thresholds must hold: `minHours` since the scope's last consolidation and
+`minSessions` sessions touched since. The last consolidation (and the last
+failure, for the back-off) is kept in the cursors table under job "dream".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memd.clock import iso, parse_iso
+from memd.jobctx import JobContext, Target, get_cursor, set_cursor
+from memd.locks import Scope
+
+if TYPE_CHECKING:  # imported where used: `memd status` imports this module and must start fast
+    from memd.history import ScopeRef
+
+NAME = "dream"  # the job's name (`jobs.dream.NAME`): its cursors and model calls are filed under it
+RETRY_HOURS = 6.0
+
+
+def scopes(target: Target) -> list[Scope]:
+    """A dream writes one memory directory, so it locks exactly that scope, for the whole run."""
+    return [Scope.global_()] if target.kind == "global" else [Scope.project(target.key or "")]
+
+
+def targets(ctx: JobContext) -> list[Target]:
+    from memd.tree import list_memory_dirs
+
+    return [Target("global") if s == "global" else Target("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
+
+
+def scope_ref(target: Target) -> ScopeRef:
+    from memd.history import ScopeRef
+
+    if target.kind == "global":
+        return ScopeRef("global")
+    if target.kind == "project" and target.key:
+        return ScopeRef("project", target.key)
+    raise ValueError(f"dream works on a memory scope, not {target}")
+
+
+def dream_due(
+    hours_since: float | None,
+    sessions_since: int,
+    min_hours: float,
+    min_sessions: int,
+    enabled: bool,
+    hours_since_failure: float | None = None,
+) -> tuple[bool, str]:
+    """Pure: both thresholds must hold (§5); `hours_since` None means nothing to consolidate yet.
+
+    A run that failed or was refused since the last consolidation waits
+    `min(RETRY_HOURS, min_hours)` before the next try.
+    """
+    if not enabled:
+        return False, "dream disabled"
+    if hours_since is None:
+        return False, "no memories to consolidate"
+    if hours_since < min_hours:
+        return False, f"{hours_since:.1f}/{min_hours:g} hours since the last consolidation"
+    if sessions_since < min_sessions:
+        return False, f"{sessions_since}/{min_sessions} sessions since the last consolidation"
+    wait = min(RETRY_HOURS, float(min_hours))
+    if hours_since_failure is not None and hours_since_failure < wait:
+        return False, f"last try failed {hours_since_failure:.1f} h ago; retried after {wait:g} h"
+    return True, f"{hours_since:.1f} hours and {sessions_since} sessions since the last consolidation"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Where a scope's counting starts, and whether it is a real consolidation."""
+
+    at: datetime | None
+    consolidated: bool
+    failed_at: datetime | None = None
+    run: str | None = None
+
+
+def _cursor(ctx: JobContext, target: Target) -> dict[str, Any]:
+    value = get_cursor(ctx.conn, NAME, str(target))
+    return value if isinstance(value, dict) else {}
+
+
+def _when(value: Any) -> datetime | None:
+    return parse_iso(value) if isinstance(value, str) else None
+
+
+def oldest_memory_mtime(directory: Path) -> float | None:
+    """The mtime of the oldest memory file (stat only, no parsing): a never-dreamed scope's baseline."""
+    import os
+
+    oldest: float | None = None
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                if e.name == "MEMORY.md" or e.name.startswith(".") or not e.name.endswith(".md"):
+                    continue
+                if not e.is_file(follow_symlinks=False):
+                    continue
+                t = e.stat(follow_symlinks=False).st_mtime
+                oldest = t if oldest is None else min(oldest, t)
+    except OSError:
+        return None
+    return oldest
+
+
+def baseline_of(ctx: JobContext, target: Target) -> Baseline:
+    cur = _cursor(ctx, target)
+    last = _when(cur.get("last"))
+    failed = _when(cur.get("failed_at"))
+    if failed is not None and last is not None and failed <= last:
+        failed = None
+    run_id = cur.get("run") if isinstance(cur.get("run"), str) else None
+    if last is not None:
+        return Baseline(last, True, failed, run_id)
+    oldest = oldest_memory_mtime(scope_ref(target).memory_dir(ctx.home))
+    at = None if oldest is None else datetime.fromtimestamp(oldest, UTC)
+    return Baseline(at, False, failed, run_id)
+
+
+def _hours(now: datetime, then: datetime | None) -> float | None:
+    return None if then is None else max(0.0, (now - then).total_seconds() / 3600)
+
+
+def epoch(ts: Any) -> float | None:
+    if isinstance(ts, str):
+        dt = parse_iso(ts)
+        if dt is not None:
+            return dt.timestamp()
+    try:
+        x = float(ts)
+    except (TypeError, ValueError):
+        return None
+    return x / 1000 if x > 1e11 else x  # epoch milliseconds
+
+
+_SESSIONS_SINCE = (
+    "SELECT key, last_ts FROM sessions WHERE is_subagent=0 AND human_turns>0 AND last_ts IS NOT NULL "
+    "AND (last_ts >= ? OR last_ts NOT LIKE '____-__-__T%Z')"
+)
+
+
+def sessions_since(conn: Any, baselines: dict[Target, datetime]) -> dict[Target, int]:
+    """Sessions touched after each target's baseline, from one query.
+
+    The SQL prefix test (`last_ts >= <baseline to the second>`) returns a
+    superset for ISO timestamps ending in Z; other forms are always returned;
+    the exact comparison is done on parsed times. Rows are few unless a
+    baseline is old, and even 10,000 rows take milliseconds.
+    """
+    if not baselines:
+        return {}
+    lo = min(baselines.values())
+    out = {t: 0 for t in baselines}
+    glob = [(t, b.timestamp()) for t, b in baselines.items() if t.kind == "global"]
+    proj = {t.key: (t, b.timestamp()) for t, b in baselines.items() if t.kind == "project"}
+    cur = conn.cursor()
+    cur.row_factory = None
+    for key, ts in cur.execute(_SESSIONS_SINCE, (iso(lo)[:19],)):
+        x = epoch(ts)
+        if x is None:
+            continue
+        for t, b in glob:
+            if x > b:
+                out[t] += 1
+        p = proj.get(key)
+        if p is not None and x > p[1]:
+            out[p[0]] += 1
+    return out
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    enabled: bool
+    min_hours: float
+    min_sessions: int
+
+    @classmethod
+    def of(cls, settings: Any) -> Thresholds:
+        enabled = bool(settings.get("memory.enabled")) and bool(settings.get("memory.dream.enabled"))
+        return cls(enabled, float(settings.get("memory.dream.minHours")), int(settings.get("memory.dream.minSessions")))
+
+
+def due_decisions(ctx: JobContext, tgts: Sequence[Target]) -> dict[Target, tuple[bool, str]]:
+    """Gather the facts for each target (cheap first: a scope short of hours needs no session count)."""
+    th = Thresholds.of(ctx.settings)
+    if not th.enabled:
+        return {t: (False, "dream disabled") for t in tgts}
+    now = ctx.now()
+    bases = {t: baseline_of(ctx, t) for t in tgts}
+    ready = {t: b.at for t, b in bases.items() if b.at is not None and (_hours(now, b.at) or 0.0) >= th.min_hours}
+    counts = sessions_since(ctx.conn, {t: at for t, at in ready.items() if at is not None})
+    return {
+        t: dream_due(_hours(now, b.at), counts.get(t, 0), th.min_hours, th.min_sessions, True, _hours(now, b.failed_at))
+        for t, b in bases.items()
+    }
+
+
+def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
+    if not Thresholds.of(ctx.settings).enabled:
+        return []
+    tgts = [only] if only is not None else targets(ctx)
+    return [t for t, (ok, _why) in due_decisions(ctx, tgts).items() if ok]
+
+
+def note_failure(ctx: JobContext, target: Target, reason: str) -> None:
+    """Keep the last consolidation; remember the failure so due() backs off (each try costs a call)."""
+    cur = _cursor(ctx, target)
+    cur.update({"failed_at": iso(ctx.now()), "failure": reason[:300]})
+    set_cursor(ctx.conn, NAME, str(target), cur, iso(ctx.now()))
+
+
+def advance(ctx: JobContext, target: Target, run_id: str | None) -> None:
+    """The cursor rule: called once the swap (or the decision that nothing changes) is durable."""
+    set_cursor(ctx.conn, NAME, str(target), {"last": iso(ctx.now()), "run": run_id}, iso(ctx.now()))

@@ -1,0 +1,186 @@
+"""The run: check due-ness, plan (offline, or the model given the scope and its sessions), guard, apply.
+
+Not `run.py` (nor `due.py` for `eligibility`): a submodule would share its name with the job's
+`run` (`due`) attribute of `jobs.dream`, and `jobs.dream.run` could not name both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobs.dream.apply import Snapshot, apply
+from jobs.dream.eligibility import (
+    NAME,
+    Baseline,
+    baseline_of,
+    due_decisions,
+    epoch,
+    note_failure,
+    scope_ref,
+)
+from jobs.dream.plan import (
+    Plan,
+    Rules,
+    guard,
+    hand_edited,
+    offline_plan,
+    validate_dream,
+)
+from jobs.dream.prompt import (
+    DREAM_SYSTEM,
+    FIRST_REQUEST_SCAN_BYTES,
+    MAX_OUTPUT_TOKENS,
+    SESSION_NOTE_CHARS,
+    SESSIONS_MAX,
+    SessionNote,
+    build_prompt,
+    one_line,
+    summary_note,
+)
+from memd.clock import iso
+from memd.jobctx import Deferred, JobContext, RunResult, Target
+
+if TYPE_CHECKING:
+    from memd.history import ScopeRef
+    from memd.memories import Memory
+
+
+def _session_notes(ctx: JobContext, ref: ScopeRef, since: datetime | None) -> list[SessionNote]:
+    """Titles and summaries of the sessions since `since` (newest first), else their first request."""
+    q = ("SELECT key, session_id, path, format, last_ts, safe_offset FROM sessions "
+         "WHERE is_subagent=0 AND human_turns>0 AND last_ts IS NOT NULL")  # fmt: skip
+    args: list[Any] = []
+    if ref.kind == "project":
+        q += " AND key=?"
+        args.append(ref.key)
+    if since is not None:
+        q += " AND (last_ts >= ? OR last_ts NOT LIKE '____-__-__T%Z')"
+        args.append(iso(since)[:19])
+    cut = since.timestamp() if since is not None else float("-inf")
+    rows = [(x, r) for r in ctx.conn.execute(q, args) if (x := epoch(r["last_ts"])) is not None and x > cut]
+    rows.sort(key=lambda p: -p[0])
+    notes = []
+    for x, r in rows[:SESSIONS_MAX]:
+        title, text = _note_of(ctx, r)
+        when = datetime.fromtimestamp(x, UTC).date().isoformat()
+        notes.append(SessionNote(when, r["key"] if ref.kind == "global" else "", title, text))
+    return notes
+
+
+def _note_of(ctx: JobContext, row: Any) -> tuple[str, str]:
+    from memd.spans import read_span
+
+    path = ctx.home.summary_file(row["key"], row["session_id"])
+    try:
+        if path.is_file() and not path.is_symlink():
+            with open(path, "rb") as fh:
+                return summary_note(fh.read(64 * 1024).decode("utf-8", "replace"))
+        span = read_span(row["path"], 0, min(int(row["safe_offset"] or 0), FIRST_REQUEST_SCAN_BYTES), row["format"])
+    except OSError:
+        return "(unreadable session)", ""
+    first = next((p.text for p in span.pieces if p.kind == "human"), "")
+    return "(no summary yet)", one_line(f"first request: {first}", SESSION_NOTE_CHARS) if first else ""
+
+
+def _read_index(directory: Path) -> str | None:
+    p = directory / "MEMORY.md"
+    try:
+        if p.is_file() and not p.is_symlink():
+            return p.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return None
+
+
+def _label(ref: ScopeRef) -> str:
+    return "the global drawer (cross-project memories)" if ref.kind == "global" else f"the memory of project {ref.key}"
+
+
+def _model_plan(ctx: JobContext, ref: ScopeRef, memories: list[Memory], rules: Rules, base: Baseline) -> Plan:
+    from memd.llm import ModelCallFailed
+    from memd.opsvalidate import ModelOutputError, parse_model_json
+
+    directory = ref.memory_dir(ctx.home)
+    notes = _session_notes(ctx, ref, base.at)
+    user, unshown = build_prompt(_label(ref), ctx.now().date(), _read_index(directory), memories, set(rules.protected), notes)
+    rules = replace(rules, unshown=frozenset(unshown))
+    try:
+        reply = ctx.llm.complete(job=NAME, tier="strong", system=DREAM_SYSTEM, user=user, max_tokens=MAX_OUTPUT_TOKENS)
+    except ModelCallFailed as exc:
+        return Plan(error=f"model call failed: {exc}")
+    plan = Plan(model=reply.model, input_tokens=reply.input_tokens + reply.cache_read_tokens + reply.cache_write_tokens)
+    try:
+        data = parse_model_json(reply.text)
+        plan.ops, plan.rejected = validate_dream(data, memories, rules)
+    except ModelOutputError as exc:
+        cut = " (the answer was cut off at max_tokens)" if reply.stop_reason == "max_tokens" else ""
+        plan.error = f"model answer refused: {exc.reason}{cut}"
+    return plan
+
+
+def _provider(ctx: JobContext) -> str:
+    """What the model layer resolved (the key may come from the environment or the key file);
+    without a key the run waits instead of failing."""
+    provider = str(ctx.llm.provider)
+    if provider == "anthropic":
+        avail = ctx.llm.available()
+        if not avail and avail.reason == "no-key":
+            raise Deferred(avail.why)
+    return provider
+
+
+def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
+    from memd import history
+
+    ref = scope_ref(target)
+    history.recover_scope(ctx.home, ref, ctx.log)
+    directory = ref.memory_dir(ctx.home)
+    if directory.is_symlink():
+        return RunResult("skipped", f"{directory} is a symlink; dream only rewrites real directories")
+    base = baseline_of(ctx, target)
+    if not force:
+        ok, why = due_decisions(ctx, [target])[target]
+        if not ok:
+            return RunResult("skipped", f"not due: {why}")
+    provider = _provider(ctx)
+    if not directory.is_dir():
+        return RunResult("skipped", "no memories to consolidate")
+    sig0 = history.signature(directory)
+    snap = Snapshot(ctx.home, ref, history.new_run_id(ctx.now()))
+    try:
+        return _plan_and_apply(ctx, target, ref, base, provider, sig0, snap, force)
+    finally:
+        snap.discard()
+
+
+def _plan_and_apply(ctx: JobContext, target: Target, ref: ScopeRef, base: Baseline, provider: str,
+                    sig0: dict[str, Any], snap: Snapshot, force: bool) -> RunResult:  # fmt: skip
+    from memd.memories import scan_dir
+
+    directory = ref.memory_dir(ctx.home)
+    scan = scan_dir(directory, ref.kind, ref.key)
+    if not scan.memories:
+        return RunResult("skipped", "no memories to consolidate")
+    protected = hand_edited(scan.memories, base.at if base.consolidated else None)
+    rules = Rules(ref.kind, directory, frozenset(protected), taken=frozenset(sig0))
+    if provider == "offline":
+        plan = Plan(ops=offline_plan(scan.memories, protected))
+    else:
+        snap.start()
+        plan = _model_plan(ctx, ref, scan.memories, rules, base)
+    details: dict[str, Any] = {"provider": provider, "memories": len(scan.memories), "proposed": len(plan.ops),
+                               "rejected": len(plan.rejected)}  # fmt: skip
+    for idx, reason in plan.rejected:
+        ctx.log.warning("operation.rejected", index=idx, reason=reason)
+    if plan.error:
+        note_failure(ctx, target, plan.error)
+        return RunResult("failed", plan.error, details)
+    refused = guard(scan.memories, plan.ops, max_share=float(ctx.settings.get("memd.dreamMaxDeleteShare")), force=force)
+    if refused:
+        ctx.log.warning("dream.refused", scope=str(ref), reason=refused, operations=len(plan.ops))
+        note_failure(ctx, target, refused)
+        return RunResult("failed", f"refused: {refused}", details)
+    return apply(ctx, target, ref, scan.memories, plan, sig0, snap, provider, force, details)
