@@ -25,38 +25,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 from memd.settings import Settings
-from memd.tree import Home
+from memd.tree import Home, Place
 
 TargetKind = Literal["session", "project", "global"]
 Outcome = Literal["ok", "skipped", "deferred", "failed"]
 
 
-@dataclass(frozen=True)
-class Target:
-    """What one run of a job works on: a session, a project's memory, or the global drawer."""
-
-    kind: TargetKind
-    key: str | None = None
-    session_id: str | None = None
-
-    def __str__(self) -> str:
-        if self.kind == "global":
-            return "global"
-        if self.kind == "project":
-            return f"project:{self.key}"
-        return f"session:{self.key}:{self.session_id}"
-
-    @classmethod
-    def parse(cls, text: str) -> Target:
-        kind, _, rest = text.partition(":")
-        if kind == "global" and not rest:
-            return cls("global")
-        if kind == "project" and rest:
-            return cls("project", rest)
-        if kind == "session" and ":" in rest:
-            key, _, sid = rest.rpartition(":")
-            return cls("session", key, sid)
-        raise ValueError(f"not a job target: {text!r}")
+Target = Place  # transitional name; Place (memd.tree) is the one value for targets, locks and history
 
 
 @dataclass

@@ -36,8 +36,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from memd.errors import AlreadyRunningError, BusyError, MemdError
 from memd.fsutil import PRIVATE_FILE, atomic_write, ensure_private_dir
-from memd.tree import Home
+from memd.tree import Home, Place
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -56,10 +57,8 @@ DAEMON_GRACE_S = 0.25
 _POLL_S = 0.05
 
 
-class LockError(Exception):
+class LockError(MemdError):
     """A lock could not be taken for a reason a user can act on."""
-
-    exit_code = 1
 
 
 class UnsafeLockPath(LockError):
@@ -68,17 +67,13 @@ class UnsafeLockPath(LockError):
     Someone planted it; following it could truncate or create a file elsewhere.
     """
 
-    exit_code = 1
 
-
-class LockBusy(LockError):
+class LockBusy(LockError, BusyError):
     """Another memd process holds the scope longer than the caller may wait.
 
     Exit code 75 is EX_TEMPFAIL: try again later (a job is retried, never run
     unlocked).
     """
-
-    exit_code = 75
 
     def __init__(self, scope: Scope, waited_s: float, path: Path) -> None:
         self.scope = scope
@@ -90,10 +85,8 @@ class LockBusy(LockError):
         )
 
 
-class AlreadyRunning(LockError):
+class AlreadyRunning(LockError, AlreadyRunningError):
     """A daemon already runs on this home: one daemon per DEEPCODE_HOME."""
-
-    exit_code = 3
 
     def __init__(self, home: Home, info: dict[str, Any] | None) -> None:
         self.home = home
@@ -106,59 +99,7 @@ class AlreadyRunning(LockError):
         super().__init__(f"memd is already running for {home.root} ({who})")
 
 
-@dataclass(frozen=True)
-class Scope:
-    """One thing memd writes, and so one lock: `global`, `project:<key>`, `session:<key>:<sid>`."""
-
-    kind: ScopeKind
-    key: str | None = None
-    session_id: str | None = None
-
-    def __post_init__(self) -> None:
-        # A malformed scope would silently name a different lock file; refuse it.
-        if self.kind not in _RANK:
-            raise ValueError(f"unknown lock scope kind {self.kind!r}")
-        if self.kind == "global" and (self.key or self.session_id):
-            raise ValueError("the global scope takes no key or session id")
-        if self.kind in ("project", "session") and not self.key:
-            raise ValueError(f"a {self.kind} scope needs a project key")
-        if self.kind == "project" and self.session_id:
-            raise ValueError("a project scope takes no session id")
-        if self.kind == "session" and not self.session_id:
-            raise ValueError("a session scope needs a session id")
-
-    @classmethod
-    def global_(cls) -> Scope:
-        return cls("global")
-
-    @classmethod
-    def project(cls, key: str) -> Scope:
-        return cls("project", key)
-
-    @classmethod
-    def session(cls, key: str, session_id: str) -> Scope:
-        return cls("session", key, session_id)
-
-    @classmethod
-    def parse(cls, text: str) -> Scope:
-        """Inverse of `str(scope)`, for the CLI and for log records."""
-        kind, _, rest = text.partition(":")
-        if kind == "global" and not rest:
-            return cls("global")
-        if kind == "project" and rest:
-            return cls("project", rest)
-        if kind == "session":
-            key, _, sid = rest.partition(":")
-            return cls("session", key, sid)
-        raise ValueError(f"not a lock scope: {text!r} (global, project:<key>, session:<key>:<sid>)")
-
-    @property
-    def sort_key(self) -> tuple[int, str, str]:
-        """Canonical order: kind rank first, then key and session id (deadlock freedom)."""
-        return (_RANK[self.kind], self.key or "", self.session_id or "")
-
-    def __str__(self) -> str:
-        return ":".join(p for p in (self.kind, self.key, self.session_id) if p)
+Scope = Place  # transitional name; Place (memd.tree) is the one value for targets, locks and history
 
 
 GLOBAL = Scope("global")
@@ -173,19 +114,9 @@ def _safe_part(text: str) -> str:
     return _SAFE.sub("_", text)[:_NAME_PART_MAX]
 
 
-def lock_file_name(scope: Scope) -> str:
-    """A file name that is safe whatever the key or session id holds.
-
-    The readable part is sanitised and truncated (lossy), so a hash of the
-    exact scope string keeps distinct scopes on distinct files.
-    """
-    if scope.kind == "global":
-        return "global.lock"
-    digest = hashlib.sha256(str(scope).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    readable = _safe_part(scope.key or "")
-    if scope.session_id:
-        readable += "." + _safe_part(scope.session_id)
-    return f"{scope.kind}.{readable}.{digest}.lock"
+def lock_file_name(scope: Place) -> str:
+    """A file name that is safe whatever the key or session id holds (see `Place.lock_name`)."""
+    return scope.lock_name
 
 
 def lock_path(home: Home, scope: Scope) -> Path:

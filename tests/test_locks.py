@@ -130,12 +130,14 @@ def test_scope_round_trips_and_validates() -> None:
 
 
 def test_lock_file_names_are_safe_and_distinct(home: Home) -> None:
-    evil = Scope.session("k", "../../../etc/passwd" + "x" * 400)
+    with pytest.raises(ValueError):  # a place is one path component: a slash never reaches a lock name
+        Scope.session("k", "../../../etc/passwd")
+    evil = Scope.session("k", "..\\..%2f..etc passwd" + "x" * 400)
     path = lock_path(home, evil)
     assert path.parent == home.locks_dir
     assert "/" not in path.name and len(path.name) < 200
     # Sanitising is lossy; the hash keeps scopes that sanitise alike apart.
-    assert lock_path(home, Scope.session("k", "a/b")) != lock_path(home, Scope.session("k", "a_b"))
+    assert lock_path(home, Scope.session("k", "a b")) != lock_path(home, Scope.session("k", "a_b"))
     assert lock_path(home, Scope.project("k")) != lock_path(home, Scope.session("k", "k"))
     with acquire(home, [evil], timeout=0):
         assert path.exists()
