@@ -49,10 +49,12 @@ import structlog  # noqa: E402
 
 import jobs.extract as extract  # noqa: E402
 from bench.common import CORPUS, REPO, need_corpus, write_section  # noqa: E402
-from memd import ledger, memwrite, state  # noqa: E402
+from jobs.extract.gate import GATE_ASSISTANT_CHARS, GATE_BUDGET_CHARS, GATE_SYSTEM, human_texts, pre_gate, unpaused  # noqa: E402
+from jobs.extract.offline import find_durable, has_durable  # noqa: E402
+from jobs.extract.prompt import EXTRACT_SYSTEM, RELATED_BODIES, SPAN_BUDGET_CHARS, prompt_context  # noqa: E402
+from memd import ledger, state  # noqa: E402
 from memd.clock import iso  # noqa: E402
 from memd.jobctx import JobContext, Target, get_cursor  # noqa: E402
-from memd.offline import find_durable, has_durable  # noqa: E402
 from memd.runner import run_job  # noqa: E402
 from memd.settings import defaults  # noqa: E402
 from memd.spans import Piece, read_span, render  # noqa: E402
@@ -82,9 +84,9 @@ class Script:
 
     def __call__(self, body: dict[str, Any]) -> Reply | None:
         system = request_system_text(body)
-        if system.startswith(extract.GATE_SYSTEM[:60]):
+        if system.startswith(GATE_SYSTEM[:60]):
             return text(self.gate())
-        if system.startswith(extract.EXTRACT_SYSTEM[:60]):
+        if system.startswith(EXTRACT_SYSTEM[:60]):
             return text(self.operations())
         return None
 
@@ -173,15 +175,15 @@ def plan_pieces(ctx: JobContext, target: Target) -> list[Piece]:
                            (target.key, target.session_id)).fetchone()  # fmt: skip
     cur = get_cursor(ctx.conn, extract.NAME, str(target)) or {}
     span = read_span(row["path"], int(cur.get("offset", 0)), row["safe_offset"], row["format"])
-    return extract.unpaused(span.pieces, bool(cur.get("paused", False)))[0]
+    return unpaused(span.pieces, bool(cur.get("paused", False)))[0]
 
 
 def baseline_call(ctx: JobContext, llm: Any, target: Target, pieces: list[Piece]) -> None:
     """The extraction request the job would make for this span, made without any gate."""
-    texts = extract.human_texts(pieces)
-    context, _shown = memwrite.prompt_context(ctx, target.key or "", texts, extract.RELATED_BODIES)
-    user = f"{context}\n\n## New conversation\n\n{render(pieces, extract.SPAN_BUDGET_CHARS)}"
-    llm.complete(job="extract", tier="strong", system=extract.EXTRACT_SYSTEM, user=user)
+    texts = human_texts(pieces)
+    context, _shown = prompt_context(ctx, target.key or "", texts, RELATED_BODIES)
+    user = f"{context}\n\n## New conversation\n\n{render(pieces, SPAN_BUDGET_CHARS)}"
+    llm.complete(job="extract", tier="strong", system=EXTRACT_SYSTEM, user=user)
 
 
 def replay_session(ctx: JobContext, src: Path, home: Home, script: Script, base_llm: Any, tally: Tally) -> None:
@@ -205,7 +207,7 @@ def replay_session(ctx: JobContext, src: Path, home: Home, script: Script, base_
 
 def run_span(ctx: JobContext, target: Target, script: Script, base_llm: Any, tally: Tally) -> Span:
     pieces = plan_pieces(ctx, target)
-    human = extract.human_texts(pieces)
+    human = human_texts(pieces)
     script.human = human
     seen_base, seen_gated = len(tally.baseline), len(tally.gated)
     baseline_call(ctx, base_llm, target, pieces)
@@ -228,8 +230,8 @@ def gate_tokens(pieces: list[Piece], kinds: tuple[str, ...]) -> int:
     """Counterfactual, not measured through the job: the gate's input had its prompt kept only
     pieces of these kinds (its yes/no criteria are about what the user says), by the fake's estimate."""
     kept = [p for p in pieces if p.kind in kinds]
-    body = {"system": [{"type": "text", "text": extract.GATE_SYSTEM, "cache_control": {"type": "ephemeral"}}],
-            "messages": [{"role": "user", "content": render(kept, extract.GATE_BUDGET_CHARS)}]}  # fmt: skip
+    body = {"system": [{"type": "text", "text": GATE_SYSTEM, "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": render(kept, GATE_BUDGET_CHARS)}]}  # fmt: skip
     return estimate_input_tokens(body)
 
 
@@ -238,11 +240,11 @@ def catch_up_visibility(rows: list[dict[str, Any]]) -> dict[str, int]:
     prompts keep only its last characters: how many of the span's human messages do they still show?"""
     out = {"human": 0, "in_gate_prompt": 0, "in_extract_prompt": 0, "gate_prompts_without_human": 0}
     for r in rows:
-        pieces = extract.unpaused(read_span(r["path"], 0, r["safe_offset"], r["format"]).pieces, False)[0]
+        pieces = unpaused(read_span(r["path"], 0, r["safe_offset"], r["format"]).pieces, False)[0]
         said = [p.text[:60] for p in pieces if p.kind == "human"]
-        if not said or not extract.pre_gate(pieces)[0]:
+        if not said or not pre_gate(pieces)[0]:
             continue
-        gate, ext = render(pieces, extract.GATE_BUDGET_CHARS), render(pieces, extract.SPAN_BUDGET_CHARS)
+        gate, ext = render(pieces, GATE_BUDGET_CHARS), render(pieces, SPAN_BUDGET_CHARS)
         out["human"] += len(said)
         out["in_gate_prompt"] += sum(t in gate for t in said)
         out["in_extract_prompt"] += sum(t in ext for t in said)
@@ -370,7 +372,7 @@ memory directories the gated run left (smaller than an ungated run's), so it is 
 Where the tokens go: the gate is {gate_share:.0%} of the gated tokens. Turn by turn the spans are short (the median
 extraction prompt is {f['baseline_input_median']:,.0f} tokens, mostly its system prompt), so the gate must read much
 less than an extraction to pay off. It does: it reads what the user said and the agent's words clipped to
-{extract.GATE_ASSISTANT_CHARS} characters, never tool calls or results (§3.1 counts concrete code and command content
+{GATE_ASSISTANT_CHARS} characters, never tool calls or results (§3.1 counts concrete code and command content
 as no), and the pre-gate makes no call for spans whose only user text is Claude Code's "[Request interrupted by user…]"
 marker. Counterfactual estimates from the same spans with the same estimator (not measured through the job):
 
@@ -383,8 +385,8 @@ marker. Counterfactual estimates from the same spans with the same estimator (no
 
 Catch-up spans: when memd first meets a home with these transcripts (or catches up after downtime) each session is one
 span, and `render` drops tool output before what people said when a span is over budget. Of the {c['human']} human messages of those spans,
-the gate prompt ({extract.GATE_BUDGET_CHARS:,} characters) still shows {c['in_gate_prompt']} and the extraction prompt
-({extract.SPAN_BUDGET_CHARS:,}) {c['in_extract_prompt']}; {c['gate_prompts_without_human']} gate prompts show no human
+the gate prompt ({GATE_BUDGET_CHARS:,} characters) still shows {c['in_gate_prompt']} and the extraction prompt
+({SPAN_BUDGET_CHARS:,}) {c['in_extract_prompt']}; {c['gate_prompts_without_human']} gate prompts show no human
 message at all (tool output fills the budget).
 
 The corpus is small in human turns ({f['human_turns']}): its sessions are long agentic runs with few user messages,

@@ -33,11 +33,16 @@ import structlog  # noqa: E402
 
 import jobs.summary as summary  # noqa: E402
 from bench.common import CORPUS, REPO, need_corpus, write_section  # noqa: E402
+from jobs.summary.document import finish, redact, render_summary  # noqa: E402
+from jobs.summary.offline import conversation_of, offline_summary  # noqa: E402
+from jobs.summary.prompt import MAX_OUTPUT_TOKENS, SYSTEM_PROMPT, build_user_prompt  # noqa: E402
+from jobs.summary.runner import cursor_of, read_previous  # noqa: E402
 from memd import ledger, state  # noqa: E402
 from memd.jobctx import JobContext, Target  # noqa: E402
 from memd.runner import run_job  # noqa: E402
 from memd.settings import defaults  # noqa: E402
 from memd.spans import read_span, render  # noqa: E402
+from memd.transcripts import tokens_of  # noqa: E402
 from memd.tree import Home, SessionFile  # noqa: E402
 from tests.fakeapi import FakeAnthropic  # noqa: E402
 
@@ -68,23 +73,23 @@ def scripted_reply(ctx: JobContext, target: Target, row: Any) -> str:
     """What the offline provider would write for this update: a realistic answer size."""
     assert target.key and target.session_id
     path = ctx.home.summary_file(target.key, target.session_id)
-    previous = summary.read_previous(path)
-    cur = summary.cursor_of(ctx, target) if previous is not None else None
+    previous = read_previous(path)
+    cur = cursor_of(ctx, target) if previous is not None else None
     start = 0 if cur is None else cur.offset
     span = read_span(row["path"], start, row["safe_offset"], row["format"])
-    new = summary.offline_summary(previous, summary.conversation_of(span.pieces), target.session_id)
-    return summary.render_summary(summary.finish(new, summary._redactor()))
+    new = offline_summary(previous, conversation_of(span.pieces), target.session_id)
+    return render_summary(finish(new, redact))
 
 
 def baseline_body(row: Any) -> dict[str, Any]:
     """The request a summariser that re-sends the whole transcript would make at this point."""
     span = read_span(row["path"], 0, row["safe_offset"], row["format"])
-    conversation = render(summary.conversation_of(span.pieces), 1 << 40)
+    conversation = render(conversation_of(span.pieces), 1 << 40)
     return {
         "model": "claude-haiku-4-5",
-        "max_tokens": summary.MAX_OUTPUT_TOKENS,
-        "system": summary.SYSTEM_PROMPT,
-        "messages": [{"role": "user", "content": summary.build_user_prompt(None, conversation)}],
+        "max_tokens": MAX_OUTPUT_TOKENS,
+        "system": SYSTEM_PROMPT,
+        "messages": [{"role": "user", "content": build_user_prompt(None, conversation)}],
     }
 
 
@@ -116,7 +121,7 @@ def replay(src: Path, work: Path) -> dict[str, Any]:
                 assert result.outcome == "ok", result
                 bodies = fake.requests[seen:]
                 updates.append({
-                    "line": n, "tokens": summary.tokens_of(row["safe_conv_chars"]), "calls": len(bodies),
+                    "line": n, "tokens": tokens_of(row["safe_conv_chars"]), "calls": len(bodies),
                     "incremental": sum(estimate(b) for b in bodies), "baseline": estimate(baseline_body(row)),
                 })  # fmt: skip
     secs = time.perf_counter() - started

@@ -1,4 +1,4 @@
-"""Applying validated memory operations to memory directories, and what the model sees first.
+"""Applying validated memory operations to memory directories: the write path jobs share.
 
 Callers hold the scopes' locks. Each file is replaced atomically; an operation
 that would overwrite a file memd cannot parse, or a memory whose current text the
@@ -14,7 +14,14 @@ from typing import Any
 
 from memd.clock import iso
 from memd.jobctx import JobContext
-from memd.memories import Memory, delete_memory, memory_path, render_memory, scan_dir, write_memory
+from memd.memories import (
+    Memory,
+    delete_memory,
+    memory_path,
+    render_memory,
+    scan_dir,
+    write_memory,
+)
 
 
 @dataclass
@@ -121,56 +128,3 @@ def refresh_scope(ctx: JobContext, scope: str, key: str | None, directory: Path)
         write_index=bool(s.get("memory.indexConsolidation.enabled")), write_drawer=bool(s.get("memory.global.enabled")),
     )  # fmt: skip
 
-
-def offline_operations(pieces: list[Any]) -> list[Any]:
-    """The offline provider's operations, validated like a model's."""
-    from memd.offline import find_durable
-    from memd.opsvalidate import validate_operations
-
-    texts = [(p.text, p.ts) for p in pieces if p.kind == "human"]
-    data = {"operations": [
-        {"op": "add", "scope": f.scope, "name": f.name, "description": f.description, "type": f.type, "body": f.body}
-        for f in find_durable(texts)
-    ]}  # fmt: skip
-    accepted, _rejected = validate_operations(data, allowed_scopes=("global", "project"))
-    return accepted
-
-
-def prompt_context(ctx: JobContext, key: str, texts: list[tuple[str, str | None]], limit: int) -> tuple[str, set[str]]:
-    """Both indexes and the bodies of the memories most related to what the user said."""
-    parts = []
-    for title, directory in (("Global drawer index", ctx.home.global_memory), ("Project memory index", ctx.home.project_memory(key))):
-        idx = directory / "MEMORY.md"
-        body = idx.read_text(encoding="utf-8", errors="replace") if idx.is_file() and not idx.is_symlink() else "(empty)"
-        parts.append(f"## {title}\n\n{body.strip()[:12000]}")
-    shown: set[str] = set()
-    related = _related(ctx, key, " ".join(t for t, _ in texts), limit)
-    if related:
-        parts.append("## Current text of memories that may be affected")
-        for m in related:
-            shown.add(str(m.path))
-            parts.append(f"### [{m.scope}] {m.name} ({m.type}) — {m.description}\n\n{m.body.strip()[:4000]}")
-    today = ctx.now().date().isoformat()
-    dates = sorted({ts[:10] for _, ts in texts if ts})
-    parts.append(f"Today is {today}." + (f" The conversation is from {', '.join(dates)}." if dates else ""))
-    return "\n\n".join(parts), shown
-
-
-def _related(ctx: JobContext, key: str, text: str, limit: int) -> list[Memory]:
-    from memd.search import open_readonly, query_index
-
-    words = [w for w in text.split() if len(w) > 3][:40]
-    if not words or not ctx.home.search_db.exists():
-        return []
-    conn = open_readonly(ctx.home.search_db)
-    try:
-        hits = query_index(conn, " OR ".join(f'"{w.strip(chr(34))}"' for w in words), project_key=key, limit=limit)
-    finally:
-        conn.close()
-    out = []
-    for h in hits:
-        path = ctx.home.root / h.file
-        scope = h.scope
-        res = scan_dir(path.parent, scope, h.project_key)
-        out.extend(m for m in res.memories if m.path == path)
-    return out

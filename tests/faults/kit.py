@@ -155,8 +155,9 @@ class FakeModel:
 # restart would spend its budget importing instead of running jobs. The
 # forkserver imports them once; every daemon is a fresh fork of it running
 # `memd --home H run` through memd's own click entry point.
-PRELOAD = ["anthropic", "httpx", "memd.cli", "memd.cli_daemon", "memd.daemon", "memd.llm", "memd.logs",
-           "memd.indexer", "memd.memwrite", "jobs.extract", "jobs.summary", "jobs.index", "structlog",
+PRELOAD = ["anthropic", "httpx", "memd.cli", "memd.cli.daemon", "memd.daemon", "memd.llm", "memd.logs",
+           "memd.indexer", "memd.memwrite", "jobs.extract", "jobs.extract.prompt", "jobs.extract.offline",
+           "jobs.summary", "jobs.index", "structlog",
            "apscheduler.schedulers.background", "apscheduler.executors.pool", "watchdog.observers",
            "tests.faults.kit"]  # fmt: skip
 _CTX: Any = None
@@ -486,7 +487,7 @@ def ledger_problems(home: Path, scratch: Path) -> list[str]:
     twice (or skipped) after a crash shows as a difference.
     """
     from memd import ledger
-    from memd.cli_foundation import session_json
+    from memd.sessions import session_json
     from tests.reference import claude_counts
 
     conn = state_conn(home)
@@ -649,7 +650,7 @@ def settle(home: Path, after_run_id: int = 0, timeout: float = 240.0) -> None:
 def ledger_state(home: Path) -> dict[str, dict[str, Any]]:
     """session id → the compared counts, as the ledger holds them."""
     from memd import ledger
-    from memd.cli_foundation import session_json
+    from memd.sessions import session_json
 
     conn = state_conn(home)
     assert conn is not None

@@ -4,29 +4,34 @@ It finds explicit durable statements in what the user said — a request to
 remember, always/never rules, stated preferences, corrections of the agent,
 decisions, pointers to outside resources — and turns each into one memory.
 It is deliberately conservative: a sentence must carry one of these markers.
-Everything it writes says `provider: offline` in its metadata.
+Everything it writes says `provider: offline` in its metadata. It answers
+both the gate (`has_durable`) and extraction (`offline_operations`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 _SENT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _URL = re.compile(r"https?://[^\s)>\]]+")
 RULES: list[tuple[str, str, re.Pattern[str]]] = [
     # (kind, memory type, pattern) — first match wins for a sentence
-    ("remember", "", re.compile(r"\b(remember|keep in mind|note that|for future reference)\b|记住|请记", re.I)),
-    ("rule", "feedback", re.compile(r"\b(always|never|from now on|every time|don'?t ever)\b|总是|永远不要|不要再", re.I)),
-    ("correction", "feedback", re.compile(r"^(no|nope|stop|wrong|that'?s not)\b|\b(don'?t|do not|instead of|rather than)\b.*\b(use|do|return|write|add|call)\b", re.I)),
-    ("decision", "project", re.compile(r"\bwe (decided|agreed|chose|use|deploy|release|require|standardi[sz]ed)\b|\bour (convention|policy|contract|rule)\b|决定", re.I)),
-    ("preference", "user", re.compile(r"\bI (prefer|like|hate|dislike|want|find)\b|\bI'?m (a|an|mostly)\b|\bmy (role|background|preference)\b|\bprefer\b|我(喜欢|更喜欢|习惯)", re.I)),
+    ("remember", "", re.compile(r"\b(remember|keep in mind|note that|for future reference)\b|记住|请记", re.IGNORECASE)),
+    ("rule", "feedback", re.compile(r"\b(always|never|from now on|every time|don'?t ever)\b|总是|永远不要|不要再", re.IGNORECASE)),
+    ("correction", "feedback", re.compile(r"^(no|nope|stop|wrong|that'?s not)\b|\b(don'?t|do not|instead of|rather than)\b.*\b(use|do|return|write|add|call)\b", re.IGNORECASE)),
+    ("decision", "project", re.compile(r"\bwe (decided|agreed|chose|use|deploy|release|require|standardi[sz]ed)\b|\bour (convention|policy|contract|rule)\b|决定", re.IGNORECASE)),
+    ("preference", "user", re.compile(r"\bI (prefer|like|hate|dislike|want|find)\b|\bI'?m (a|an|mostly)\b|\bmy (role|background|preference)\b|\bprefer\b|我(喜欢|更喜欢|习惯)", re.IGNORECASE)),
 ]
 _PROJECT_WORDS = re.compile(
-    r"\b(we|our|repo|repository|project|deploy|migration|api|contract|ci|staging|production|branch|main|pr)\b", re.I
+    r"\b(we|our|repo|repository|project|deploy|migration|api|contract|ci|staging|production|branch|main|pr)\b", re.IGNORECASE
 )
-_STOP = frozenset("a an the and or but to of in on for with that this it is are be we i you our my me please "
-                  "always never remember dont don't do not just so as at by from m s t re ll ve no".split())  # fmt: skip
+_STOP = frozenset([
+    "a", "an", "the", "and", "or", "but", "to", "of", "in", "on", "for", "with", "that", "this", "it", "is",
+    "are", "be", "we", "i", "you", "our", "my", "me", "please", "always", "never", "remember", "dont",
+    "don't", "do", "not", "just", "so", "as", "at", "by", "from", "m", "s", "t", "re", "ll", "ve", "no",
+])
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ def classify(sentence: str) -> tuple[str, str] | None:
             if _URL.search(sentence) and mtype in ("project", "user"):
                 mtype = "reference"
             return kind, mtype
-    if _URL.search(sentence) and re.search(r"\b(board|ticket|docs?|wiki|dashboard|runbook|tracker)\b", sentence, re.I):
+    if _URL.search(sentence) and re.search(r"\b(board|ticket|docs?|wiki|dashboard|runbook|tracker)\b", sentence, re.IGNORECASE):
         return "pointer", "reference"
     return None
 
@@ -63,7 +68,7 @@ def scope_of(mtype: str, sentence: str) -> str:
     """User and feedback memories not tied to this project go to the global drawer (§3.2)."""
     if mtype in ("project", "reference"):
         return "project"
-    if mtype == "feedback" and re.search(r"\b(this|the) (repo|repository|project|codebase)\b|\bhere\b|\bin this\b", sentence, re.I):
+    if mtype == "feedback" and re.search(r"\b(this|the) (repo|repository|project|codebase)\b|\bhere\b|\bin this\b", sentence, re.IGNORECASE):
         return "project"
     return "global"
 
@@ -97,3 +102,16 @@ def find_durable(human_texts: list[tuple[str, str | None]]) -> list[Found]:
 def has_durable(human_texts: list[tuple[str, str | None]]) -> bool:
     """The offline gate: yes exactly when there is something to extract."""
     return any(classify(s) for text, _ in human_texts for s in sentences(text))
+
+
+def offline_operations(pieces: list[Any]) -> list[Any]:
+    """The offline provider's operations, validated like a model's."""
+    from memd.opsvalidate import validate_operations
+
+    texts = [(p.text, p.ts) for p in pieces if p.kind == "human"]
+    data = {"operations": [
+        {"op": "add", "scope": f.scope, "name": f.name, "description": f.description, "type": f.type, "body": f.body}
+        for f in find_durable(texts)
+    ]}  # fmt: skip
+    accepted, _rejected = validate_operations(data, allowed_scopes=("global", "project"))
+    return accepted

@@ -1,19 +1,28 @@
-"""The gate and extraction job: pure decisions, the real client against the fake API, faults."""
+"""The job against the fake API (the real client), faults, pause, hand edits, and the offline provider."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pytest
-
-import jobs.extract as extract
+from jobs import extract
 from memd.jobctx import Target, get_cursor
 from memd.memories import scan_dir
 from memd.runner import run_job
-from memd.spans import Piece
-from tests.fakeapi import (FAKE_SECRET, FakeAnthropic, malformed, op, op_absolute_path, op_huge_body,
-                           op_path_traversal, op_secret_body, op_unknown_type, ops_reply, status, text)  # fmt: skip
+from tests.fakeapi import (
+    FAKE_SECRET,
+    FakeAnthropic,
+    malformed,
+    op,
+    op_absolute_path,
+    op_huge_body,
+    op_path_traversal,
+    op_secret_body,
+    op_unknown_type,
+    ops_reply,
+    status,
+    text,
+)
 from tests.jobkit import context, ingest, make_settings, write_session
 
 KEY = "-work-repo"
@@ -31,41 +40,6 @@ def _home(tmp_path: Path, turns: list[tuple[str, str]]) -> Path:
     ingest(home)
     return home
 
-
-# -- pure decisions -------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("answer,expect", [("yes", True), ("No", False), ("YES.", True), (" no\n", False),
-                                           ("maybe", None), ("Yes, because the user said", None),
-                                           ("I think the answer could be yes", None), ("", None)])  # fmt: skip
-def test_parse_gate(answer: str, expect: bool | None) -> None:
-    assert extract.parse_gate(answer) is expect
-
-
-def test_pre_gate() -> None:
-    tool_only = [Piece("tool_call", "{}", 1, name="Bash"), Piece("tool_result", "ok", 2)]
-    assert extract.pre_gate(tool_only) == (False, "no user text in the span (tool output only)")
-    assert not extract.pre_gate([Piece("human", "ok", 1)])[0]
-    assert extract.pre_gate([Piece("human", "Please always use tabs here", 1)])[0]
-
-
-def test_unpaused_drops_what_was_said_while_paused() -> None:
-    ps = [Piece("human", "a", 1), Piece("command", "", 2, name="/pause-memory"), Piece("human", "secret", 3),
-          Piece("command", "", 4, name="/toggle-memory"), Piece("human", "b", 5)]  # fmt: skip
-    kept, paused = extract.unpaused(ps, False)
-    assert [p.text for p in kept] == ["a", "b"] and paused is False
-    kept, paused = extract.unpaused(ps[:3], False)
-    assert [p.text for p in kept] == ["a"] and paused is True
-
-
-def test_extract_due_table() -> None:
-    assert extract.extract_due(1, 1, 10, True)[0]
-    assert not extract.extract_due(1, 2, 10, True)[0]
-    assert not extract.extract_due(5, 1, 0, True)[0]
-    assert not extract.extract_due(5, 1, 10, False)[0]
-
-
-# -- the job against the fake API -----------------------------------------------------
 
 DURABLE = [("user", "Please always run the linter before committing; broken CI costs us hours."),
            ("assistant", "Understood.")]  # fmt: skip
@@ -91,7 +65,7 @@ def test_gate_yes_extracts_into_the_right_scopes(tmp_path: Path) -> None:
         ctx = context(home, make_settings(), fake_url=api.base_url)
         r = run_job(ctx, extract, TARGET)
         assert r.outcome == "ok" and r.details["applied"]["added"] == 2, r
-        gate, ex = msgs(api)
+        _gate, ex = msgs(api)
         assert ex["model"] == "claude-sonnet-4-6"
         assert "Please always run the linter" in json.dumps(ex["messages"])
         assert ex["system"][0]["cache_control"] == {"type": "ephemeral"}
@@ -250,23 +224,3 @@ def test_offline_provider_extracts_deterministically(tmp_path: Path) -> None:
     set_cursor(ctx.conn, "extract", str(TARGET), {"offset": 0, "human_turns": 0}, "x")  # a crash before the cursor moved
     assert run_job(ctx, extract, TARGET).outcome == "ok"
     assert {f: f.read_bytes() for f in (home / "memory").glob("*.md")} == before
-
-
-def test_gate_reads_people_not_tools_and_interruptions_are_not_user_text() -> None:
-    ps = [Piece("human", "Please always squash merge.", 1), Piece("tool_call", '{"command": "git log"}', 2, name="Bash"),
-          Piece("tool_result", "x" * 5000, 3), Piece("assistant", "y" * 1000, 4),
-          Piece("human", "[Request interrupted by user for tool use]", 5)]  # fmt: skip
-    text = extract.gate_text(ps)
-    assert "squash merge" in text and "git log" not in text and "x" * 100 not in text
-    assert "y" * 300 in text and "y" * 301 not in text and "interrupted" not in text
-    assert not extract.pre_gate([Piece("human", "[Request interrupted by user for tool use]", 1)])[0]
-
-
-def test_render_drops_tool_output_before_what_people_said() -> None:
-    from memd.spans import render
-
-    ps = [Piece("human", "first request about the parser", 1), Piece("tool_result", "z" * 3000, 2),
-          Piece("assistant", "done", 3), Piece("human", "second request", 4)]  # fmt: skip
-    out = render(ps, 200)
-    assert "first request" in out and "second request" in out and "z" * 10 not in out
-    assert out.startswith("[… 1 earlier messages omitted …]")
