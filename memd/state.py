@@ -14,6 +14,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from memd.errors import MemdError
 from memd.fsutil import ensure_private_dir
 
 BUSY_TIMEOUT_MS = 5000
@@ -145,7 +146,9 @@ MIGRATIONS: list[str] = [
     # 3: transcripts are known by their path under the home, so a moved, copied or linked home goes
     # on where it stopped; a fingerprint of what was read tells a rewrite from an append; a
     # session's generation counts rewrites (jobs restart their cursors on a new one); the last
-    # ingest error shows in status; record types memd does not recognise are counted.
+    # ingest error shows in status; record types memd does not recognise are counted; extraction
+    # remembers which user texts it judged (a rewritten transcript is judged only where it is new);
+    # `memd pause`/`resume` are events at a transcript offset, so the later word wins either way.
     """
     UPDATE files SET path = (
         SELECT 'projects/' || s.key || substr(files.path, instr(files.path, '/projects/' || s.key || '/')
@@ -163,14 +166,28 @@ MIGRATIONS: list[str] = [
         count INTEGER NOT NULL,
         PRIMARY KEY (session, type)
     );
+    CREATE TABLE judged (
+        target TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        PRIMARY KEY (target, digest)
+    ) WITHOUT ROWID;
+    CREATE TABLE pause_events (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        offset INTEGER NOT NULL,
+        paused INTEGER NOT NULL,
+        parity INTEGER NOT NULL,
+        ts TEXT NOT NULL
+    );
+    CREATE INDEX pause_events_session ON pause_events(key, session_id, generation, offset);
     """,
 ]
 
 
-class StateError(Exception):
+class StateError(MemdError):
     """The state database is locked beyond the wait, corrupt, or from a newer memd."""
-
-    exit_code = 1
 
 
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:

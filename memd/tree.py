@@ -7,8 +7,11 @@ record of a stray `agent-*.jsonl`, which says which session it belongs to.
 from __future__ import annotations
 
 import os
+import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 DEFAULT_HOME = "~/.deepcode"
 KEY_MAX = 200
@@ -84,6 +87,132 @@ class Home:
 
     def summary_file(self, key: str, session_id: str) -> Path:
         return self.projects / key / session_id / "session-memory" / "summary.md"
+
+
+PlaceKind = Literal["global", "project", "session"]
+_RANK: dict[str, int] = {"global": 0, "project": 1, "session": 2}
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9-]{1,200}$")
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9-]")
+_LOCK_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_LOCK_PART_MAX = 60  # keeps every lock file name far below NAME_MAX (255)
+
+
+@dataclass(frozen=True)
+class Place:
+    """One place memd works on: `global` (the drawer), `project:<key>`, or `session:<key>:<sid>`.
+
+    The one value for a job's target, a lock's scope and a history's scope, with
+    the one grammar and the paths it owns. A key or session id is one path
+    component (never `/`, `.` or `..`) so no Place can name a path outside the home.
+    """
+
+    kind: PlaceKind
+    key: str | None = None
+    session_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in _RANK:
+            raise ValueError(f"unknown place kind {self.kind!r}")
+        if self.kind == "global" and (self.key or self.session_id):
+            raise ValueError("the global place takes no key or session id")
+        if self.kind in ("project", "session") and not _component(self.key):
+            raise ValueError(f"a {self.kind} place needs a project key that is one path component: {self.key!r}")
+        if self.kind == "project" and self.session_id:
+            raise ValueError("a project place takes no session id")
+        if self.kind == "session" and not _component(self.session_id):
+            raise ValueError(f"a session place needs a session id that is one path component: {self.session_id!r}")
+
+    @classmethod
+    def global_(cls) -> Place:
+        return cls("global")
+
+    @classmethod
+    def project(cls, key: str) -> Place:
+        return cls("project", key)
+
+    @classmethod
+    def session(cls, key: str, session_id: str) -> Place:
+        return cls("session", key, session_id)
+
+    @classmethod
+    def memory(cls, key: str | None) -> Place:
+        """The memory directory's place: the drawer for None, else the project."""
+        return cls("global") if key is None else cls("project", key)
+
+    @classmethod
+    def parse(cls, text: str) -> Place:
+        """Inverse of `str(place)`. Keys never hold `:` (the agent's keys are `[A-Za-z0-9-]`)."""
+        kind, _, rest = text.partition(":")
+        try:
+            if kind == "global" and not rest:
+                return cls("global")
+            if kind == "project" and rest:
+                return cls("project", rest)
+            if kind == "session" and ":" in rest:
+                key, _, sid = rest.partition(":")
+                return cls("session", key, sid)
+        except ValueError as exc:
+            raise ValueError(f"not a place: {text!r} ({exc})") from None
+        raise ValueError(f"not a place: {text!r} (global, project:<key>, session:<key>:<sid>)")
+
+    def __str__(self) -> str:
+        if self.kind == "global":
+            return "global"
+        if self.kind == "project":
+            return f"project:{self.key}"
+        return f"session:{self.key}:{self.session_id}"
+
+    @property
+    def is_global(self) -> bool:
+        return self.kind == "global"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self.kind]
+
+    @property
+    def sort_key(self) -> tuple[int, str, str]:
+        """Canonical order: global, then projects, then sessions (locks are taken in it)."""
+        return (_RANK[self.kind], self.key or "", self.session_id or "")
+
+    def memory_dir(self, home: Home) -> Path:
+        """The drawer, or the project's memory directory (a session's is its project's)."""
+        return home.global_memory if self.kind == "global" else home.project_memory(self.key or "")
+
+    def summary_path(self, home: Home) -> Path:
+        if self.kind != "session":
+            raise ValueError(f"{self}: only a session has a summary")
+        return home.summary_file(self.key or "", self.session_id or "")
+
+    @property
+    def history_name(self) -> str:
+        """A directory name for history and journals; odd keys get a hash, never a path."""
+        if self.kind == "global":
+            return "global"
+        key = self.key or ""
+        base = f"project-{key}" if _PLAIN_KEY.match(key) else (
+            f"project-{_NAME_UNSAFE.sub('_', key)[:160]}-{_digest(key, 12)}")  # fmt: skip
+        if self.kind == "session":
+            return f"{base}.{_NAME_UNSAFE.sub('_', self.session_id or '')[:80]}-{_digest(str(self), 8)}"
+        return base
+
+    @property
+    def lock_name(self) -> str:
+        """A lock file name safe whatever the key holds: a readable part plus a hash of the exact place."""
+        if self.kind == "global":
+            return "global.lock"
+        readable = _LOCK_UNSAFE.sub("_", self.key or "")[:_LOCK_PART_MAX]
+        if self.session_id:
+            readable += "." + _LOCK_UNSAFE.sub("_", self.session_id)[:_LOCK_PART_MAX]
+        return f"{self.kind}.{readable}.{_digest(str(self), 16)}.lock"
+
+
+def _component(text: str | None) -> bool:
+    return bool(text) and "/" not in text and "\0" not in text and text not in (".", "..")  # type: ignore[operator]
+
+
+def _digest(text: str, n: int) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:n]
 
 
 def canonical_root(path: str | os.PathLike[str]) -> Path:
@@ -235,6 +364,32 @@ def _first_session_id(path: Path) -> str | None:
                     continue
                 if isinstance(rec, dict) and isinstance(rec.get("sessionId"), str):
                     return rec["sessionId"]
+    except OSError:
+        return None
+    return None
+
+
+def session_cwd(path: str | os.PathLike[str], max_lines: int = 64) -> str | None:
+    """The working directory a session's records name (Claude Code writes `cwd` on each record).
+
+    Only the first lines are read (a few KB): enough for the first record that carries
+    it. None for formats without one (MewCode) and for unreadable files.
+    """
+    import orjson
+
+    try:
+        with open(path, "rb") as fh:
+            for _ in range(max_lines):
+                line = fh.readline(1 << 20)
+                if not line:
+                    return None
+                try:
+                    rec = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                cwd = rec.get("cwd") if isinstance(rec, dict) else None
+                if isinstance(cwd, str) and cwd:
+                    return cwd
     except OSError:
         return None
     return None

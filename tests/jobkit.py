@@ -40,12 +40,11 @@ def context(home: Path, settings: st.Settings, *, fake_url: str | None = None, n
     return JobContext(h, settings, conn, lambda: now, structlog.get_logger("test"), llm_factory=factory)
 
 
-def ingest(home: Path, now: datetime = NOW) -> None:
+def ingest(home: Path, now: datetime = NOW) -> list[ledger.IngestResult]:
     h = Home(home)
     conn = state.connect(h.state_db)
     try:
-        for sf in discover_sessions(h):
-            ledger.ingest(conn, sf, iso(now))
+        return [ledger.ingest(conn, sf, iso(now)) for sf in discover_sessions(h)]
     finally:
         conn.close()
 

@@ -36,8 +36,10 @@ NEEDS_MODEL = True
 
 
 def scopes(target: Target) -> list[Scope]:
-    """Extraction writes both the drawer and the project's memory."""
-    return [Scope.global_(), Scope.project(target.key or "")]
+    """No lock for the whole run: the gate and the extraction call hold none, and the apply takes
+    the drawer's and the memory project's locks itself (its project is known only once the
+    session's cwd is read, and no lock is held while a model answers)."""
+    return []
 
 
 def targets(ctx: JobContext) -> list[Target]:

@@ -1,4 +1,4 @@
-"""What reaches the gate, and its answer (SPEC §3.1, §3.4): pause, pre-gate, gate (pure).
+"""What reaches the gate, and its answer (SPEC §3.1): pre-gate and gate (pure; pause is `memd.pause`).
 
 A deterministic pre-gate spares the model call when the new span holds no user
 text of substance; the gate is a small model answering one word, yes or no.
@@ -7,7 +7,6 @@ text of substance; the gate is a small model answering one word, yes or no.
 from __future__ import annotations
 
 from memd.spans import Piece, render
-from memd.transcripts import PAUSE_COMMANDS
 
 GATE_BUDGET_CHARS = 6_000
 GATE_ASSISTANT_CHARS = 300
@@ -23,18 +22,6 @@ Answer no for: chit-chat; execution details of a one-off task; concrete code or 
 analysis or summaries; temporary context.
 
 Answer with exactly one word: yes or no."""
-
-
-def unpaused(pieces: list[Piece], paused: bool) -> tuple[list[Piece], bool]:
-    """Drop what was said while memory was paused; pause commands toggle (§3.4)."""
-    kept = []
-    for p in pieces:
-        if p.kind == "command" and p.name in PAUSE_COMMANDS:
-            paused = not paused
-            continue
-        if not paused:
-            kept.append(p)
-    return kept, paused
 
 
 def human_texts(pieces: list[Piece]) -> list[tuple[str, str | None]]:

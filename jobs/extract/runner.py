@@ -8,23 +8,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.extract.gate import (
-    GATE_SYSTEM,
-    gate_text,
-    human_texts,
-    parse_gate,
-    pre_gate,
-    unpaused,
-)
+from jobs.extract.gate import GATE_SYSTEM, gate_text, human_texts, parse_gate, pre_gate
 from jobs.extract.trigger import NAME, extract_due
 from memd.clock import iso
 from memd.jobctx import JobContext, RunResult, Target, get_cursor, set_cursor
 from memd.spans import Piece, read_span, render
+from memd.tree import Place
 
 
 def _facts(ctx: JobContext, row: dict[str, Any]) -> tuple[int, int, dict[str, Any]]:
+    """New human turns and bytes since the cursor; a cursor of an older transcript generation
+    (the file was rewritten) counts from the start."""
     target = str(Target("session", row["key"], row["session_id"]))
     cur = get_cursor(ctx.conn, NAME, target) or {}
+    if int(cur.get("generation", 0)) != int(row["generation"]):
+        cur = {"generation": int(row["generation"]), "memory_key": cur.get("memory_key"), "rewritten": True}
     return row["safe_human_turns"] - int(cur.get("human_turns", 0)), row["safe_offset"] - int(cur.get("offset", 0)), cur
 
 
@@ -35,48 +33,99 @@ class Plan:
     pieces: list[Piece]
     paused_after: bool
     human_turns: int
+    memory_key: str
+    generation: int
+    judged: list[str]  # digests of the user texts this run judges
 
 
 def _session(ctx: JobContext, target: Target) -> dict[str, Any] | None:
-    from memd.ledger import session_rows
-
-    for row in session_rows(ctx.conn, target.key):
-        if row["session_id"] == target.session_id:
-            return row
-    return None
-
-
-def _cli_paused(row: dict[str, Any]) -> bool:
-    """A pause set from the CLI after the transcript's last toggle: nothing is extracted."""
-    if row["pause_cli"] != 1:
-        return False
-    toggled = row["pause_toggled_ts"]
-    return toggled is None or row["pause_cli_ts"] is None or str(row["pause_cli_ts"]) >= str(toggled)
+    row = ctx.conn.execute(
+        "SELECT key, session_id, path, format, generation, safe_offset, safe_human_turns, paused_transcript "
+        "FROM sessions WHERE key=? AND session_id=? AND is_subagent=0",
+        (target.key, target.session_id),
+    ).fetchone()
+    return None if row is None else dict(row)
 
 
 def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
+    """Decide and ask the model without holding a memory lock; apply under the memory locks after
+    checking that no other run moved the cursor meanwhile (issue 16: no lock held across a model call)."""
     row = _session(ctx, target)
     if row is None:
         return RunResult("skipped", "unknown session")
-    if not ctx.settings.get("memory.enabled") and not force:
-        return RunResult("skipped", "memory disabled")
+    if not ctx.settings.get("memory.enabled"):
+        return RunResult("skipped", "memory disabled (memory.enabled is false; --force does not override it)")
     turns, new_bytes, cur = _facts(ctx, row)
     ok, why = extract_due(turns, int(ctx.settings.get("memory.extractEveryTurns")), new_bytes, True)
     if not ok and not (force and new_bytes > 0):
         return RunResult("skipped", f"not due: {why}")
-    span = read_span(row["path"], int(cur.get("offset", 0)), row["safe_offset"], row["format"])
-    pieces, paused_after = unpaused(span.pieces, bool(cur.get("paused", False)))
-    plan = Plan(span.start, span.end, pieces, paused_after, row["safe_human_turns"])
-    if _cli_paused(row):
-        return _advance(ctx, target, plan, RunResult("skipped", "paused (memd pause)"))
+    plan = _plan(ctx, target, row, cur)
+    if not plan.pieces and plan.paused_after:
+        return _advance(ctx, target, cur, plan, RunResult("skipped", "paused"))
     go, why = pre_gate(plan.pieces)
     if not go:
-        return _advance(ctx, target, plan, RunResult("ok", f"pre-gate: {why}", {"gate": "skipped"}))
+        return _advance(ctx, target, cur, plan, RunResult("ok", f"pre-gate: {why}", {"gate": "skipped"}))
     offline = _provider(ctx) == "offline"
     if not (_offline_gate(plan) if offline else _model_gate(ctx, plan)):
-        return _advance(ctx, target, plan, RunResult("ok", "gate: no", {"gate": "no"}))
-    applied = _extract(ctx, target, plan, offline)
-    return _advance(ctx, target, plan, RunResult("ok", "gate: yes", {"gate": "yes", **applied}))
+        return _advance(ctx, target, cur, plan, RunResult("ok", "gate: no", {"gate": "no"}))
+    ops, rejected, shown, provider = _operations(ctx, plan, offline)
+    return _apply(ctx, target, cur, plan, ops, rejected, shown, provider)
+
+
+def _plan(ctx: JobContext, target: Target, row: dict[str, Any], cur: dict[str, Any]) -> Plan:
+    """What this run judges: the span since the cursor, minus what was said while paused and,
+    after a rewrite, minus the user texts already judged before it."""
+    from memd import pause
+    from memd.tree import memory_key_for_session, session_cwd
+
+    start = int(cur.get("offset", 0))
+    span = read_span(row["path"], start, row["safe_offset"], row["format"])
+    words = pause.words(ctx.conn, row["key"], row["session_id"], int(row["generation"]), after=start - 1)
+    pieces, paused_after = pause.unpaused(span.pieces, bool(cur.get("paused", False)), words)
+    if cur.get("rewritten"):
+        seen = _judged(ctx, str(target))
+        pieces = [p for p in pieces if p.kind != "human" or _digest(p.text) not in seen]
+    key = cur.get("memory_key") or memory_key_for_session(session_cwd(row["path"]), row["key"])
+    digests = [_digest(p.text) for p in pieces if p.kind == "human"]
+    return Plan(span.start, span.end, pieces, paused_after, row["safe_human_turns"], key, int(row["generation"]),
+                digests)  # fmt: skip
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def _judged(ctx: JobContext, target: str) -> set[str]:
+    return {r[0] for r in ctx.conn.execute("SELECT digest FROM judged WHERE target=?", (target,))}
+
+
+def _apply(ctx: JobContext, target: Target, cur: dict[str, Any], plan: Plan, ops: list[Any],
+           rejected: list[tuple[int, str]], shown: set[str] | None, provider: str) -> RunResult:  # fmt: skip
+    """Under the drawer's and the project's locks: re-check the cursor, write, refresh, advance."""
+    from memd import memwrite
+    from memd.locks import acquire
+
+    places = [Place.global_(), Place.project(plan.memory_key)]
+    with acquire(ctx.home, places, timeout=float(ctx.settings.get("memd.lockTimeoutSeconds"))):
+        if _cursor_moved(ctx, target, cur):
+            return RunResult("skipped", "another run handled this span meanwhile")
+        for idx, reason in rejected:
+            ctx.log.warning("operation.rejected", index=idx, reason=reason)
+        applied = memwrite.apply(ctx, plan.memory_key, ops, provider=provider, session_id=target.session_id or "",
+                                 shown=shown)  # fmt: skip
+        details = {"gate": "yes", "applied": applied.counts(), "rejected": len(rejected) + len(applied.refused)}
+        if plan.memory_key != target.key:
+            details["memory_key"] = plan.memory_key
+        return _advance(ctx, target, cur, plan, RunResult("ok", "gate: yes", details))
+
+
+def _cursor_moved(ctx: JobContext, target: Target, cur: dict[str, Any]) -> bool:
+    now = get_cursor(ctx.conn, NAME, str(target)) or {}
+    if cur.get("rewritten"):
+        return int(now.get("generation", 0)) == int(cur.get("generation", 0)) and "offset" in now
+    return int(now.get("offset", 0)) != int(cur.get("offset", 0)) or now.get("generation") != cur.get("generation")
 
 
 def _provider(ctx: JobContext) -> str:
@@ -84,10 +133,23 @@ def _provider(ctx: JobContext) -> str:
     return str(ctx.llm.provider)
 
 
-def _advance(ctx: JobContext, target: Target, plan: Plan, result: RunResult) -> RunResult:
-    """The cursor rule: called only after every output of the run is durable."""
-    value = {"offset": plan.end, "human_turns": plan.human_turns, "paused": plan.paused_after}
-    set_cursor(ctx.conn, NAME, str(target), value, iso(ctx.now()))
+def _advance(ctx: JobContext, target: Target, cur: dict[str, Any], plan: Plan, result: RunResult) -> RunResult:
+    """The cursor rule: called only after every output of the run is durable. Compare-and-set:
+    a run that finds the cursor moved by another one leaves it alone."""
+    value = {"offset": plan.end, "human_turns": plan.human_turns, "paused": plan.paused_after,
+             "generation": plan.generation, "memory_key": plan.memory_key}  # fmt: skip
+    ctx.conn.execute("BEGIN IMMEDIATE")
+    try:
+        if _cursor_moved(ctx, target, cur):
+            ctx.conn.execute("ROLLBACK")
+            return RunResult("skipped", "another run handled this span meanwhile")
+        ctx.conn.executemany("INSERT OR IGNORE INTO judged(target, digest) VALUES (?, ?)",
+                             [(str(target), d) for d in plan.judged])  # fmt: skip
+        set_cursor(ctx.conn, NAME, str(target), value, iso(ctx.now()))
+        ctx.conn.execute("COMMIT")
+    except BaseException:
+        ctx.conn.execute("ROLLBACK")
+        raise
     return result
 
 
@@ -107,29 +169,19 @@ def _model_gate(ctx: JobContext, plan: Plan) -> bool:
     return answer
 
 
-def _extract(ctx: JobContext, target: Target, plan: Plan, offline: bool) -> dict[str, Any]:
-    from memd import memwrite
-
-    shown: set[str] | None = None
+def _operations(
+    ctx: JobContext, plan: Plan, offline: bool
+) -> tuple[list[Any], list[tuple[int, str]], set[str] | None, str]:
+    """The operations to apply, from the offline rules or the strong model (no lock held)."""
     if offline:
         from jobs.extract.offline import offline_operations
 
-        ops = offline_operations(plan.pieces)
-        rejected: list[tuple[int, str]] = []
-        provider = "offline"
-    else:
-        ops, rejected, shown = _model_operations(ctx, target, plan)
-        provider = "anthropic"
-    for idx, reason in rejected:
-        ctx.log.warning("operation.rejected", index=idx, reason=reason)
-    applied = memwrite.apply(ctx, target.key or "", ops, provider=provider, session_id=target.session_id or "",
-                             shown=shown)  # fmt: skip
-    return {"applied": applied.counts(), "rejected": len(rejected) + len(applied.refused)}
+        return offline_operations(plan.pieces), [], None, "offline"
+    ops, rejected, shown = _model_operations(ctx, plan)
+    return ops, rejected, shown, "anthropic"
 
 
-def _model_operations(
-    ctx: JobContext, target: Target, plan: Plan
-) -> tuple[list[Any], list[tuple[int, str]], set[str]]:
+def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tuple[int, str]], set[str]]:
     from jobs.extract.prompt import (
         EXTRACT_SYSTEM,
         RELATED_BODIES,
@@ -138,7 +190,7 @@ def _model_operations(
     )
     from memd.opsvalidate import ModelOutputError, parse_model_json, validate_operations
 
-    context, shown = prompt_context(ctx, target.key or "", human_texts(plan.pieces), RELATED_BODIES)
+    context, shown = prompt_context(ctx, plan.memory_key, human_texts(plan.pieces), RELATED_BODIES)
     user = f"{context}\n\n## New conversation\n\n{render(plan.pieces, SPAN_BUDGET_CHARS)}"
     reply = ctx.llm.complete(job="extract", tier="strong", system=EXTRACT_SYSTEM, user=user)
     try:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.extract.gate import GATE_SYSTEM, pre_gate, unpaused
+from jobs.extract.gate import GATE_SYSTEM, pre_gate
+from memd.pause import unpaused
 from jobs.extract.prompt import EXTRACT_SYSTEM, SPAN_BUDGET_CHARS
 from memd import state
 from memd.memories import scan_dir

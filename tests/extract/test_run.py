@@ -152,19 +152,58 @@ def test_paused_session_writes_nothing(tmp_path: Path) -> None:
         ctx = context(home, make_settings(), fake_url=api.base_url)
         r = run_job(ctx, extract, TARGET)
         assert msgs(api) == []
-    assert r.outcome == "ok" and "pre-gate" in r.reason
+    assert r.outcome == "skipped" and r.reason == "paused"
     assert not (home / "projects" / KEY / "memory").exists()
 
 
 def test_cli_pause_writes_nothing(tmp_path: Path) -> None:
-    from memd import ledger
+    """`memd pause` governs what is said after it: the durable line that follows is never judged."""
+    from memd import pause
 
-    home = _home(tmp_path, DURABLE)
+    home = _home(tmp_path, [("user", "hello"), ("assistant", "Hi.")])
     with FakeAnthropic([]) as api:
         ctx = context(home, make_settings(), fake_url=api.base_url)
-        ledger.set_cli_pause(ctx.conn, KEY, SID, True, "2026-11-30T11:00:00.000Z")
+        pause.say(ctx.conn, KEY, SID, True, "2026-11-30T11:00:00.000Z")
+        write_session(home / "projects" / KEY / f"{SID}.jsonl", DURABLE, start=2)
+        ingest(home)
+        run_job(ctx, extract, TARGET)
+        assert msgs(api) == []
+        cur = json.loads(ctx.conn.execute("SELECT value FROM cursors WHERE job='extract'").fetchone()[0])
+        assert cur["paused"] is True
+    assert not (home / "projects" / KEY / "memory").exists()
+
+
+def test_cli_resume_after_a_transcript_pause_extracts_what_follows(tmp_path: Path) -> None:
+    """The later word wins both ways: `/pause-memory` in the transcript, then `memd resume`."""
+    from memd import pause
+
+    home = tmp_path / "h"
+    p = home / "projects" / KEY / f"{SID}.jsonl"
+    write_session(p, [("user", "<command-name>/pause-memory</command-name>"),
+                      ("user", "My home address is a secret; do not keep it."), ("assistant", "OK.")])  # fmt: skip
+    ingest(home)
+    with FakeAnthropic([]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        assert run_job(ctx, extract, TARGET, force=True).reason == "paused"
+        pause.say(ctx.conn, KEY, SID, False, "2026-11-30T11:00:00.000Z")
+        row = dict(ctx.conn.execute("SELECT * FROM sessions").fetchone())
+        assert pause.effective(ctx.conn, row) is False
+    write_session(p, DURABLE, start=3)
+    ingest(home)
+    with FakeAnthropic([text("no")]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
         r = run_job(ctx, extract, TARGET)
-        assert r.outcome == "skipped" and "paused" in r.reason and msgs(api) == []
+        [gate] = msgs(api)
+    assert r.outcome == "ok" and "linter" in str(gate) and "home address" not in str(gate)
+
+
+def test_force_never_overrides_memory_disabled(tmp_path: Path) -> None:
+    home = _home(tmp_path, DURABLE)
+    with FakeAnthropic([]) as api:
+        ctx = context(home, make_settings(memory={"enabled": False}), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET, force=True)
+        assert r.outcome == "skipped" and "memory disabled" in r.reason and msgs(api) == []
+    assert not (home / "projects" / KEY / "memory").exists()
 
 
 def test_hand_edited_memory_is_never_overwritten_blindly(tmp_path: Path) -> None:
