@@ -234,20 +234,25 @@ def canonical_root(path: str | os.PathLike[str]) -> Path:
 
 
 def _worktree_main(root: Path, dot_git: Path) -> Path | None:
-    """The main repository of a worktree whose `.git` file is `dot_git`, else None."""
+    """The main repository of a linked worktree whose `.git` file is `dot_git`, else None.
+
+    As Claude Code checks it: the git directory sits in `<common>/worktrees/` and its
+    `gitdir` file points back at this `.git`; a submodule (no `commondir`) is its own root.
+    """
     try:
-        text = dot_git.read_text(encoding="utf-8", errors="replace")[:4096]
-    except OSError:
-        return None
-    first = text.splitlines()[0] if text else ""
-    if not first.startswith("gitdir:"):
-        return None
-    gitdir = (root / first[len("gitdir:"):].strip()).resolve()
-    try:
-        common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()).resolve()
-    except OSError:
+        text = dot_git.read_text(encoding="utf-8", errors="replace")[:4096].strip()
+        if not text.startswith("gitdir:"):
+            return None
+        gitdir = Path(os.path.normpath(root / text[len("gitdir:"):].strip()))
+        common = Path(os.path.normpath(gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()))
+        if gitdir.parent != common / "worktrees":
+            return None
+        back = (gitdir / "gitdir").read_text(encoding="utf-8").strip()
+        if os.path.realpath(back) != os.path.join(os.path.realpath(root), ".git"):
+            return None
+    except (OSError, UnicodeDecodeError):
         return None  # a submodule (no commondir), or an unreadable git directory
-    return common.parent if common.name == ".git" else None
+    return common.parent if common.name == ".git" else common
 
 
 # Kept for callers that only need "the repository this path belongs to".

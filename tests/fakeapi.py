@@ -33,10 +33,17 @@ Script file format (JSON):
     }
 
 A reply is `{"kind": "text", "text": str, "usage"?: {...}, "model"?: str,
-"stop_reason"?: str}`, `{"kind": "status", "status": int, "retry_after"?: num,
+"stop_reason"?: str, "content"?: [block, ...]}` (`content`, when given, is the
+message's content blocks verbatim, e.g. a `tool_use` block; `tool_use()` builds one, and `{"kind": "tool_use", "name": str, "input"?: {...},
+"preamble"?: str}` is its script shorthand), `{"kind": "status", "status": int, "retry_after"?: num,
 "error_type"?: str, "message"?: str}`, `{"kind": "malformed"}`, and any reply
 may carry `"delay": seconds` (the server waits before answering; a client with
 a shorter timeout sees a timeout). A bare string is shorthand for a text reply.
+A text reply may also carry `"drip": seconds` (`drip()` builds one): the status
+line and headers go out at once, then the body one byte every `drip` seconds —
+a server that is never silent long enough to trip a per-read timeout, so only a
+bound on the whole call stops it (issue 16). A streamed request gets its events
+dripped the same way.
 
 Usage is what the real API would report: `input_tokens` estimated as a quarter
 of the JSON length of system and messages (`estimate_input_tokens`), and prompt
@@ -44,6 +51,16 @@ caching simulated — a system block marked `cache_control` of at least
 `cache_min_tokens` is written on first sight and read afterwards, its tokens
 moving from `input_tokens` to `cache_creation_input_tokens` /
 `cache_read_input_tokens` — so benchmarks count tokens the way the API would.
+
+Streaming: a request with `"stream": true` (as Claude Code sends) gets the
+chosen reply as Server-Sent Events — message_start, ping, per content block
+content_block_start / content_block_delta (text_delta, or input_json_delta for
+a tool_use block) / content_block_stop, message_delta (stop_reason, output
+usage), message_stop. Errors (`status`) are answered as JSON before any event,
+as the API does; `malformed` streams a message_start and then cuts the stream.
+Beside `POST /v1/messages` and `/v1/messages/count_tokens`, GET/HEAD probes are
+recorded and answered 200 with an empty JSON object (`/v1/models` lists one
+fake model).
 """
 
 from __future__ import annotations
@@ -69,9 +86,11 @@ __all__ = [
     "Rule",
     "FakeAnthropic",
     "text",
+    "tool_use",
     "status",
     "malformed",
     "delay",
+    "drip",
     "json_text",
     "ops_reply",
     "ops_text",
@@ -85,6 +104,8 @@ __all__ = [
     "estimate_input_tokens",
     "request_system_text",
     "request_user_text",
+    "request_tool_results",
+    "sse_events",
 ]
 
 _HIDDEN_HEADERS = frozenset({"x-api-key", "authorization"})
@@ -119,14 +140,22 @@ class Reply:
     model: str | None = None
     stop_reason: str = "end_turn"
     delay: float = 0.0
+    content: tuple[dict[str, Any], ...] | None = None  # content blocks verbatim; None: one text block
+    drip: float = 0.0  # > 0: headers at once, then the body one byte every `drip` seconds
+
+    def blocks(self) -> list[dict[str, Any]]:
+        """The message's content blocks: `content` if given, else one text block of `text`."""
+        if self.content is not None:
+            return [dict(b) for b in self.content]
+        return [{"type": "text", "text": self.text}]
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
         defaults = Reply(kind=self.kind)
-        for name in ("text", "status", "retry_after", "error_type", "message", "usage", "model", "stop_reason", "delay"):
+        for name in ("text", "status", "retry_after", "error_type", "message", "usage", "model", "stop_reason", "delay", "content", "drip"):
             value = getattr(self, name)
             if value != getattr(defaults, name):
-                out[name] = value
+                out[name] = list(value) if name == "content" else value
         return out
 
     @classmethod
@@ -134,12 +163,21 @@ class Reply:
         """Parse one reply of the script format (a bare string is a text reply)."""
         if isinstance(raw, str):
             return text(raw)
+        if isinstance(raw, dict) and raw.get("kind") == "tool_use":
+            extra = set(raw) - {"kind", "name", "input", "preamble", "id", "usage", "model", "delay", "drip"}
+            if extra or not isinstance(raw.get("name"), str):
+                raise ValueError(f"not a tool_use reply: {raw!r:.80}")
+            made = tool_use(raw["name"], raw.get("input"), preamble=raw.get("preamble", ""), id=raw.get("id"),
+                            usage=raw.get("usage"), model=raw.get("model"))
+            return replace(made, delay=float(raw.get("delay", 0.0)), drip=float(raw.get("drip", 0.0)))
         if not isinstance(raw, dict) or raw.get("kind") not in ("text", "status", "malformed"):
             raise ValueError(f"not a reply: {raw!r:.80}")
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(raw) - known
         if unknown:
             raise ValueError(f"unknown reply fields: {sorted(unknown)}")
+        if raw.get("content") is not None:
+            raw = {**raw, "content": tuple(raw["content"])}
         return cls(**raw)
 
 
@@ -150,6 +188,28 @@ def text(body: str, *, usage: dict[str, int] | None = None, model: str | None = 
     cache_creation_input_tokens, cache_read_input_tokens).
     """
     return Reply("text", text=body, usage=usage, model=model, stop_reason=stop_reason)
+
+
+def tool_use(
+    name: str,
+    input: dict[str, Any] | None = None,  # noqa: A002 - the API's field name
+    *,
+    preamble: str = "",
+    id: str | None = None,  # noqa: A002 - the API's field name
+    usage: dict[str, int] | None = None,
+    model: str | None = None,
+) -> Reply:
+    """A response asking the client to call tool `name` with `input` (stop_reason "tool_use").
+
+    `preamble`, if given, is a text block before the tool_use block. The id is
+    `toolu_fake_<name>` unless given; a client answers with a `tool_result` of that id.
+    """
+    blocks: list[dict[str, Any]] = []
+    if preamble:
+        blocks.append({"type": "text", "text": preamble})
+    safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+    blocks.append({"type": "tool_use", "id": id or f"toolu_fake_{safe}", "name": name, "input": dict(input or {})})
+    return Reply("text", text=preamble, usage=usage, model=model, stop_reason="tool_use", content=tuple(blocks))
 
 
 def json_text(obj: Any, **kw: Any) -> Reply:
@@ -170,6 +230,17 @@ def malformed() -> Reply:
 def delay(seconds: float, then: Reply | None = None) -> Reply:
     """`then` (default: a text reply "late"), answered only after `seconds`."""
     return replace(then or text("late"), delay=seconds)
+
+
+def drip(every: float, then: Reply | None = None) -> Reply:
+    """`then` (default: a text reply "late") sent as headers at once, then one body byte every `every` seconds.
+
+    A whole message is a few hundred bytes, so at 2 s a byte the answer takes
+    minutes to arrive, and no single read ever waits longer than `every`.
+    """
+    if every <= 0:
+        raise ValueError("drip: the interval must be positive")
+    return replace(then or text("late"), drip=float(every))
 
 
 # --- typical model outputs, good and bad ------------------------------------------
@@ -259,6 +330,15 @@ def request_user_text(body: dict[str, Any]) -> str:
         elif isinstance(content, list):
             parts.extend(b.get("text", "") for b in content if isinstance(b, dict))
     return "\n".join(parts)
+
+
+def request_tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `tool_result` blocks of a request's user messages, in order."""
+    out: list[dict[str, Any]] = []
+    for msg in body.get("messages") or []:
+        if isinstance(msg, dict) and msg.get("role") == "user" and isinstance(msg.get("content"), list):
+            out.extend(b for b in msg["content"] if isinstance(b, dict) and b.get("type") == "tool_result")
+    return out
 
 
 def _cached_prefix(body: dict[str, Any]) -> str | None:
@@ -490,7 +570,7 @@ class FakeAnthropic:
                     created = prefix_tokens
         usage = {
             "input_tokens": max(1, total_in - created - read),
-            "output_tokens": max(1, len(reply.text) // 4),
+            "output_tokens": max(1, (len(reply.text) if reply.content is None else len(json.dumps(reply.content))) // 4),
             "cache_creation_input_tokens": created,
             "cache_read_input_tokens": read,
         }
@@ -503,7 +583,7 @@ class FakeAnthropic:
             "type": "message",
             "role": "assistant",
             "model": reply.model or body.get("model") or "claude-fake",
-            "content": [{"type": "text", "text": reply.text}],
+            "content": reply.blocks(),
             "stop_reason": reply.stop_reason,
             "stop_sequence": None,
             "usage": self._usage(body, reply),
@@ -527,6 +607,37 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
         pass
+
+    def _probe(self, method: str) -> None:
+        fake = self.server.fake
+        path = self.path.split("?", 1)[0]
+        fake._record(
+            Recorded(
+                {},
+                method=method,
+                path=path,
+                headers={k.lower(): v for k, v in self.headers.items() if k.lower() not in _HIDDEN_HEADERS},
+                has_credential=any(k.lower() in _HIDDEN_HEADERS for k in self.headers.keys()),
+            )
+        )
+        obj: Any = {}
+        if path == "/v1/models":
+            obj = {"data": [{"type": "model", "id": "claude-fake", "display_name": "Fake", "created_at": "2025-01-01T00:00:00Z"}],
+                   "has_more": False, "first_id": "claude-fake", "last_id": "claude-fake"}
+        data = json.dumps(obj).encode("utf-8")
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        if method != "HEAD":
+            self.wfile.write(data)
+            self.wfile.flush()
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._probe("GET")
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._probe("HEAD")
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         fake = self.server.fake
@@ -563,7 +674,14 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (a timeout): nothing to answer
 
     def _answer(self, fake: FakeAnthropic, body: dict[str, Any], reply: Reply) -> None:
-        if reply.kind == "malformed":
+        if reply.drip > 0 and reply.kind == "text":
+            self._send_drip(fake, body, reply)
+        elif reply.kind == "malformed" and body.get("stream") is True:
+            events = sse_events(fake._message(body, text("")))[:1]
+            self._send_stream(events)
+            self.wfile.write(b'event: content_block_start\ndata: {"type": "content_block_st')
+            self.wfile.flush()
+        elif reply.kind == "malformed":
             self._send_raw(200, b'{"id": "msg_broken", "type": "message", "content": [{"type": "te', {})
         elif reply.kind == "status":
             headers = {}
@@ -573,8 +691,45 @@ class _Handler(BaseHTTPRequestHandler):
             err_type = reply.error_type or _ERROR_TYPES.get(reply.status, "api_error")
             message = reply.message or f"fakeapi: scripted {reply.status}"
             self._send_json(reply.status, _error_body(reply.status, err_type, message), headers)
+        elif body.get("stream") is True:
+            self._send_stream(sse_events(fake._message(body, reply)))
         else:
             self._send_json(200, fake._message(body, reply))
+
+    def _send_stream(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+        """Server-Sent Events, closing the connection at the end (no content-length)."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.send_header("request-id", f"req_fake{time.monotonic_ns()}")
+        self.end_headers()
+        self.close_connection = True
+        for name, data in events:
+            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode("utf-8"))
+            self.wfile.flush()
+
+    def _send_drip(self, fake: FakeAnthropic, body: dict[str, Any], reply: Reply) -> None:
+        """Headers now, then the body a byte at a time, `reply.drip` seconds apart, until the
+        server stops or the client goes away (the write then fails; the caller ignores that)."""
+        message = fake._message(body, reply)
+        if body.get("stream") is True:
+            data = b"".join(f"event: {n}\ndata: {json.dumps(d)}\n\n".encode("utf-8") for n, d in sse_events(message))
+            ctype = "text/event-stream; charset=utf-8"
+        else:
+            data, ctype = json.dumps(message).encode("utf-8"), "application/json"
+        self.send_response(200)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", f"req_fake{time.monotonic_ns()}")
+        self.end_headers()
+        self.wfile.flush()
+        for i in range(len(data)):
+            if fake._wait(reply.drip):
+                self.close_connection = True
+                return
+            self.wfile.write(data[i : i + 1])
+            self.wfile.flush()
 
     def _send_json(self, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         self._send_raw(code, json.dumps(obj).encode("utf-8"), headers or {})
@@ -589,6 +744,43 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
+
+
+def sse_events(message: dict[str, Any], *, chunk: int = 40) -> list[tuple[str, dict[str, Any]]]:
+    """A complete message as the (event, data) pairs of the streaming API.
+
+    Text is sent in `chunk`-character text_delta pieces, a tool_use input as
+    input_json_delta pieces of its JSON (the start block's input is `{}`).
+    """
+    usage = dict(message.get("usage") or {})
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
+             "usage": {**usage, "output_tokens": 1}}
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start}),
+                                                ("ping", {"type": "ping"})]
+    for index, block in enumerate(message.get("content") or []):
+        kind = block.get("type")
+        if kind == "text":
+            body = str(block.get("text", ""))
+            events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                                   "content_block": {"type": "text", "text": ""}}))
+            for i in range(0, len(body), chunk):
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                       "delta": {"type": "text_delta", "text": body[i:i + chunk]}}))
+        elif kind == "tool_use":
+            raw = json.dumps(block.get("input") or {})
+            events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                                   "content_block": {**block, "input": {}}}))
+            for i in range(0, len(raw), chunk):
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                       "delta": {"type": "input_json_delta", "partial_json": raw[i:i + chunk]}}))
+        else:  # e.g. thinking: sent whole in the start event
+            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(("message_delta", {"type": "message_delta",
+                                     "delta": {"stop_reason": message.get("stop_reason"), "stop_sequence": None},
+                                     "usage": {"output_tokens": usage.get("output_tokens", 1)}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
 
 
 def _error_body(code: int, err_type: str, message: str) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Ground truth from real coding agents (Claude Code) run against tests/fakeapi.py."""
