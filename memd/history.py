@@ -49,10 +49,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memd.clock import iso
+from memd.errors import UsageError
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
 from memd.locks import LockBusy, Scope, acquire
 from memd.logs import lazy_logger
-from memd.tree import Home, list_memory_dirs
+from memd.tree import Home, Place, list_memory_dirs
 
 log = lazy_logger("memd.history")
 
@@ -66,10 +67,8 @@ _PLAIN_KEY = re.compile(r"^[A-Za-z0-9-]{1,200}$")
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9-]")
 
 
-class HistoryError(Exception):
+class HistoryError(UsageError):
     """A history request that cannot be met (unknown run, no snapshot); exit code 2."""
-
-    exit_code = 2
 
 
 class SpecialFile(OSError):
@@ -79,42 +78,7 @@ class SpecialFile(OSError):
 # --------------------------------------------------------------------------- scopes
 
 
-@dataclass(frozen=True)
-class ScopeRef:
-    """One memory directory as a dream sees it: the global drawer or a project's memory."""
-
-    kind: Literal["global", "project"]
-    key: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> ScopeRef:
-        """`global` or `project:<key>` (the form of job targets and of run.json)."""
-        kind, _, rest = text.partition(":")
-        if kind == "global" and not rest:
-            return cls("global")
-        if kind == "project" and rest and "/" not in rest and rest not in (".", ".."):
-            return cls("project", rest)
-        raise ValueError(f"not a memory scope: {text!r} (global or project:<key>)")
-
-    @property
-    def name(self) -> str:
-        """A directory name for history and journals; keys with odd characters get a hash, never a path."""
-        if self.kind == "global":
-            return "global"
-        key = self.key or ""
-        if _PLAIN_KEY.match(key):
-            return f"project-{key}"
-        digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-        return f"project-{_KEY_UNSAFE.sub('_', key)[:160]}-{digest}"
-
-    def memory_dir(self, home: Home) -> Path:
-        return home.global_memory if self.kind == "global" else home.project_memory(self.key or "")
-
-    def lock(self) -> Scope:
-        return Scope.global_() if self.kind == "global" else Scope.project(self.key or "")
-
-    def __str__(self) -> str:
-        return "global" if self.kind == "global" else f"project:{self.key}"
+ScopeRef = Place  # transitional name for the memory scope a history belongs to
 
 
 def new_run_id(now: datetime) -> str:
@@ -123,11 +87,11 @@ def new_run_id(now: datetime) -> str:
 
 
 def history_root(home: Home, ref: ScopeRef) -> Path:
-    return home.history_dir / ref.name
+    return home.history_dir / ref.history_name
 
 
 def journal_path(home: Home, ref: ScopeRef) -> Path:
-    return home.memd_dir / SWAPS_DIR / f"{ref.name}.json"
+    return home.memd_dir / SWAPS_DIR / f"{ref.history_name}.json"
 
 
 def staging_dir(home: Home, ref: ScopeRef, run_id: str) -> Path:
@@ -419,7 +383,7 @@ def _sweep(home: Home, ref: ScopeRef) -> list[str]:
             removed.append(name)
     swaps = journal_path(home, ref).parent
     try:
-        temps = [n for n in os.listdir(swaps) if n.startswith(f".{ref.name}.json.") and n.endswith(".tmp")]
+        temps = [n for n in os.listdir(swaps) if n.startswith(f".{ref.history_name}.json.") and n.endswith(".tmp")]
     except OSError:
         temps = []
     for name in temps:
@@ -480,7 +444,7 @@ def _scopes_with_journals(home: Home) -> list[ScopeRef]:
             ref = ScopeRef.parse(str(data.get("scope")))
         except (OSError, ValueError, AttributeError):
             continue
-        if f"{ref.name}.json" == name:
+        if f"{ref.history_name}.json" == name:
             out.append(ref)
     return out
 
@@ -495,7 +459,7 @@ def recover(home: Home, *, lock_timeout: float = 0.0, logger: Any = None) -> lis
         if not _needs_recovery(home, ref):
             continue
         try:
-            with acquire(home, [ref.lock()], timeout=lock_timeout):
+            with acquire(home, [ref], timeout=lock_timeout):
                 got = recover_scope(home, ref, logger)
         except LockBusy:
             continue
@@ -604,9 +568,11 @@ def undo(
     indexes are refreshed (MEMORY.md only changes if the snapshot's was stale).
     """
     logger = logger or log
-    with acquire(home, [ref.lock()], timeout=lock_timeout, on_wait=on_wait):
+    with acquire(home, [ref], timeout=lock_timeout, on_wait=on_wait):
         recover_scope(home, ref, logger)
         chosen = _choose_run(home, ref, run_id)
+        if chosen.get("kind") == "write":
+            return _undo_write(home, settings, ref, chosen, now, logger)
         source = Path(chosen["path"]) / FILES_DIR
         if not source.is_dir():
             raise HistoryError(f"run {chosen['run']} of {ref} has no snapshot (files/ is missing)")
@@ -632,10 +598,25 @@ def undo(
     return info
 
 
+def _undo_write(home: Home, settings: Any, ref: ScopeRef, chosen: dict[str, Any], now: datetime,
+                logger: Any) -> dict[str, Any]:  # fmt: skip
+    """A write run (extraction, remember, forget, …): its files back as they were (memd.changes)."""
+    from memd.changes import UndoConflict, undo_write
+
+    try:
+        info = undo_write(home, ref, chosen, now)
+    except UndoConflict as exc:
+        raise HistoryError(str(exc)) from None
+    refresh_scope(home, settings, ref, now)
+    prune(home, ref, int(settings.get("memd.historyKeep")))
+    logger.info("write.undone", scope=str(ref), run=info.get("run"), undo_of=chosen["run"])
+    return info
+
+
 def _choose_run(home: Home, ref: ScopeRef, run_id: str | None) -> dict[str, Any]:
     runs = list_runs(home, ref)
     if not runs:
-        raise HistoryError(f"no history for {ref} (no dream has changed it yet)")
+        raise HistoryError(f"no history for {ref} (memd has not changed it yet)")
     if run_id is None:
         return runs[-1]
     for r in runs:

@@ -3,7 +3,9 @@
 Callers hold the scopes' locks. Each file is replaced atomically; an operation
 that would overwrite a file memd cannot parse, or a memory whose current text the
 model was not shown (a hand edit it never saw), is refused and logged, and the
-rest still apply. The indexes of touched directories are refreshed afterwards.
+rest still apply. Every change goes into the history (`memd.changes`), one run
+per call, so `memd undo` can take it back. The indexes of touched directories
+are refreshed afterwards.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from memd.clock import iso
 from memd.jobctx import JobContext
+from memd.tree import Place
 from memd.memories import (
     Memory,
     delete_memory,
@@ -31,6 +34,7 @@ class Applied:
     deleted: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)  # history run ids (one per scope changed)
 
     def counts(self) -> dict[str, int]:
         return {"added": len(self.added), "updated": len(self.updated), "deleted": len(self.deleted),
@@ -60,11 +64,26 @@ def apply(
     provider: str,
     session_id: str,
     shown: set[str] | None = None,
+    job: str = "extract",
+    reason: str = "",
+    sources: list[dict[str, Any]] | None = None,
 ) -> Applied:
     """Apply operations; `shown` lists the files whose current text the model saw (None: no check)."""
+    from memd.changes import Recorder
+
     out = Applied()
     touched: set[tuple[str, str | None]] = set()
     cache: dict[str, tuple[dict[str, Memory], set[str]]] = {}
+    recorders: dict[str, Recorder] = {}
+
+    def recorder(scope: str) -> Recorder:
+        if scope not in recorders:
+            place = Place.memory(None if scope == "global" else key)
+            run_id = next(iter(recorders.values())).run_id if recorders else ""
+            recorders[scope] = Recorder(ctx.home, place, job, reason or f"{job} of session {session_id}", ctx.now(),
+                                        run_id=run_id, extra={"session": session_id, "provider": provider})  # fmt: skip
+        return recorders[scope]
+
     for op in ops:
         directory = scope_dir(ctx, op.scope, key)
         if op.scope == "project" and directory.is_symlink():
@@ -88,27 +107,49 @@ def apply(
             out.refused.append((label, "the model was not shown this memory's current text"))
             continue
         if op.op == "delete":
-            if existing is not None and delete_memory(existing.path):
-                out.deleted.append(label)
-                touched.add((op.scope, pkey))
+            if existing is not None:
+                recorder(op.scope).before(existing.path)
+                if delete_memory(existing.path):
+                    out.deleted.append(label)
+                    touched.add((op.scope, pkey))
             continue
         meta = dict(existing.metadata) if existing is not None else {}
         meta.update({"source": "memd", "provider": provider, "session": session_id, "updated": iso(ctx.now())})
+        if sources:
+            meta["sources"] = merge_sources(meta.get("sources"), sources)
         text = render_memory(op.name, op.description, op.type, op.body, meta)
         path = existing.path if existing is not None else memory_path(directory, slug)
         if existing is not None and path.read_text(encoding="utf-8", errors="replace") == text:
             out.unchanged.append(label)
             continue
+        recorder(op.scope).before(path)
         write_memory(path.parent, path.stem, text)
         (out.updated if existing is not None else out.added).append(label)
         touched.add((op.scope, pkey))
-    for label, reason in out.refused:
-        ctx.log.warning("operation.refused", memory=label, reason=reason)
+    for rec in recorders.values():
+        info = rec.commit()
+        if info is not None:
+            out.runs.append(info["run"])
+    for label, why in out.refused:
+        ctx.log.warning("operation.refused", memory=label, reason=why)
     # Every directory an operation aimed at, changed or not: a rerun after a crash between the
     # file writes and the index rebuild finds the files already new and must still rebuild the index.
     touched |= {(scope, None if scope == "global" else key) for scope in cache}
     refresh(ctx, touched)
     return out
+
+
+MAX_SOURCES = 20
+
+
+def merge_sources(old: Any, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A memory's provenance (`metadata.sources`): earlier entries kept, new ones appended once,
+    the newest `MAX_SOURCES` kept so a memory updated every day does not grow without bound."""
+    out = [s for s in old if isinstance(s, dict)] if isinstance(old, list) else []
+    for s in new:
+        if s not in out:
+            out.append(s)
+    return out[-MAX_SOURCES:]
 
 
 def refresh(ctx: JobContext, touched: set[tuple[str, str | None]]) -> None:

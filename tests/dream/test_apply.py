@@ -95,7 +95,7 @@ def _crash_state(home: Path, point: str) -> tuple[dict[str, bytes], dict[str, by
     old = files_of(d)
     run_id = history.new_run_id(datetime.now(UTC))
     if point == "mid-snapshot":
-        (h.history_dir / ref.name / run_id / "files").mkdir(parents=True)
+        (h.history_dir / ref.history_name / run_id / "files").mkdir(parents=True)
         return old, {}
     entry = history.snapshot(h, ref, run_id)
     staging = history.stage(h, ref, run_id, source=d, link=True).path
