@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 
+from memd.errors import ModelAPIError
 from memd.redact import redact
 
 if TYPE_CHECKING:  # pragma: no cover - typing only, never imported at run time
@@ -74,10 +75,8 @@ API_MESSAGE_MAX = 200
 # --- errors ------------------------------------------------------------------------
 
 
-class ModelError(Exception):
+class ModelError(ModelAPIError):
     """A model call did not produce an answer. Exit code 4 (README's table)."""
-
-    exit_code = 4
 
 
 class ModelUnavailable(ModelError):

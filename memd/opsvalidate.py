@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memd.errors import ModelAPIError
 from memd.redact import find_secrets, redact
 
 __all__ = [
@@ -66,10 +67,8 @@ _FENCE = re.compile(r"```[ \t]*(?:json|JSON|json5)?[ \t]*\r?\n(.*?)```", re.DOTA
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class ModelOutputError(ValueError):
+class ModelOutputError(ValueError, ModelAPIError):
     """A model's answer is unusable as a whole; `reason` is one line. Exit code 4."""
-
-    exit_code = 4
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

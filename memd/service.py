@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 from xml.sax.saxutils import escape as xml_escape
 
+from memd.errors import MemdError
 from memd.fsutil import atomic_write, ensure_private_dir
 from memd.tree import Home
 
@@ -45,14 +46,12 @@ Manager = Literal["systemd", "launchd"]
 MemdCommand = str | os.PathLike[str] | Sequence[str]
 
 
-class ServiceError(Exception):
+class ServiceError(MemdError):
     """The service cannot be rendered or installed as asked; the message says why."""
-
-    exit_code = 1
 
 
 class UnsupportedPlatform(ServiceError):
-    exit_code = 1
+    """memd installs a service on Linux (systemd) and macOS (launchd) only."""
 
 
 # --- where and what ------------------------------------------------------------------

@@ -28,10 +28,10 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
         "version": __version__,
         "daemon": _daemon(daemon_alive(home)),
         "provider": {"configured": s.get("memd.provider"), "effective": provider, "waiting": wait_reason,
-                     "small_model": s.get("memd.smallModel"), "strong_model": s.get("memd.strongModel")},  # fmt: skip
+                     "small_model": s.get("memd.smallModel"), "strong_model": s.get("memd.strongModel")},
         "jobs": {},
         "model": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
-                  "cache_write_tokens": 0, "failed_calls": 0, "budget": s.get("memd.dailyTokenBudget")},  # fmt: skip
+                  "cache_write_tokens": 0, "failed_calls": 0, "budget": s.get("memd.dailyTokenBudget")},
         "sessions": {"count": 0, "paused": 0},
         "warnings": list(s.warnings),
     }
@@ -101,12 +101,9 @@ def _model(conn: Any, now: datetime, data: dict[str, Any]) -> None:
 
 
 def _sessions(conn: Any, data: dict[str, Any]) -> None:
-    from memd.ledger import effective_pause
+    from memd.sessions import counts
 
-    rows = conn.execute(
-        "SELECT paused_transcript, pause_cli, pause_cli_ts, pause_toggled_ts FROM sessions WHERE is_subagent=0"
-    ).fetchall()
-    data["sessions"] = {"count": len(rows), "paused": sum(1 for r in rows if effective_pause(r))}
+    data["sessions"] = counts(conn)
 
 
 def _problems(conn: Any, data: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from memd import ledger, state
-from memd.cli_foundation import session_json
+from memd.sessions import session_json
 from memd.tree import Home, discover_sessions
 from tests.conftest import CORPUS, corpus_sessions, memd_cmd, require_corpus
 from tests.reference import claude_counts
@@ -219,7 +219,7 @@ def test_usage_last_per_message_id_across_appends(home: Path) -> None:
 
 def test_listing_query_equals_the_row_form(corpus_home: Path, tmp_path: Path) -> None:
     """`memd sessions` uses a one-pass query; it must say exactly what session_json says."""
-    from memd.cli_foundation import list_sessions
+    from memd.sessions import list_sessions
 
     home = tmp_path / "h"
     shutil.copytree(corpus_home, home)
@@ -231,7 +231,7 @@ def test_listing_query_equals_the_row_form(corpus_home: Path, tmp_path: Path) ->
 
 
 def test_json_listing_built_by_sqlite_equals_the_row_form(corpus_home: Path, tmp_path: Path) -> None:
-    from memd.cli_foundation import list_sessions, sessions_json_text
+    from memd.sessions import list_sessions, sessions_json_text
 
     home = tmp_path / "h"
     shutil.copytree(corpus_home, home)

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from memd import ledger, state
-from memd.cli_foundation import session_json
+from memd.sessions import session_json
 from memd.transcripts import detect_format, read_lines, slash_command
 from memd.tree import Home, discover_sessions
 

@@ -154,7 +154,7 @@ transcript_lines = st.one_of(
 
 def _ingest(home: Path, problems: list[Any]) -> dict[str, Any]:
     from memd import ledger, state
-    from memd.cli_foundation import session_json
+    from memd.sessions import session_json
     from memd.tree import Home, discover_sessions
 
     h = Home(home)

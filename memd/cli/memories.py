@@ -19,7 +19,7 @@ def resolve_key(key: str | None, cwd: str | None) -> str:
     return key or project_key(cwd or ".")
 
 
-def _ensure_search_db(home: Any) -> None:
+def ensure_search_db(home: Any) -> None:
     """A home never indexed gets its index built first, through the index job's own path."""
     if home.search_db.exists():
         return
@@ -62,7 +62,7 @@ def search_cmd(ctx: click.Context, query: str, key: str | None, cwd: str | None,
 
     home = get_home(ctx)
     pkey = resolve_key(key, cwd)
-    _ensure_search_db(home)
+    ensure_search_db(home)
     conn = open_readonly(home.search_db)
     try:
         hits = query_index(conn, query, project_key=pkey, limit=limit)
@@ -156,7 +156,7 @@ def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, as
     found = [m for m in mems if name in (m.name, m.path.name, m.path.stem)]
     if not found:
         raise UsageError(f"no memory named {name!r} in project {pkey} or the global drawer (see `memd list`)")
-    m = sorted(found, key=lambda m: m.scope != "project")[0]
+    m = min(found, key=lambda m: m.scope != "project")
     now = system_clock()
     data = {**memory_json(m, home, now), "body": m.body}
     if as_json:

@@ -12,7 +12,7 @@ import click
 
 from memd.cli import command
 
-SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "home"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample" / "home"
 
 
 @command("demo")
@@ -21,11 +21,11 @@ def demo_cmd(directory: str) -> None:
     """Copy the bundled sample home to DIRECTORY (default ./sample-home) and run memd's jobs on it."""
     from memd import registry
     from memd import settings as st
-    from memd.cli_foundation import scan_home
     from memd.context import make_context
     from memd.errors import UsageError
     from memd.logs import configure, get_logger
     from memd.runner import run_job
+    from memd.scan import scan_home
     from memd.status import gather, render
     from memd.tree import Home
 

@@ -69,7 +69,7 @@ def _echo_text(rows: list[dict[str, Any]], query: str) -> None:
 def recall_cmd(ctx: click.Context, query: str, key: str | None, cwd: str | None, session: str | None,
                limit: int, bodies: bool, as_json: bool) -> None:  # fmt: skip
     from memd import settings as st
-    from memd.cli_memory import _ensure_search_db, resolve_key
+    from memd.cli.memories import ensure_search_db, resolve_key
     from memd.context import make_context
     from memd.logs import get_logger
     from memd.recall import recall
@@ -77,7 +77,7 @@ def recall_cmd(ctx: click.Context, query: str, key: str | None, cwd: str | None,
 
     home = get_home(ctx)
     pkey = resolve_key(key, cwd)
-    _ensure_search_db(home)
+    ensure_search_db(home)
     jctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.recall"))
     search = open_readonly(home.search_db)
     try:

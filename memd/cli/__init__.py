@@ -1,6 +1,9 @@
 """The one `memd` command. Every read command takes `--json`; its fields are documented
-in the README and are a stable interface. Imports are lazy so `memd --help` and
-`memd status` start fast.
+in the README and are a stable interface.
+
+Each module of this package declares one group of commands; `COMMAND_MODULES` says
+which, and a command's module is imported only when the command runs, so `memd --help`,
+`memd status` and the hook commands start fast.
 """
 
 from __future__ import annotations
@@ -10,23 +13,40 @@ import importlib
 import sqlite3
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
 
 from memd import __version__
-from memd.errors import MemdError
+from memd.errors import BusyError, MemdError
 
 F = Callable[..., Any]
+
+# Which module of memd.cli declares each command (tests/cli/test_command_table.py holds
+# this equal to what the modules register).
+COMMAND_MODULES: dict[str, str] = {
+    **dict.fromkeys(("run", "run-now", "jobs", "logs"), "daemon"),
+    "status": "status",
+    **dict.fromkeys(("install", "uninstall"), "service"),
+    **dict.fromkeys(("config", "key"), "config"),
+    **dict.fromkeys(("scan", "sessions", "pause", "resume"), "sessions"),
+    **dict.fromkeys(("search", "list", "show"), "memories"),
+    "recall": "recall",
+    **dict.fromkeys(("history", "undo"), "history"),
+    "doctor": "doctor",
+    "completion": "completion",
+    "demo": "demo",
+}
+
+# Commands that must start fast and never log: they skip importing structlog.
+FAST_COMMANDS = frozenset({"status", "sessions", "key", "jobs", "config", None})
+
+HOME_HELP = "The agent home to work on (default $DEEPCODE_HOME, else ~/.deepcode)."
 
 
 def _home_callback(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value:
         ctx.ensure_object(dict)["home"] = value
-
-
-HOME_HELP = "The agent home to work on (default $DEEPCODE_HOME, else ~/.deepcode)."
 
 
 def home_option(f: F) -> F:
@@ -51,28 +71,20 @@ def json_out(data: Any) -> None:
 
 
 def handles_errors(f: F) -> F:
-    """Expected failures become one line on stderr and their exit code; bugs keep their traceback."""
+    """A MemdError becomes one line on stderr and its exit code; bugs keep their traceback."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from memd.state import StateError
-
         try:
             return f(*args, **kwargs)
-        except (MemdError, StateError) as exc:
+        except MemdError as exc:
             click.echo(f"memd: {exc}", err=True)
-            sys.exit(getattr(exc, "exit_code", 1))
+            sys.exit(exc.exit_code)
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 raise
             click.echo(f"memd: a memd database is locked by another process ({exc}); try again", err=True)
-            sys.exit(75)
-        except Exception as exc:  # noqa: BLE001 - other expected errors carry exit_code
-            code = getattr(exc, "exit_code", None)
-            if code is None:
-                raise
-            click.echo(f"memd: {exc}", err=True)
-            sys.exit(code)
+            sys.exit(BusyError.exit_code)
 
     return wrapper
 
@@ -86,26 +98,13 @@ def command(*dargs: Any, **dkwargs: Any) -> Callable[[F], click.Command]:
     return deco
 
 
-# Which module declares each command: a command's module is imported when it is invoked, so
-# `memd sessions` or `memd status` does not pay for the others (start-up is their budget).
-COMMAND_MODULES: dict[str, str] = {
-    **dict.fromkeys(("key", "config", "scan", "sessions", "pause", "resume"), "cli_foundation"),
-    **dict.fromkeys(("run", "run-now", "jobs", "status", "logs", "install", "uninstall"), "cli_daemon"),
-    "demo": "cli_demo",
-    **dict.fromkeys(("search", "list", "show"), "cli_memory"),
-    **dict.fromkeys(("doctor", "completion"), "cli_doctor"),
-    **dict.fromkeys(("history", "undo"), "cli_dream"),
-    "recall": "cli_recall",
-}
-
-
 class LazyGroup(click.Group):
     """A group whose sub-commands are imported on first use."""
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = COMMAND_MODULES.get(cmd_name)
         if module is not None and cmd_name not in self.commands:
-            importlib.import_module(f"memd.{module}")
+            importlib.import_module(f"{__name__}.{module}")
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -127,7 +126,3 @@ def main(ctx: click.Context) -> None:
         from memd.logs import cli_defaults
 
         cli_defaults()
-
-
-# Commands that must start fast and never log: they skip importing structlog.
-FAST_COMMANDS = frozenset({"status", "sessions", "key", "jobs", "config", None})

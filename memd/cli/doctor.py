@@ -1,4 +1,4 @@
-"""`memd doctor` (one line per check, and what to do about each failure) and shell completion."""
+"""`memd doctor`: one line per check, and what to do about each failure."""
 
 from __future__ import annotations
 
@@ -162,16 +162,3 @@ def doctor_cmd(ctx: click.Context, call: bool, as_json: bool) -> None:
             if not c.ok and c.fix:
                 click.echo(f"     {'':<12} → {c.fix}")
     sys.exit(0 if all(c.ok for c in checks) else 1)
-
-
-@command("completion")
-@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
-def completion_cmd(shell: str) -> None:
-    """Print the shell completion script: `eval "$(memd completion bash)"`."""
-    from click.shell_completion import get_completion_class
-
-    from memd.cli import main
-
-    cls = get_completion_class(shell)
-    assert cls is not None
-    click.echo(cls(main, {}, "memd", "_MEMD_COMPLETE").source())

@@ -1,4 +1,4 @@
-"""Commands around the daemon: run, run-now, jobs, status, logs, install, uninstall."""
+"""Commands around the daemon: run, run-now, jobs, logs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
-from memd.errors import UsageError
+from memd.errors import BusyError, MemdError, ModelAPIError, UsageError
 
 RUN_NOW_LOCK_WAIT = 600.0
 
@@ -71,10 +71,10 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     """
     from memd import registry
     from memd import settings as st
-    from memd.cli_foundation import scan_home
     from memd.context import make_context
     from memd.logs import configure, get_logger
     from memd.runner import run_job
+    from memd.scan import scan_home
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
@@ -117,11 +117,11 @@ def exit_code_of(results: list[dict[str, Any]]) -> int:
     """1 if any run failed; 75 if one waited on a lock in vain; 4 if the model made one wait."""
     outcomes = [r["outcome"] for r in results]
     if "failed" in outcomes:
-        return 1
+        return MemdError.exit_code
     deferred = [r["reason"] for r in results if r["outcome"] == "deferred"]
     if any(x.startswith("lock busy") for x in deferred):
-        return 75
-    return 4 if deferred else 0
+        return BusyError.exit_code
+    return ModelAPIError.exit_code if deferred else 0
 
 
 @command("jobs")
@@ -136,20 +136,6 @@ def jobs_cmd(as_json: bool) -> None:
         return
     for r in rows:
         click.echo(f"{r['job']:<8} {'model' if r['model'] else '     '}  {r['trigger']}")
-
-
-@command("status")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def status_cmd(ctx: click.Context, as_json: bool) -> None:
-    """Is the daemon running, what has each job done, what is due, what did models cost."""
-    from memd.status import gather, render
-
-    data = gather(get_home(ctx))
-    if as_json:
-        json_out(data)
-    else:
-        click.echo(render(data))
 
 
 @command("logs")
@@ -199,27 +185,7 @@ def _log_line(rec: dict[str, Any], as_json: bool) -> str:
         return orjson.dumps(rec).decode()
     rest = {k: v for k, v in rec.items() if k not in ("ts", "level", "event", "logger")}
     tail = " ".join(f"{k}={v}" for k, v in rest.items() if k != "traceback")
-    line = f"{rec.get('ts', '?')} {str(rec.get('level', '?')):<7} {rec.get('event', '?')} {tail}".rstrip()
+    line = f"{rec.get('ts', '?')} {rec.get('level', '?')!s:<7} {rec.get('event', '?')} {tail}".rstrip()
     if "traceback" in rec:
         line += "\n" + str(rec["traceback"]).rstrip()
     return line
-
-
-@command("install")
-@click.option("--dry-run", is_flag=True, help="Print what would be written and run; change nothing.")
-@click.pass_context
-def install_cmd(ctx: click.Context, dry_run: bool) -> None:
-    """Install memd as a user service (systemd on Linux, launchd on macOS) and start it."""
-    from memd import service
-
-    sys.exit(service.install(get_home(ctx), dry_run=dry_run, echo=click.echo))
-
-
-@command("uninstall")
-@click.option("--dry-run", is_flag=True)
-@click.pass_context
-def uninstall_cmd(ctx: click.Context, dry_run: bool) -> None:
-    """Stop and remove the user service."""
-    from memd import service
-
-    sys.exit(service.uninstall(dry_run=dry_run, echo=click.echo))

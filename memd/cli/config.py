@@ -1,0 +1,53 @@
+"""`memd config` (the effective settings) and `memd key` (a directory's project key)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from memd.cli import command, get_home, json_out
+from memd.errors import ConfigError
+
+
+@command("key")
+@click.argument("path", required=False, type=click.Path())
+def key_cmd(path: str | None) -> None:
+    """Print the project key of PATH (default: the current directory)."""
+    from memd.tree import project_key
+
+    click.echo(project_key(path or "."))
+
+
+@command("config")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.option("--check", is_flag=True, help="Exit 5 listing problems if any field is invalid.")
+@click.pass_context
+def config_cmd(ctx: click.Context, as_json: bool, check: bool) -> None:
+    """Print the effective settings (settings.json's `memory` and `memd` objects, with defaults)."""
+    from memd import settings as st
+
+    home = get_home(ctx)
+    s = st.load(home.settings_file)
+    if check:
+        for w in s.warnings:
+            click.echo(w, err=True)
+        if s.warnings:
+            sys.exit(ConfigError.exit_code)
+        click.echo(f"{home.settings_file}: ok")
+        return
+    if as_json:
+        json_out({**s.as_dict(), "warnings": s.warnings, "file": str(home.settings_file)})
+        return
+    for w in s.warnings:
+        click.echo(f"warning: {w}", err=True)
+    _print_tree(s.as_dict())
+
+
+def _print_tree(d: dict[str, Any], prefix: str = "") -> None:
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _print_tree(v, f"{prefix}{k}.")
+        else:
+            click.echo(f"{prefix}{k} = {v!r}" if isinstance(v, str) else f"{prefix}{k} = {str(v).lower() if isinstance(v, bool) else v}")

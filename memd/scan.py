@@ -1,0 +1,113 @@
+"""One pass over the transcripts: ingest whatever is new in every session (`memd scan`,
+and before `memd sessions`, `pause`, `run-now` and `demo`).
+
+A big first read (a new install over a full home) is spread over worker processes;
+the ledger's commits re-check the offsets they started from, so workers (and a running
+daemon) never count a span twice.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from memd import ledger, state
+from memd.clock import iso, system_clock
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from memd.tree import Home, SessionFile
+
+PARALLEL_MIN_BYTES = 64 << 20
+BAR_MIN_BYTES = 32 << 20
+
+
+def scan_home(home: Home, *, key: str | None = None, progress: bool = False, log: Any = None) -> dict[str, Any]:
+    """Ingest whatever is new in every session (or one project's); returns totals."""
+    conn = state.connect(home.state_db)
+    try:
+        todo = ledger.stale_sessions(conn, home, key)
+        totals: dict[str, Any] = {"sessions": 0, "read": 0, "bytes": 0, "records": 0, "problems": 0}
+        bar = _bar(todo) if progress else None
+        workers = _workers(todo)
+        results = _ingest_parallel(home, todo, workers, log) if workers > 1 else (
+            ledger.ingest(conn, sf, iso(system_clock()), log) for sf in todo
+        )
+        for sf, r in zip(todo, results):
+            totals["read"] += 1
+            totals["bytes"] += r.bytes_read
+            totals["records"] += r.records
+            totals["problems"] += len(r.problems)
+            if bar is not None:
+                bar.update(_size(sf))
+        if bar is not None:
+            bar.render_finish()
+        q = "SELECT COUNT(*) FROM sessions WHERE is_subagent=0" + (" AND key=?" if key else "")
+        totals["sessions"] = conn.execute(q, (key,) if key else ()).fetchone()[0]
+        return totals
+    finally:
+        conn.close()
+
+
+def _workers(todo: list[SessionFile]) -> int:
+    """A big first read uses every core (up to 4); small ones stay in-process."""
+    forced = os.environ.get("MEMD_SCAN_WORKERS", "")
+    if forced.isdigit():  # for tests and for users who want the first read on one core
+        return max(1, min(int(forced), len(todo)))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores < 2 or len(todo) < 4 or sum(_size(sf) for sf in todo) < PARALLEL_MIN_BYTES:
+        return 1
+    return min(cores, 4)
+
+
+def _ingest_one(args: tuple[Home, SessionFile]) -> ledger.IngestResult:
+    """A worker ingests one session with its own connection (kept for the worker's next session)."""
+    home, sf = args
+    conn = _WORKER_CONN.get(str(home.state_db))
+    if conn is None:
+        conn = _WORKER_CONN[str(home.state_db)] = state.connect(home.state_db)
+    return ledger.ingest(conn, sf, iso(system_clock()))
+
+
+_WORKER_CONN: dict[str, Any] = {}
+
+
+def _ingest_parallel(home: Home, todo: list[SessionFile], workers: int, log: Any) -> list[ledger.IngestResult]:
+    """Sessions spread over `workers` processes, biggest first so the pool stays busy."""
+    import multiprocessing as mp
+
+    order = sorted(range(len(todo)), key=lambda i: -_size(todo[i]))
+    ctx = mp.get_context("fork")
+    with ctx.Pool(workers) as pool:
+        done = pool.map(_ingest_one, [(home, todo[i]) for i in order], chunksize=1)
+    out: list[Any] = [None] * len(todo)
+    for i, r in zip(order, done):
+        out[i] = r
+        if log is not None:
+            for pr in r.problems[:5]:
+                log.warning("transcript.line_skipped", file=pr.path, line=pr.line, reason=pr.reason)
+    return out
+
+
+def _size(sf: SessionFile) -> int:
+    total = 0
+    for p in sf.paths():
+        try:
+            total += os.stat(p).st_size
+        except OSError:
+            pass
+    return total
+
+
+def _bar(todo: list[SessionFile]) -> Any:
+    """A progress bar on stderr, only on a terminal and only when there is much to read."""
+    if not sys.stderr.isatty():
+        return None
+    total = sum(_size(sf) for sf in todo)
+    if total < BAR_MIN_BYTES:
+        return None
+    import click
+
+    bar = click.progressbar(length=total, label="reading transcripts", file=sys.stderr)
+    bar.__enter__()
+    return bar
