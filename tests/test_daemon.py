@@ -174,8 +174,9 @@ def test_a_job_that_raises_is_logged_once_retried_and_the_daemon_goes_on(tmp_pat
         assert d.stop() == 0
 
 
-def test_run_now_waits_while_the_daemon_holds_the_lock(tmp_path: Path) -> None:
-    """The daemon runs a slow extraction (the model takes 3 s); run-now of the same scope waits, then runs."""
+def test_run_now_does_not_wait_for_a_model_call_in_flight(tmp_path: Path) -> None:
+    """The daemon runs a slow extraction (the model takes 3 s): no memory lock is held while it
+    waits, so run-now of the same scope runs at once; the extraction's write lands after."""
     from tests.fakeapi import op, ops_text
     from tests.jobkit import write_session
     from tests.procs import FakeApiProc
@@ -188,14 +189,51 @@ def test_run_now_waits_while_the_daemon_holds_the_lock(tmp_path: Path) -> None:
     with FakeApiProc(tmp_path, script) as api:
         env = memd_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="k")
         with DaemonProc(home, env=env) as d:
-            wait_for(lambda: len(api.requests()) >= 2, 20)  # extraction in flight, global + project locked
-            proc = subprocess.Popen([*memd_cmd(), "--home", str(home), "run-now", "index", "--global"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
-            out, err = proc.communicate(timeout=60)
-            assert proc.returncode == 0, err
-            assert "waiting for the lock on global" in err and "index global: ok" in out
-            assert "tuesday-releases" in (home / "memory" / "MEMORY.md").read_text()  # ran after the extraction
+            wait_for(lambda: len(api.requests()) >= 2, 20)  # the extraction call is in flight
+            proc = subprocess.run([*memd_cmd(), "--home", str(home), "run-now", "index", "--global"],
+                                  capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            assert "waiting for the lock" not in proc.stderr and "index global: ok" in proc.stdout
+            wait_for(lambda: "tuesday-releases" in _read(home / "memory" / "MEMORY.md"), 30)
             assert d.stop() == 0
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def test_run_now_waits_visibly_for_a_held_lock(tmp_path: Path) -> None:
+    """A lock held by another process (here: this test) makes run-now wait, say so, then run."""
+    import threading
+
+    from memd.tree import Place
+
+    home = tmp_path / "h"
+    (home / "memory").mkdir(parents=True)
+    assert run_memd(home, "scan").returncode == 0
+    release = threading.Event()
+    held = threading.Event()
+
+    def hold() -> None:
+        with acquire(Home(home), [Place.global_()], timeout=5):
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(10)
+    proc = subprocess.Popen([*memd_cmd(), "--home", str(home), "run-now", "index", "--global"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=memd_env())  # fmt: skip
+    wait_for(lambda: (home / "memd" / "locks").is_dir(), 10)
+    time.sleep(1.5)
+    release.set()
+    out, err = proc.communicate(timeout=60)
+    t.join(10)
+    assert proc.returncode == 0, err
+    assert "waiting for the lock on global" in err and "index global: ok" in out
 
 
 def test_locked_state_gives_a_clear_error(tmp_path: Path) -> None:
