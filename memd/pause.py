@@ -18,10 +18,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memd.spans import Piece
-from memd.transcripts import PAUSE_COMMANDS
+if TYPE_CHECKING:
+    from memd.spans import Piece
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ def unpaused(pieces: Iterable[Piece], paused: bool, words: Sequence[CliWord] = (
     `paused` is the state before the first piece; a CLI word at offset X governs the
     pieces that end after X; a pause command toggles; commands themselves are dropped.
     """
+    from memd.transcripts import PAUSE_COMMANDS
+
     kept: list[Piece] = []
     pending = sorted(words, key=lambda w: w.offset)
     i = 0
@@ -74,11 +76,21 @@ def words(conn: sqlite3.Connection, key: str, session_id: str, generation: int, 
     return [CliWord(int(r[0]), bool(r[1]), bool(r[2])) for r in rows]
 
 
-def effective(conn: sqlite3.Connection, row: dict[str, Any] | sqlite3.Row) -> bool:
-    """A session row's pause state now (`memd sessions`, `status`)."""
-    gen = int(dict(row).get("generation") or 0)
-    ws = words(conn, row["key"], row["session_id"], gen)
-    return state_at_end(bool(row["paused_transcript"]), ws[-1:])
+PAUSED_SQL = (
+    "CASE WHEN pause_cli IS NULL THEN paused_transcript "
+    "ELSE (pause_cli != (paused_transcript != COALESCE(pause_cli_parity, paused_transcript))) END"
+)
+
+
+def effective(row: Any) -> bool:
+    """A session row's pause state now (`memd sessions`, `status`): the row keeps the last CLI word
+    and the transcript parity it was given at, so no other table is read. Same as `PAUSED_SQL`."""
+    r = dict(row)
+    if r.get("pause_cli") is None:
+        return bool(r["paused_transcript"])
+    parity = r.get("pause_cli_parity")
+    transcript = bool(r["paused_transcript"])
+    return state_at_end(transcript, [CliWord(0, bool(r["pause_cli"]), transcript if parity is None else bool(parity))])
 
 
 def say(conn: sqlite3.Connection, key: str | None, session_id: str, paused: bool, now_iso: str) -> int:
@@ -93,8 +105,8 @@ def say(conn: sqlite3.Connection, key: str | None, session_id: str, paused: bool
             "INSERT INTO pause_events(key, session_id, generation, offset, paused, parity, ts) VALUES (?,?,?,?,?,?,?)",
             (r[0], r[1], r[2], _read_offset(conn, r[0], r[1]), int(paused), int(r[3]), now_iso),
         )
-        conn.execute("UPDATE sessions SET pause_cli=?, pause_cli_ts=? WHERE key=? AND session_id=?",
-                     (int(paused), now_iso, r[0], r[1]))  # fmt: skip
+        conn.execute("UPDATE sessions SET pause_cli=?, pause_cli_ts=?, pause_cli_parity=? WHERE key=? AND session_id=?",
+                     (int(paused), now_iso, int(r[3]), r[0], r[1]))  # fmt: skip
     return len(rows)
 
 

@@ -14,11 +14,8 @@ import sqlite3
 from typing import Any
 
 # The later word wins: the transcript's last toggle or the CLI's pause/resume
-# (`ledger.effective_pause` in Python).
-PAUSED_SQL = (
-    "CASE WHEN pause_cli IS NULL OR (pause_toggled_ts IS NOT NULL AND pause_cli_ts IS NOT NULL "
-    "AND pause_toggled_ts > pause_cli_ts) THEN paused_transcript ELSE pause_cli END"
-)
+# (`pause.effective` in Python).
+from memd.pause import PAUSED_SQL  # noqa: E402 - the one pause rule, in SQL
 
 # (JSON field, SQL expression). "usage.input" is `input` inside the `usage` object.
 FIELDS: tuple[tuple[str, str], ...] = (
@@ -93,10 +90,10 @@ def list_sessions(conn: sqlite3.Connection, key: str | None = None) -> list[dict
 
 def session_json(row: Any) -> dict[str, Any]:
     """One ledger row (from `ledger.session_rows`) in the `memd sessions --json` form."""
-    from memd.ledger import effective_pause
+    from memd.pause import effective
     from memd.transcripts import tokens_of
 
-    computed = {"tokens": lambda r: tokens_of(r["conv_chars"]), "paused": effective_pause}
+    computed = {"tokens": lambda r: tokens_of(r["conv_chars"]), "paused": effective}
     out: dict[str, Any] = {}
     for name, expr in FIELDS:
         value = computed[name](row) if name in computed else row[expr]

@@ -160,6 +160,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE sessions ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN ingest_error TEXT;
     ALTER TABLE sessions ADD COLUMN ingest_error_ts TEXT;
+    ALTER TABLE sessions ADD COLUMN pause_cli_parity INTEGER;
     CREATE TABLE record_types (
         session INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         type TEXT NOT NULL,

@@ -73,7 +73,7 @@ def sessions_cmd(ctx: click.Context, key: str | None, as_json: bool, no_scan: bo
 
 
 def _set_pause(ctx: click.Context, session_id: str, key: str | None, paused: bool) -> None:
-    from memd import ledger, state
+    from memd import pause, state
     from memd.clock import iso, system_clock
     from memd.scan import scan_home
 
@@ -81,7 +81,7 @@ def _set_pause(ctx: click.Context, session_id: str, key: str | None, paused: boo
     scan_home(home, key=key)
     conn = state.connect(home.state_db)
     try:
-        n = ledger.set_cli_pause(conn, key, session_id, paused, iso(system_clock()))
+        n = pause.say(conn, key, session_id, paused, iso(system_clock()))
     finally:
         conn.close()
     if n == 0:

@@ -187,7 +187,7 @@ def test_cli_resume_after_a_transcript_pause_extracts_what_follows(tmp_path: Pat
         assert run_job(ctx, extract, TARGET, force=True).reason == "paused"
         pause.say(ctx.conn, KEY, SID, False, "2026-11-30T11:00:00.000Z")
         row = dict(ctx.conn.execute("SELECT * FROM sessions").fetchone())
-        assert pause.effective(ctx.conn, row) is False
+        assert pause.effective(row) is False
     write_session(p, DURABLE, start=3)
     ingest(home)
     with FakeAnthropic([text("no")]) as api:
