@@ -298,10 +298,12 @@ def effective_provider(
     from memd.keyfile import load_key
 
     env = dict(os.environ) if env is None else env
-    has_key = bool(env.get("ANTHROPIC_API_KEY")) or (memd_dir is not None and bool(load_key(memd_dir, env)[0]))
+    key, problem = (env.get("ANTHROPIC_API_KEY") or None), None
+    if key is None and memd_dir is not None:
+        key, problem = load_key(memd_dir, env)
     chosen = s.get("memd.provider")
     if chosen == "auto":
-        return ("anthropic", None) if has_key else ("offline", None)
-    if chosen == "anthropic" and not has_key:
-        return "anthropic", "no ANTHROPIC_API_KEY: model jobs wait until one is set"
+        return ("anthropic", None) if key else ("offline", problem)
+    if chosen == "anthropic" and not key:
+        return "anthropic", problem or "no ANTHROPIC_API_KEY and no memd/anthropic.key: model jobs wait until one is set"
     return chosen, None

@@ -100,6 +100,7 @@ def test_cli_key_and_home_on_the_subcommand(tmp_path: Path) -> None:
     r = subprocess.run([*memd_cmd(), "key", str(tmp_path)], capture_output=True, text=True)
     assert r.stdout.strip() == key_for_root(tmp_path)
     home = tmp_path / "h2"
+    home.mkdir()
     r = subprocess.run([*memd_cmd(), "sessions", "--home", str(home), "--json"], capture_output=True, text=True)
     assert r.returncode == 0 and json.loads(r.stdout) == []
 

@@ -61,4 +61,5 @@ __all__ = ["NAME", "NEEDS_MODEL", "TRIGGER", "due", "run", "scopes", "targets"]
 
 TRIGGER = "minHours since a scope's last consolidation and minSessions sessions touched since (both)"
 NEEDS_MODEL = True
+TARGET_KINDS = ("project", "global")
 

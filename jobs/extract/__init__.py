@@ -33,6 +33,7 @@ __all__ = ["NAME", "NEEDS_MODEL", "TRIGGER", "due", "run", "scopes", "targets"]
 
 TRIGGER = "every extractEveryTurns human turns of a session not paused (gate first; extraction only on yes)"
 NEEDS_MODEL = True
+TARGET_KINDS = ("session",)
 
 
 def scopes(target: Target) -> list[Scope]:

@@ -45,6 +45,7 @@ __all__ = ["NAME", "NEEDS_MODEL", "TRIGGER", "due", "run", "scopes", "targets"]
 
 TRIGGER = "a session passed minInitTokens, then every minUpdateTokens more with toolCallsBetween tool calls or a natural break"
 NEEDS_MODEL = True
+TARGET_KINDS = ("session",)
 
 
 def scopes(target: Target) -> list[Scope]:

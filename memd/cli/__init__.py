@@ -57,11 +57,23 @@ def home_option(f: F) -> F:
     )(f)  # fmt: skip
 
 
+# Commands that may start on a home that does not exist yet (they create it, or need none).
+CREATES_HOME = frozenset({"run", "install", "uninstall", "demo", "key", "completion"})
+
+
 def get_home(ctx: click.Context) -> Any:
+    """The home of `--home` / `$DEEPCODE_HOME`. One that does not exist is a usage error (exit 2) for
+    every command but those that create it: a typo must not get databases written into a new tree."""
+    from memd.errors import UsageError
     from memd.tree import Home, resolve_home
 
     obj = ctx.find_root().ensure_object(dict)
-    return Home(resolve_home(obj.get("home")))
+    root = resolve_home(obj.get("home"))
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root}: the home is not a directory (check --home and $DEEPCODE_HOME)")
+    if not root.exists() and ctx.info_name not in CREATES_HOME:
+        raise UsageError(f"{root}: no such home (check --home and $DEEPCODE_HOME; `memd run` creates one)")
+    return Home(root)
 
 
 def json_out(data: Any) -> None:

@@ -32,6 +32,11 @@ def _targets(job: Any, jctx: Any, *, key: str | None, session: str | None, all_:
     """What `run-now` runs: the named target, or what is due (everything with --force)."""
     from memd.jobctx import Target
 
+    kinds = getattr(job, "TARGET_KINDS", ("session", "project", "global"))
+    if session and "session" not in kinds:
+        raise UsageError(f"{job.NAME} works on memory scopes (--project KEY or --global), not on a session")
+    if glob and "global" not in kinds:
+        raise UsageError(f"{job.NAME} works on sessions (--session ID or --project KEY), not on the global drawer")
     if session:
         rows = jctx.conn.execute(
             "SELECT key, session_id FROM sessions WHERE session_id=?" + (" AND key=?" if key else ""),

@@ -13,6 +13,7 @@ import click
 from memd.cli import command
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample" / "home"
+DEMO_MARK = ".memd-demo"
 
 
 @command("demo")
@@ -32,9 +33,14 @@ def demo_cmd(directory: str) -> None:
     if not SAMPLE.is_dir():
         raise UsageError(f"the bundled sample is missing ({SAMPLE}); run from a clone of memd")
     target = Path(directory).absolute()
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(SAMPLE, target)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{target}: not a directory")
+    if target.is_dir() and any(target.iterdir()):
+        if not (target / DEMO_MARK).is_file():
+            raise UsageError(f"{target}: not empty and not a memd demo home; give an empty or new directory")
+        shutil.rmtree(target)  # an earlier demo's copy: replaced, as the README's first command promises
+    shutil.copytree(SAMPLE, target, dirs_exist_ok=True)
+    (target / DEMO_MARK).write_text("made by `memd demo`; `memd demo` may replace this directory\n")
     home = Home(target)
     configure(home, level="info", stderr_level="warning")
     log = get_logger("memd.demo")

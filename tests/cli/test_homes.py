@@ -1,0 +1,60 @@
+"""A home that does not exist, or is a file, is a usage error (issue 11 §4): one line, exit 2,
+nothing created; `memd demo DIR` refuses a non-empty directory it did not make."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import memd_cmd
+
+READ_COMMANDS = [["status"], ["status", "--json"], ["sessions"], ["search", "x"], ["list"], ["show", "x"],
+                 ["recall", "x"], ["history"], ["doctor"], ["config", "--check"], ["scan"],
+                 ["run-now", "index", "--global"], ["logs"], ["undo"]]  # fmt: skip
+
+
+def memd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*memd_cmd(), *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})})  # fmt: skip
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS, ids=lambda a: " ".join(a))
+def test_a_typo_home_is_an_error_and_nothing_is_created(tmp_path: Path, args: list[str]) -> None:
+    home = tmp_path / "typo"
+    r = memd("--home", str(home), *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "no such home" in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not home.exists()
+
+
+def test_deepcode_home_pointing_at_a_file(tmp_path: Path) -> None:
+    f = tmp_path / "afile"
+    f.write_text("x")
+    r = memd("status", env={"DEEPCODE_HOME": str(f)})
+    assert r.returncode == 2 and "not a directory" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_demo_refuses_a_non_empty_directory_it_did_not_make(tmp_path: Path) -> None:
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "precious.txt").write_text("keep me")
+    r = memd("demo", str(d))
+    assert r.returncode == 2 and "not empty" in r.stderr
+    assert (d / "precious.txt").read_text() == "keep me"
+    fresh = tmp_path / "demo"
+    assert memd("demo", str(fresh)).returncode == 0
+    assert memd("demo", str(fresh)).returncode == 0  # its own earlier copy is replaced
+
+
+@pytest.mark.parametrize(("args", "words"), [(["run-now", "dream", "--session", "s1"], "not on a session"),
+                                             (["run-now", "extract", "--global"], "not on the global drawer"),
+                                             (["run-now", "summary", "--global"], "not on the global drawer")])
+def test_run_now_with_a_target_the_job_does_not_take(tmp_path: Path, args: list[str], words: str) -> None:
+    (tmp_path / "h").mkdir()
+    r = memd("--home", str(tmp_path / "h"), *args)
+    assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr
+    status = memd("--home", str(tmp_path / "h"), "status", "--json")
+    assert '"failed"' not in status.stdout  # no fake failed run recorded
