@@ -60,7 +60,7 @@ class Recorder:
     now: datetime
     run_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
-    _before: dict[str, tuple[str | None, float | None]] = field(default_factory=dict)
+    _before: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)  # sha, mode
     _entry: Path | None = None
 
     def __post_init__(self) -> None:
@@ -84,16 +84,17 @@ class Recorder:
         if name in self._before:
             return
         data = _read(path)
-        mtime = None
+        mode = None
         if data is not None:
             entry = self._open()
             copy = entry / BEFORE_DIR / name
-            shutil.copy2(path, copy, follow_symlinks=False)
+            shutil.copy2(path, copy, follow_symlinks=False)  # bytes and mtime
+            mode = os.stat(copy).st_mode & 0o777
+            os.chmod(copy, 0o600)  # memd's history is private, whatever the memory file's mode
             with open(copy, "rb") as fh:
                 os.fsync(fh.fileno())
             fsync_dir(copy.parent)
-            mtime = path.stat().st_mtime
-        self._before[name] = (_sha(data), mtime)
+        self._before[name] = (_sha(data), mode)
 
     def _open(self) -> Path:
         if self._entry is None:
@@ -108,13 +109,13 @@ class Recorder:
         from memd.history import write_run_info
 
         directory = self.place.memory_dir(self.home)
-        files: dict[str, dict[str, str | None]] = {}
+        files: dict[str, dict[str, Any]] = {}
         changes: dict[str, list[str]] = {"added": [], "updated": [], "deleted": []}
-        for name, (before, _mtime) in sorted(self._before.items()):
+        for name, (before, mode) in sorted(self._before.items()):
             after = _sha(_read(directory / name))
             if after == before:
                 continue
-            files[name] = {"before": before, "after": after}
+            files[name] = {"before": before, "after": after, **({"mode": mode} if mode is not None else {})}
             changes["added" if before is None else "deleted" if after is None else "updated"].append(name)
         if not files:
             self.discard()
@@ -138,7 +139,7 @@ class UndoConflict(Exception):
 def undo_write(home: Home, place: Place, run: dict[str, Any], now: datetime) -> dict[str, Any]:
     """Restore the files a write run changed to their bytes before it. The caller holds the scope's lock."""
     directory = place.memory_dir(home)
-    files: dict[str, dict[str, str | None]] = run.get("files") or {}
+    files: dict[str, dict[str, Any]] = run.get("files") or {}
     entry = Path(run["path"])
     for name, sums in files.items():
         _check_name(name)
@@ -158,7 +159,8 @@ def undo_write(home: Home, place: Place, run: dict[str, Any], now: datetime) -> 
                 fsync_dir(directory)
         else:
             kept = entry / BEFORE_DIR / name
-            atomic_write(target, kept.read_bytes())
+            mode = sums.get("mode")
+            atomic_write(target, kept.read_bytes(), mode=mode if isinstance(mode, int) else 0o600)
             st = kept.stat()
             os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
     return rec.commit() or {"run": None, "scope": str(place), "kind": "write", "changes": {}}

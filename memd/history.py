@@ -113,10 +113,14 @@ class Copied:
     dirs: list[Path]
 
 
-def _copy_tree(src: Path, dst: Path, *, link: bool, out: Copied | None = None) -> Copied:
+def _copy_tree(src: Path, dst: Path, *, link: bool, out: Copied | None = None,
+               modes: dict[str, int] | None = None, rel: str = "") -> Copied:  # fmt: skip
     """Copy `src` into the new directory `dst`: regular files byte-exact with mtimes
     (or hard-linked when `link`), symlinks as symlinks (never followed), sub-directories
     recursively. A FIFO, socket or device raises `SpecialFile`: such a directory is left alone.
+
+    With `modes` (a snapshot into memd's private history), the copy is private (0700/0600)
+    and the original modes are collected there by relative path, to be put back on restore.
     """
     out = out or Copied([], [])
     os.mkdir(dst, 0o700)
@@ -129,17 +133,39 @@ def _copy_tree(src: Path, dst: Path, *, link: bool, out: Copied | None = None) -
             if e.is_symlink():
                 os.symlink(os.readlink(s), d)
             elif e.is_dir(follow_symlinks=False):
-                _copy_tree(s, d, link=link, out=out)
+                _copy_tree(s, d, link=link, out=out, modes=modes, rel=f"{rel}{e.name}/")
             elif e.is_file(follow_symlinks=False):
                 if not (link and _hard_link(s, d)):
-                    _copy_file(s, d, e.stat(follow_symlinks=False))
+                    st = e.stat(follow_symlinks=False)
+                    _copy_file(s, d, st)
                     out.files.append(d)
+                    if modes is not None:
+                        modes[rel + e.name] = st.st_mode & 0o7777
+                        os.chmod(d, 0o600)
             else:
                 raise SpecialFile(f"{s}: not a regular file, directory or symlink; the directory is left alone")
         except FileNotFoundError:
             continue  # removed while we copied: the pre-swap signature check catches the change
     shutil.copystat(src, dst, follow_symlinks=False)
+    if modes is not None:
+        modes[rel or "."] = os.stat(src).st_mode & 0o7777
+        os.chmod(dst, 0o700)
     return out
+
+
+MODES_FILE = "modes.json"
+
+
+def _restore_modes(snapshot_entry: Path, staging: Path) -> None:
+    """Give a restored copy the modes its files had when they were snapshotted (kept beside it)."""
+    try:
+        modes = json.loads((snapshot_entry / MODES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # an entry from before modes were kept: its copy already has them
+    for rel, mode in modes.items() if isinstance(modes, dict) else ():
+        target = staging if rel == "." else staging / rel
+        if isinstance(mode, int) and ".." not in Path(rel).parts and target.exists() and not target.is_symlink():
+            os.chmod(target, mode & 0o777)
 
 
 def _copy_file(src: Path, dst: Path, st: os.stat_result) -> None:
@@ -222,7 +248,9 @@ def snapshot(home: Home, ref: ScopeRef, run_id: str) -> Path:
     os.mkdir(entry, 0o700)
     live = ref.memory_dir(home)
     if live.is_dir() and not live.is_symlink():
-        copied = _copy_tree(live, entry / FILES_DIR, link=False)
+        modes: dict[str, int] = {}
+        copied = _copy_tree(live, entry / FILES_DIR, link=False, modes=modes)
+        atomic_write(entry / MODES_FILE, json.dumps(modes, sort_keys=True))
     else:
         os.mkdir(entry / FILES_DIR, 0o700)
         copied = Copied([], [entry / FILES_DIR])
@@ -582,6 +610,7 @@ def undo(
         entry = snapshot(home, ref, new_id)
         try:
             staged = stage(home, ref, new_id, source=source, link=False)
+            _restore_modes(Path(chosen["path"]), staged.path)
             seal(staged)
             staging = staged.path
             changes = diff_files(entry / FILES_DIR, staging)

@@ -82,3 +82,40 @@ def test_a_damaged_kept_copy_is_refused(tmp_path: Path) -> None:
     with pytest.raises(history.HistoryError, match="checksum"):
         history.undo(home, make_settings(), Place.project(KEY), None, now=NOW, lock_timeout=1)
     assert "new" in target.read_text()
+
+
+def _loose(root: Path) -> list[str]:
+    import os
+    import stat
+
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            if stat.S_IMODE(os.lstat(p).st_mode) & 0o077:
+                out.append(p)
+    return out
+
+
+def test_history_is_private_and_undo_puts_the_modes_back(tmp_path: Path) -> None:
+    """Claude Code makes memory directories 0755 and files 0644; memd's copies of them are 0700/0600,
+    and an undo restores the user's modes."""
+    import os
+    import stat
+
+    from jobs import dream
+    from tests.dream.helpers import TARGET, make_ctx, mk_settings, offline_scope
+
+    home = tmp_path / "h"
+    d = offline_scope(home)
+    os.chmod(d, 0o755)
+    for f in d.glob("*.md"):
+        os.chmod(f, 0o644)
+    before = {f.name: (f.read_bytes(), stat.S_IMODE(f.stat().st_mode)) for f in d.glob("*.md") if f.name != "MEMORY.md"}
+    ctx = make_ctx(home, mk_settings(memd={"provider": "offline"}))
+    assert run_job(ctx, dream, TARGET, force=True).outcome == "ok"
+    assert _loose(home / "memd") == []
+    history.undo(Home(home), mk_settings(), TARGET, None, now=NOW, lock_timeout=1)
+    after = {f.name: (f.read_bytes(), stat.S_IMODE(f.stat().st_mode)) for f in d.glob("*.md") if f.name != "MEMORY.md"}
+    assert after == before and stat.S_IMODE(d.stat().st_mode) == 0o755
+    assert _loose(home / "memd") == []
