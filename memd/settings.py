@@ -280,6 +280,17 @@ def _closed(path: Path, s: Settings) -> Settings:
         return s
 
 
+CLAUDE_MARKERS = (".claude.json", ".credentials.json", "statsig", "todos", "shell-snapshots", "plugins", "ide")
+
+
+def looks_like_claude_home(root: Path) -> bool:
+    """A Claude Code home (`~/.claude` or `$CLAUDE_CONFIG_DIR`): by its name or by what Claude Code keeps
+    there. Its settings.json is shared with Claude Code, which ignores a file that is not strict JSON."""
+    if root.name == ".claude":
+        return True
+    return any((root / m).exists() for m in CLAUDE_MARKERS)
+
+
 def defaults() -> Settings:
     return Settings(memory=_defaults(MEMORY_FIELDS), memd=_defaults(MEMD_FIELDS))
 

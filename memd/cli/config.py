@@ -33,8 +33,11 @@ def config_cmd(ctx: click.Context, as_json: bool, check: bool) -> None:
     if check:
         for w in s.warnings:
             click.echo(w, err=True)
-        if s.warnings:
+        if s.warnings or s.broken:
             sys.exit(ConfigError.exit_code)
+        if not s.strict_json and st.looks_like_claude_home(home.root):
+            click.echo(f"warning: {home.settings_file} has comments or trailing commas; Claude Code shares this "
+                       "file and ignores it entirely unless it is strict JSON", err=True)  # fmt: skip
         click.echo(f"{home.settings_file}: ok")
         return
     if as_json:

@@ -36,8 +36,9 @@ def check_home(home: Any) -> Check:
         return Check("home", False, f"{home.root} does not exist", "run `memd run` or `memd scan` once; memd creates it 0700")
     if os.path.islink(home.root):
         return Check("home", True, f"{home.root} (a symlink to {os.path.realpath(home.root)})")
-    loose = m & 0o077
-    return Check("home", not loose, f"{home.root} mode {m:04o}", f"chmod 700 {home.root}" if loose else "")
+    # The home and the memory directories may be the agent's (Claude Code makes them 0755):
+    # doctor judges only what memd creates (`memd/`, see "permissions").
+    return Check("home", True, f"{home.root} mode {m:04o}")
 
 
 def check_private_files(home: Any) -> Check:
@@ -60,10 +61,23 @@ def check_settings(home: Any) -> Check:
     from memd import settings as st
 
     s = st.load(home.settings_file)
+    if s.broken:
+        return Check("settings", False, s.warnings[0] if s.warnings else s.broken,
+                     "fix the syntax error; meanwhile memd keeps the last settings that parsed")  # fmt: skip
     if s.warnings:
         return Check("settings", False, f"{len(s.warnings)} problems, first: {s.warnings[0]}",
                      "fix the fields `memd config --check` lists (each falls back to its default meanwhile)")  # fmt: skip
+    if not s.strict_json and shared_with_claude(home):
+        return Check("settings", False, f"{home.settings_file} has comments or trailing commas",
+                     "Claude Code ignores such a file entirely: make it strict JSON")  # fmt: skip
     return Check("settings", True, f"{home.settings_file}" + ("" if home.settings_file.exists() else " (absent: defaults)"))
+
+
+def shared_with_claude(home: Any) -> bool:
+    """Whether this home is a Claude Code home (its settings.json is read by Claude Code too)."""
+    from memd.settings import looks_like_claude_home
+
+    return looks_like_claude_home(home.root)
 
 
 def check_provider(home: Any, call: bool) -> Check:
@@ -71,6 +85,8 @@ def check_provider(home: Any, call: bool) -> Check:
 
     s = st.load(home.settings_file)
     provider, waiting = st.effective_provider(s, memd_dir=home.memd_dir)
+    if waiting and "anthropic.key" in waiting:
+        return Check("provider", False, f"{provider}: {waiting}", f"chmod 600 {home.memd_dir / 'anthropic.key'}")
     if waiting:
         return Check("provider", False, f"{provider}: {waiting}", "export ANTHROPIC_API_KEY=… (and for the service: see README, 'API key')")
     if provider == "offline":

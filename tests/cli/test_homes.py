@@ -58,3 +58,46 @@ def test_run_now_with_a_target_the_job_does_not_take(tmp_path: Path, args: list[
     assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr
     status = memd("--home", str(tmp_path / "h"), "status", "--json")
     assert '"failed"' not in status.stdout  # no fake failed run recorded
+
+
+def test_config_check_warns_when_a_claude_home_has_json5(tmp_path: Path) -> None:
+    home = tmp_path / ".claude"
+    home.mkdir()
+    (home / "settings.json").write_text('{"memory": {"enabled": true}, // mine\n}')
+    r = memd("--home", str(home), "config", "--check")
+    assert r.returncode == 0 and "strict JSON" in r.stderr
+    other = tmp_path / "deep"
+    other.mkdir()
+    (other / "settings.json").write_text('{"memory": {"enabled": true}, // mine\n}')
+    r = memd("--home", str(other), "config", "--check")
+    assert r.returncode == 0 and "strict JSON" not in r.stderr  # a deepcode home takes JSON with comments
+    (other / "settings.json").write_text('{"memory": {"enabled": tru')
+    r = memd("--home", str(other), "config", "--check")
+    assert r.returncode == 5 and "line 1" in r.stderr
+
+
+def test_doctor_passes_a_stock_claude_home(tmp_path: Path) -> None:
+    """Claude Code makes its home and memory directories 0755: not memd's to judge."""
+    home = tmp_path / ".claude"
+    mem = home / "projects" / "-repo" / "memory"
+    mem.mkdir(parents=True)
+    for d in (home, home / "projects", home / "projects" / "-repo", mem):
+        os.chmod(d, 0o755)
+    (mem / "MEMORY.md").write_text("- [x](x.md) — y\n")
+    os.chmod(mem / "MEMORY.md", 0o644)
+    r = memd("--home", str(home), "doctor", "--json")
+    import json
+
+    checks = {c["name"]: c for c in json.loads(r.stdout)}
+    assert checks["home"]["ok"] and checks["permissions"]["ok"], checks
+
+
+def test_a_key_file_readable_by_others_is_named(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    (home / "memd").mkdir(parents=True)
+    key = home / "memd" / "anthropic.key"
+    key.write_text("sk-ant-test\n")
+    os.chmod(key, 0o644)
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    r = subprocess.run([*memd_cmd(), "--home", str(home), "doctor"], capture_output=True, text=True, env=env)
+    assert "readable by others" in r.stdout and "chmod 600" in r.stdout
