@@ -252,10 +252,12 @@ def plan_uninstall(*, platform: str, uid: int) -> list[Step]:
     """What `memd uninstall` does, in order: stop and disable, then remove the unit."""
     target = unit_path(platform)
     if manager_for(platform) == "systemd":
+        # The unit file goes even when systemctl cannot be reached (no user bus, a broken manager):
+        # a leftover unit would start memd again at the next login.
         return [
-            _systemctl("disable", "--now", UNIT_NAME),
+            _systemctl("disable", "--now", UNIT_NAME, must_succeed=False),
             Remove(target),
-            _systemctl("daemon-reload"),
+            _systemctl("daemon-reload", must_succeed=False),
         ]
     return [
         _launchctl("bootout", f"gui/{uid}/{LAUNCHD_LABEL}", must_succeed=False),
@@ -306,6 +308,19 @@ def execute(steps: Sequence[Step], *, dry_run: bool, echo: Callable[[str], None]
     return 0
 
 
+def user_bus_problem(env: dict[str, str]) -> str | None:
+    """Why `systemctl --user` cannot work here, with what to do; None when a user bus is there (pure)."""
+    if env.get("DBUS_SESSION_BUS_ADDRESS"):
+        return None
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.exists(os.path.join(runtime, "bus")):
+        return None
+    return ("no systemd user session here (no $DBUS_SESSION_BUS_ADDRESS, no $XDG_RUNTIME_DIR/bus), so "
+            "`systemctl --user` cannot install memd. Log in through a normal session (ssh or console), or run "
+            "`sudo loginctl enable-linger $USER` and log in again; or run `memd run` under another supervisor "
+            "(tmux, a container's init, cron @reboot)")  # fmt: skip
+
+
 def install(
     home: Home | str | os.PathLike[str],
     *,
@@ -317,6 +332,9 @@ def install(
 ) -> int:
     """Write the unit for this user (atomically) and start it; `dry_run` changes nothing."""
     steps = plan_install(home, platform=platform, memd_path=memd_path or memd_executable(), uid=os.getuid())
+    problem = user_bus_problem(dict(os.environ)) if manager_for(platform) == "systemd" else None
+    if problem and not dry_run:
+        raise ServiceError(problem)
     if not dry_run:
         # launchd opens StandardErrorPath before memd runs: the directory must exist.
         root = _home_root(home)

@@ -41,6 +41,7 @@ def unit_dirs(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
     sd, la = tmp_path / "systemd-user", tmp_path / "LaunchAgents"
     monkeypatch.setenv(service.SYSTEMD_DIR_ENV, str(sd))
     monkeypatch.setenv(service.LAUNCHD_DIR_ENV, str(la))
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")  # systemctl itself is faked
     return sd, la
 
 
@@ -263,3 +264,23 @@ def test_launchd_install_and_uninstall(fake_memd: Path, home: Home, unit_dirs) -
     assert uninstall(home, dry_run=False, echo=rec.echo, run=rec.run, platform="darwin") == 0
     assert rec.commands == [["launchctl", "bootout", f"gui/{uid}/com.memd.agent"]]
     assert not target.exists()
+
+
+def test_install_without_a_user_bus_says_what_to_do(fake_memd: Path, home: Home, unit_dirs, monkeypatch) -> None:
+    monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(home.root / "no-runtime"))
+    rec = Recorder()
+    with pytest.raises(service.ServiceError, match="enable-linger") as exc:
+        install(home, dry_run=False, echo=rec.echo, run=rec.run, platform="linux", memd_path=fake_memd)
+    assert "memd run" in str(exc.value) and rec.commands == []
+    assert service.user_bus_problem({"XDG_RUNTIME_DIR": str(home.root)}) is not None
+    (home.root / "bus").parent.mkdir(parents=True, exist_ok=True)
+    (home.root / "bus").write_text("")
+    assert service.user_bus_problem({"XDG_RUNTIME_DIR": str(home.root)}) is None
+
+
+def test_uninstall_removes_the_unit_even_when_systemctl_fails(fake_memd: Path, home: Home, unit_dirs) -> None:
+    install(home, dry_run=False, echo=Recorder().echo, run=Recorder().run, platform="linux", memd_path=fake_memd)
+    rec = Recorder(fail={"disable": 1, "daemon-reload": 1})
+    assert uninstall(home, dry_run=False, echo=rec.echo, run=rec.run, platform="linux") == 0
+    assert not unit_path("linux").exists()
