@@ -100,6 +100,7 @@ class Daemon:
             self.conn = state.connect(self.home.state_db)
             self._record_settings()
             self._recover_swaps()
+            self._migrate_memory_keys()
             self.log.info("daemon.started", pid=os.getpid(), home=str(self.home.root), polling=self._polling())
             self._start_scheduler()
             self._start_watcher()
@@ -120,6 +121,15 @@ class Daemon:
                 self.log.warning("dream.recovered", **{k: str(v) for k, v in done.items()})
         except Exception as exc:  # noqa: BLE001 - a recovery problem must not keep the daemon down
             self.log.exception("dream.recovery_failed", reason=str(exc))
+
+    def _migrate_memory_keys(self) -> None:
+        """Once per home: memories written under a sub-directory's or worktree's key move to the root's."""
+        try:
+            from memd.migrate import migrate_memory_keys
+
+            migrate_memory_keys(self.home, self.settings, self.conn, self.clock(), self.log)
+        except Exception as exc:  # noqa: BLE001 - a migration problem must not keep the daemon down
+            self.log.exception("memory.migration_failed", reason=str(exc))
 
     def _polling(self) -> bool:
         return bool(self.settings.get("memd.forcePolling")) or self.observer is False

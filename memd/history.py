@@ -654,15 +654,13 @@ def _choose_run(home: Home, ref: ScopeRef, run_id: str | None) -> dict[str, Any]
     raise HistoryError(f"no run {run_id!r} in the history of {ref} (see `memd history`)")
 
 
-def find_run(home: Home, run_id: str) -> ScopeRef:
-    """The scope a run id belongs to, for `memd undo RUN` without a scope option."""
+def find_runs(home: Home, run_id: str) -> list[Place]:
+    """The scopes a run id belongs to, for `memd undo RUN` without a scope option: one write
+    (an extraction into the drawer and a project) is one run id in each scope it changed."""
     hits = [r for r in list_runs(home) if r["run"] == run_id]
     if not hits:
         raise HistoryError(f"no run {run_id!r} in the history (see `memd history`)")
-    scopes = {str(r.get("scope")) for r in hits}
-    if len(scopes) > 1:
-        raise HistoryError(f"run {run_id!r} exists in several scopes: name one with --project or --global")
-    return ScopeRef.parse(scopes.pop())
+    return sorted({Place.parse(str(r.get("scope"))) for r in hits}, key=lambda p: p.sort_key)
 
 
 def refresh_scope(home: Home, settings: Any, ref: ScopeRef, now: datetime) -> None:

@@ -1,9 +1,12 @@
 """`memd history` and `memd undo`: what dreams changed, and taking a change back.
 
 `--json` output is a stable interface (README): `history` prints a list of
-runs, oldest first, each `{"run", "scope", "kind": "dream"|"undo", "time",
-"provider", "model", "forced", "undo_of", "memories_before", "memories_after",
-"counts", "changes", "path"}`; `undo` prints the undo's own run record.
+runs, oldest first, each `{"run", "scope", "kind": "dream"|"undo"|"write", "job",
+"reason", "time", "provider", "model", "forced", "undo_of", "memories_before",
+"memories_after", "counts", "changes", "path"}` (`write` runs: every other memd
+write — extraction, remember, forget, MCP, migrations — with `changes` listing
+added/updated/deleted file names); `undo` prints the undo's own run record, or a
+list of them when one run changed several scopes.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ def run_json(r: dict[str, Any]) -> dict[str, Any]:
     raw = r.get("changes")
     changes: dict[str, Any] = raw if isinstance(raw, dict) else {}
     return {
-        "run": r.get("run"), "scope": r.get("scope"), "kind": r.get("kind"), "time": r.get("time"),
+        "run": r.get("run"), "scope": r.get("scope"), "kind": r.get("kind"), "job": r.get("job"),
+        "reason": r.get("reason"), "time": r.get("time"),
         "provider": r.get("provider"), "model": r.get("model"), "forced": bool(r.get("forced")),
         "undo_of": r.get("undo_of"), "memories_before": r.get("memories_before"),
         "memories_after": r.get("memories_after"),
@@ -62,8 +66,15 @@ def render_run(r: dict[str, Any]) -> list[str]:
         who += f" ({r['provider'] or '?'}{', forced' if r['forced'] else ''})"
     elif r["kind"] == "undo":
         who += f" of {r['undo_of']}"
+    elif r["kind"] == "write":
+        who = f"{r.get('job') or 'write'}: {r.get('reason') or ''}".rstrip(": ")
     lines = [f"{r['run']}  {r['scope']}  {who}  {r['time'] or ''}".rstrip()]
     c = r["changes"]
+    if r["kind"] == "write":
+        for key in ("added", "updated", "deleted"):
+            if c.get(key):
+                lines.append(f"  {key:<8} {', '.join(map(str, c[key]))}")
+        return lines if len(lines) > 1 else [*lines, "  (no file changed)"]
     for m in c.get("merged", []):
         lines.append(f"  merged   {_names(m.get('sources', []))} → {m.get('result', {}).get('name')}{_reason(m)}")
     for key, verb in (("rewritten", "rewrote"), ("deleted", "deleted"), ("added", "added")):
@@ -95,7 +106,7 @@ def history_cmd(ctx: click.Context, key: str | None, glob: bool, as_json: bool) 
         json_out(rows)
         return
     if not rows:
-        click.echo("no dream history yet")
+        click.echo("no history yet")
         return
     for r in rows:
         click.echo("\n".join(render_run(r)))
@@ -123,10 +134,9 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
     ref = _scope(key, glob)
     if run_id is not None and not history.RUN_ID.match(run_id):
         raise UsageError(f"{run_id!r} is not a run id (see `memd history`)")
-    if ref is None:
-        if run_id is None:
-            raise UsageError("name the scope: --project KEY or --global (or give a RUN id)")
-        ref = history.find_run(home, run_id)
+    if ref is None and run_id is None:
+        raise UsageError("name the scope: --project KEY or --global (or give a RUN id)")
+    refs = [ref] if ref is not None else history.find_runs(home, run_id or "")
     s = st.load(home.settings_file)
     configure(home, level=s.get("memd.logLevel"), stderr_level="warning")
 
@@ -134,11 +144,16 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
         if not as_json:
             click.echo(f"waiting for the lock on {scope} (held by another memd process)…", err=True)
 
-    info = history.undo(home, s, ref, run_id, now=system_clock(), lock_timeout=0.0 if no_wait else UNDO_LOCK_WAIT,
-                        on_wait=on_wait, logger=get_logger("memd.undo"))  # fmt: skip
-    row = run_json({**info, "path": str(history.history_root(home, ref) / info["run"])})
+    rows = []
+    for one in refs:  # a run that changed the drawer and a project is undone in both
+        info = history.undo(home, s, one, run_id, now=system_clock(),
+                            lock_timeout=0.0 if no_wait else UNDO_LOCK_WAIT, on_wait=on_wait,
+                            logger=get_logger("memd.undo"))  # fmt: skip
+        row = run_json({**info, "path": str(history.history_root(home, one) / str(info.get("run")))})
+        rows.append(row)
+        if not as_json:
+            click.echo(f"{one}: restored as before {info.get('undo_of')} "
+                       f"(this undo is run {info.get('run')}; `memd undo` again reverts it)")  # fmt: skip
+            click.echo("\n".join(render_run(row)[1:]))
     if as_json:
-        json_out(row)
-        return
-    click.echo(f"{ref}: restored as before {info['undo_of']} (this undo is run {info['run']}; `memd undo` again reverts it)")
-    click.echo("\n".join(render_run(row)[1:]))
+        json_out(rows[0] if len(rows) == 1 else rows)
