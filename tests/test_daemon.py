@@ -252,3 +252,24 @@ def test_locked_state_gives_a_clear_error(tmp_path: Path) -> None:
         holder.execute("ROLLBACK")
         holder.close()
     assert r.returncode == 75 and "locked by another process" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_debug_logging_leaves_out_the_watchers_own_events(tmp_path: Path) -> None:
+    """At `logLevel: debug` watchdog's per-event lines were 94 % of the log; memd's own lines stay."""
+    home = tmp_path / "h"
+    proj = home / "projects" / "k"
+    proj.mkdir(parents=True)
+    (home / "settings.json").write_text(json.dumps({"memd": {"logLevel": "debug", "provider": "offline"}}))
+    t = proj / "s1.jsonl"
+    t.write_text("")
+    with DaemonProc(home, env=memd_env()) as d:
+        for i in range(20):
+            with open(t, "a") as fh:
+                fh.write(json.dumps({"type": "user", "uuid": f"u{i}", "message": {"role": "user", "content": f"hi {i}"}}) + "\n")
+            time.sleep(0.02)
+        wait_for(lambda: "ledger.ingested" in (home / "memd" / "logs" / "memd.jsonl").read_text(), 20)
+        assert d.stop() == 0
+    lines = [json.loads(x) for x in (home / "memd" / "logs" / "memd.jsonl").read_text().splitlines() if x.strip()]
+    assert any(r.get("event") == "ledger.ingested" for r in lines)
+    watcher = [r for r in lines if str(r.get("logger", "")).startswith("watchdog")]
+    assert watcher == [], watcher[:3]
