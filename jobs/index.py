@@ -19,7 +19,7 @@ from memd.tree import list_memory_dirs
 NAME = "index"
 TRIGGER = "any change in a memory directory (within a second), and a periodic reconcile"
 NEEDS_MODEL = False
-TARGET_KINDS = ("project", "global")
+TARGET_KINDS: tuple[str, ...] = ("project", "global")
 HAS_THRESHOLDS = False  # run-now without a target runs every scope
 
 

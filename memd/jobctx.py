@@ -1,19 +1,10 @@
-"""What a job gets and gives back: its target, its context, its result.
+"""What a job gets and gives back: its target, its context, its result — and the job contract.
 
 A job module in `jobs/` knows *what* to do; `memd.runner` decides *under which
 lock*, records the run and turns exceptions into outcomes. The contract of a
-job module (see `memd.registry`):
-
-    NAME: str                      # "extract", "summary", "dream", "index"
-    TRIGGER: str                   # one line for `memd jobs`
-    NEEDS_MODEL: bool
-    def scopes(target) -> list[Scope]          # what it writes, so what it locks
-    def targets(ctx) -> list[Target]           # every target (`run-now --all`)
-    def due(ctx, only=None) -> list[Target]    # targets due now (thresholds); only: one target
-    def run(ctx, target, force) -> RunResult   # the work; force skips thresholds
-
-`due` gathers facts with I/O and decides with pure functions of those facts,
-the settings and `ctx.now()`.
+job module is `Job` below (a `typing.Protocol` that mypy checks every module in
+`memd.registry` against). `due` gathers facts with I/O and decides with pure
+functions of those facts, the settings and `ctx.now()`.
 """
 
 from __future__ import annotations
@@ -22,7 +13,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from memd.settings import Settings
 from memd.tree import Home, Place
@@ -32,6 +23,31 @@ Outcome = Literal["ok", "skipped", "deferred", "failed"]
 
 
 Target = Place  # transitional name; Place (memd.tree) is the one value for targets, locks and history
+
+
+class Job(Protocol):
+    """The contract of a job module (`jobs/<name>`): what it is, what it locks, what is due, the run."""
+
+    NAME: str  # "extract", "summary", "dream", "index"
+    TRIGGER: str  # one line for `memd jobs`
+    NEEDS_MODEL: bool  # refused while the settings fail closed (memd.runner.refusal)
+    TARGET_KINDS: tuple[str, ...]  # which Place kinds it takes ("session", "project", "global")
+
+    def scopes(self, target: Place) -> list[Place]:
+        """The locks held for the whole run (a job may take more itself, e.g. only to apply)."""
+        ...
+
+    def targets(self, ctx: JobContext) -> list[Place]:
+        """Every target (`run-now --force --all`)."""
+        ...
+
+    def due(self, ctx: JobContext, only: Place | None = None) -> list[Place]:
+        """The targets due now by the thresholds; `only` narrows to one."""
+        ...
+
+    def run(self, ctx: JobContext, target: Place, force: bool) -> RunResult:
+        """The work; `force` skips thresholds, never a switch that says no."""
+        ...
 
 
 @dataclass

@@ -38,6 +38,26 @@ Decisions worth knowing (each is tested):
   naming it and giving a reason. A never-consolidated scope counts every file
   memd did not write as hand-made. A hand edit *during* the run (the directory's
   signature changed between planning and the swap) defers the run, unapplied.
+* **Locks: decide under no lock, call the model outside it, apply under the
+  scope lock with a re-check** (issue 16). A model call may take its whole
+  `timeoutSeconds` (times the retries); holding the scope's lock through it made
+  every extraction, `memd remember` and index run of the scope wait for the
+  model. So the runner holds only the scope's *dream lock* for the run
+  (`eligibility.DreamLock`: its own lock file, taken by dreams alone), which
+  keeps "two dreams of one scope never both apply" (the second waits, then
+  finds the scope no longer due) without blocking anyone else. The plan is
+  made without the memory lock — reading is safe, every write to a memory
+  directory is atomic — from a scan preceded by the directory's signature
+  `sig0`; the history snapshot is copied meanwhile. Then the scope's own lock
+  is taken (`eligibility.scope_lock`, bounded by `memd.lockTimeoutSeconds`)
+  and the signature compared with `sig0`: unchanged, the plan is applied
+  (staged, snapshotted, swapped) under that lock; changed — another writer came
+  first — the run is `deferred` ("memory changed while the model answered;
+  will retry") with nothing written and the last consolidation not advanced,
+  so the next due-check plans again from what is there now. The scope lock is
+  also taken briefly at the start, to finish a swap a crash interrupted before
+  anything is read. Order: dream lock, then scope lock; nothing holding a
+  scope lock waits for a dream lock, so no deadlock.
 * **The offline provider** merges exact and near duplicates (same type,
   difflib ratio ≥ 0.85 over the normalised words of description and body; the
   newest file wins), turns relative dates into absolute ones from each file's
@@ -57,9 +77,9 @@ from __future__ import annotations
 from jobs.dream.eligibility import NAME, due, scopes, targets
 from jobs.dream.runner import run
 
-__all__ = ["NAME", "NEEDS_MODEL", "TRIGGER", "due", "run", "scopes", "targets"]
+__all__ = ["NAME", "NEEDS_MODEL", "TARGET_KINDS", "TRIGGER", "due", "run", "scopes", "targets"]
 
 TRIGGER = "minHours since a scope's last consolidation and minSessions sessions touched since (both)"
 NEEDS_MODEL = True
-TARGET_KINDS = ("project", "global")
+TARGET_KINDS: tuple[str, ...] = ("project", "global")
 

@@ -29,11 +29,11 @@ from jobs.extract.trigger import NAME, extract_due
 from memd.jobctx import JobContext, Target
 from memd.locks import Scope
 
-__all__ = ["NAME", "NEEDS_MODEL", "TRIGGER", "due", "run", "scopes", "targets"]
+__all__ = ["NAME", "NEEDS_MODEL", "TARGET_KINDS", "TRIGGER", "due", "run", "scopes", "targets"]
 
 TRIGGER = "every extractEveryTurns human turns of a session not paused (gate first; extraction only on yes)"
 NEEDS_MODEL = True
-TARGET_KINDS = ("session",)
+TARGET_KINDS: tuple[str, ...] = ("session",)
 
 
 def scopes(target: Target) -> list[Scope]:

@@ -41,11 +41,11 @@ from jobs.summary.trigger import NAME, Thresholds, summary_due
 from memd.jobctx import JobContext, Target
 from memd.locks import Scope
 
-__all__ = ["NAME", "NEEDS_MODEL", "TRIGGER", "due", "run", "scopes", "targets"]
+__all__ = ["NAME", "NEEDS_MODEL", "TARGET_KINDS", "TRIGGER", "due", "run", "scopes", "targets"]
 
 TRIGGER = "a session passed minInitTokens, then every minUpdateTokens more with toolCallsBetween tool calls or a natural break"
 NEEDS_MODEL = True
-TARGET_KINDS = ("session",)
+TARGET_KINDS: tuple[str, ...] = ("session",)
 
 
 def scopes(target: Target) -> list[Scope]:
