@@ -16,11 +16,9 @@ new file, never half of one.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import re
 import stat
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,8 +40,6 @@ DEFAULT_MAX_FILE_BYTES = 1024 * 1024
 SUFFIX = ".md"
 # File names are capped in bytes, not characters: CJK names take 3 bytes a
 # character and most file systems stop at 255 bytes.
-_SLUG_MAX_BYTES = 120
-_SLUG_UNSAFE = re.compile(r"[^\w]+")
 _SAFE_SLUG = re.compile(r"^[^\W_][\w.-]*$")
 # Editor and tool droppings that are never memories (vim swap, emacs lock and
 # backup, our own atomic_write temporaries which start with a dot anyway).
@@ -277,28 +273,6 @@ def render_memory(
         raise ValueError("front matter does not survive a YAML round trip; check metadata keys")
     body = body.strip("\r\n").rstrip()
     return f"---\n{head}---\n\n{body}\n" if body else f"---\n{head}---\n"
-
-
-def slugify(name: str) -> str:
-    """A safe file stem derived from a memory name (§2.2).
-
-    Letters of any script are kept (MewCode's names are often Chinese); every
-    other run of characters becomes one '-'. Never empty, never hidden, never
-    longer than `_SLUG_MAX_BYTES` bytes.
-    """
-    text = unicodedata.normalize("NFKC", name).casefold()
-    slug = _SLUG_UNSAFE.sub("-", text).replace("_", "-").strip("-.")
-    slug = re.sub(r"-{2,}", "-", slug)
-    if len(slug.encode("utf-8")) > _SLUG_MAX_BYTES:
-        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
-        cut = slug.encode("utf-8")[: _SLUG_MAX_BYTES - 9].decode("utf-8", "ignore").rstrip("-.")
-        slug = f"{cut}-{digest}"
-    if not slug:
-        slug = "memory-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
-    return slug
-
-
-# --------------------------------------------------------------------------- scanning
 
 
 def _is_candidate_name(name: str) -> bool:

@@ -19,7 +19,6 @@ from memd.memories import (
     parse_memory,
     render_memory,
     scan_dir,
-    slugify,
     write_memory,
 )
 
@@ -161,27 +160,6 @@ def test_render_parse_round_trip(name: str, description: str, kind: str, body: s
 
 
 # --------------------------------------------------------------------------- slugs and writing
-
-
-@pytest.mark.parametrize(
-    ("name", "slug"),
-    [
-        ("Prefers Tabs!", "prefers-tabs"),
-        ("长期 记忆", "长期-记忆"),
-        ("../../etc/passwd", "etc-passwd"),
-        ("snake_case__name", "snake-case-name"),
-        (".hidden", "hidden"),
-    ],
-)
-def test_slugify(name: str, slug: str) -> None:
-    assert slugify(name) == slug
-
-
-def test_slugify_never_empty_and_byte_capped() -> None:
-    assert slugify("!!!").startswith("memory-")
-    long = slugify("记" * 300)
-    assert len(long.encode()) <= 120
-    assert slugify("记" * 300) != slugify("记" * 301)
 
 
 def test_write_memory_is_private_and_atomic(tmp_path: Path) -> None:
