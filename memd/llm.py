@@ -18,6 +18,28 @@ Invariants:
   are rebuilt from the status code and the API's error type, and raised
   outside the SDK's `except` block, so no exception chain carries the
   request (whose headers hold the key).
+- `timeout_s` bounds each attempt whole, connect to last byte (issue 16: a
+  server sending a byte every 2 s held a 5 s call for 183 s, and the daemon's
+  lock and its shutdown with it). The SDK's timeout cannot do that: httpx
+  applies it to each phase and each read, so a slow drip never trips it.
+  So each attempt runs on a daemon thread and the caller waits for it at most
+  `timeout_s`. On expiry the client is closed (its sockets released) and
+  replaced, and the thread is abandoned: it ends at its next read or at the
+  SDK's own per-read timeout, whatever it got is dropped, and it never calls
+  the usage sink (whose state connection belongs to the caller's thread).
+  Why a thread rather than streaming with a clock check between chunks: the
+  deadline must hold in every phase — name resolution, connect, TLS, the wait
+  for a first byte (a non-streamed answer sends nothing until it is whole) —
+  and only a wait outside the HTTP stack bounds them all, with the SDK's own
+  request and parsing unchanged. (`memd.recall.call_with_deadline` bounds
+  recall the same way.) Closing the client cuts any other call sharing it;
+  in memd a model layer belongs to one job run (recall builds its own), and a
+  call cut that way fails as a connection error and is retried.
+- `should_stop` (the job's stop flag, wired in by `memd.runner`) is asked
+  before every attempt and during the backoff between attempts: a daemon
+  asked to stop lets the attempt in flight end (bounded as above) but never
+  starts another; the call raises `ModelCallStopped` and the job is retried
+  after the restart. So a stop drains within about `timeout_s`.
 """
 
 from __future__ import annotations
@@ -41,17 +63,18 @@ if TYPE_CHECKING:  # pragma: no cover - typing only, never imported at run time
     import anthropic
 
 __all__ = [
-    "ModelError",
-    "ModelUnavailable",
-    "BudgetExceeded",
-    "ModelCallFailed",
-    "LLMConfig",
-    "Completion",
-    "Availability",
     "LLM",
     "PROVIDERS",
-    "TIERS",
     "RETRYABLE_STATUS",
+    "TIERS",
+    "Availability",
+    "BudgetExceeded",
+    "Completion",
+    "LLMConfig",
+    "ModelCallFailed",
+    "ModelCallStopped",
+    "ModelError",
+    "ModelUnavailable",
     "backoff_delay",
     "parse_retry_after",
 ]
@@ -70,6 +93,8 @@ BACKOFF_CAP_S = 30.0
 # thread: the call fails and the job is retried by the scheduler later.
 RETRY_AFTER_MAX_S = 120.0
 API_MESSAGE_MAX = 200
+# How often a backoff wait asks `should_stop`: a stop request is noticed this fast between attempts.
+STOP_POLL_S = 0.25
 
 
 # --- errors ------------------------------------------------------------------------
@@ -104,6 +129,14 @@ class ModelCallFailed(ModelError):
         self.status = status
         self.attempts = attempts
         self.retryable = retryable
+
+
+class ModelCallStopped(ModelError):
+    """The caller is stopping (the daemon got SIGTERM): no attempt was started after it asked.
+
+    Not a failure of the model: the runner records the run as deferred, and
+    the work is redone from its cursor after the restart.
+    """
 
 
 # --- configuration and results ----------------------------------------------------
@@ -238,6 +271,8 @@ class LLM:
     "output_tokens", "cache_read_tokens", "cache_write_tokens", "ok", "error"}.
     `tokens_used_today` is asked before every call (None: no budget check).
     `sleep`, `clock` and `rng` are injected so tests travel in time.
+    `should_stop`, when set, is asked before each attempt and while waiting
+    between attempts (see the module docstring).
     Thread-safe: jobs on different threads may share one instance.
     """
 
@@ -247,14 +282,18 @@ class LLM:
         *,
         usage_sink: Callable[[dict[str, Any]], None] | None = None,
         tokens_used_today: Callable[[], int] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> None:
         self.config = config
+        self.should_stop = should_stop
         self._usage_sink = usage_sink
         self._tokens_used_today = tokens_used_today
-        self._sleep = sleep
+        # The default waits in slices, asking `should_stop`; an injected sleep (a test's clock)
+        # is called once per wait, and `should_stop` is asked after it.
+        self._sleep = sleep or self._wait_unless_stopped
         self._clock = clock
         self._rng = rng or random.Random()
         self._api_key = config.api_key or os.environ.get("ANTHROPIC_API_KEY") or None
@@ -324,8 +363,10 @@ class LLM:
         """One model answer to `system` + `user`, secrets redacted, retried, accounted.
 
         Raises ModelUnavailable (offline or no key), BudgetExceeded (nothing
-        sent), or ModelCallFailed (after the retries, or at once when retrying
-        cannot help: a 4xx, an unusable response).
+        sent), ModelCallStopped (`should_stop` said so before an attempt), or
+        ModelCallFailed (after the retries, or at once when retrying cannot
+        help: a 4xx, an unusable response). Each attempt takes at most
+        `timeout_s` (default: the config's) from connect to last byte.
         """
         model = self.model_for(tier)
         if not user:
@@ -333,13 +374,15 @@ class LLM:
         self._check_callable()
         request = self._request(model, system, user, max_tokens or self.config.max_output_tokens)
         timeout = float(timeout_s if timeout_s is not None else self.config.timeout_s)
-        client = self._get_client()
+        if self._stopping():
+            raise ModelCallStopped(f"{job}: not calling {model}: memd is stopping")
         attempts_allowed = int(self.config.max_retries) + 1
         failure: _Failure | None = None
         attempt = 0
         started = time.monotonic()
         for attempt in range(1, attempts_allowed + 1):
-            outcome = self._attempt(client, request, timeout)
+            # A new client if the last attempt's was closed when it ran out of time.
+            outcome = self._attempt(self._get_client(), request, timeout)
             if isinstance(outcome, Completion):
                 done = replace(outcome, attempts=attempt)
                 self._record(job, tier, done.model, done, ok=True, error=None)
@@ -360,8 +403,17 @@ class LLM:
                 )  # fmt: skip
                 break
             wait = failure.retry_after if failure.retry_after is not None else backoff_delay(attempt, self._rng)
-            log.warning("model.retrying", job=job, model=model, attempt=attempt, error=failure.message, delay_s=round(wait, 3))
-            self._sleep(wait)
+            if not self._stopping():
+                log.warning("model.retrying", job=job, model=model, attempt=attempt, error=failure.message, delay_s=round(wait, 3))
+                self._sleep(wait)
+                if not self._stopping():
+                    continue
+            self._record(job, tier, model, None, ok=False, error=f"{failure.message}; not retried: memd is stopping")
+            log.warning("model.stopped", job=job, model=model, attempts=attempt, error=failure.message)
+            raise ModelCallStopped(
+                f"{job}: {model} call not retried after {attempt} attempt{'s' if attempt != 1 else ''} "
+                f"({failure.message}): memd is stopping"
+            )
         assert failure is not None
         message = f"{job}: {model} call failed after {attempt} attempt{'s' if attempt != 1 else ''}: {failure.message}"
         self._record(job, tier, model, None, ok=False, error=failure.message)
@@ -376,6 +428,22 @@ class LLM:
             client.close()
 
     # --- internals ---
+
+    def _stopping(self) -> bool:
+        return self.should_stop is not None and bool(self.should_stop())
+
+    def _wait_unless_stopped(self, seconds: float) -> None:
+        """The backoff wait: `seconds`, cut short when `should_stop` says so (asked every
+        STOP_POLL_S), so a 30 s backoff or a server's retry-after does not hold up a stop."""
+        if self.should_stop is None:
+            time.sleep(seconds)
+            return
+        deadline = time.monotonic() + seconds
+        while not self._stopping():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(STOP_POLL_S, left))
 
     def _check_callable(self) -> None:
         if self.provider == "offline":
@@ -415,7 +483,36 @@ class LLM:
                 )
             return self._client
 
+    def _retire(self, client: anthropic.Anthropic) -> None:
+        """Close `client` (an attempt on it ran out of time) so its sockets are released;
+        the next attempt builds a new one."""
+        with self._client_lock:
+            if self._client is client:
+                self._client = None
+        try:
+            client.close()
+        except Exception as exc:  # closing is best effort; the attempt already failed
+            log.debug("model.close_failed", error=type(exc).__name__)
+
     def _attempt(self, client: anthropic.Anthropic, request: dict[str, Any], timeout: float) -> Completion | _Failure:
+        """One attempt, bounded whole by `timeout`: the HTTP call runs on a daemon thread (module docstring)."""
+        box: list[Completion | _Failure] = []
+
+        def work() -> None:
+            try:
+                box.append(self._call(client, request, timeout))
+            except BaseException as exc:  # a bug in the SDK's path must not end the thread silently
+                box.append(_Failure(f"client error ({type(exc).__name__})", retryable=False))
+
+        worker = threading.Thread(target=work, name="memd-model-call", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if box:
+            return box[0]
+        self._retire(client)
+        return _Failure(f"timed out after {timeout:g} s", retryable=True)
+
+    def _call(self, client: anthropic.Anthropic, request: dict[str, Any], timeout: float) -> Completion | _Failure:
         """One HTTP call; every SDK error is turned into a `_Failure` here, inside the except."""
         import anthropic
 
@@ -487,5 +584,5 @@ class LLM:
         }
         try:
             self._usage_sink(record)
-        except Exception as exc:  # noqa: BLE001 - accounting must not undo the call
+        except Exception as exc:  # accounting must not undo the call
             log.error("usage.unrecorded", job=job, model=model, error=type(exc).__name__)

@@ -29,7 +29,7 @@ def _classify(exc: BaseException) -> RunResult:
         return RunResult("deferred", str(exc))
     from memd import llm
 
-    if isinstance(exc, (llm.ModelUnavailable, llm.BudgetExceeded)):
+    if isinstance(exc, (llm.ModelUnavailable, llm.BudgetExceeded, llm.ModelCallStopped)):
         return RunResult("deferred", str(exc))
     if isinstance(exc, llm.ModelError):
         return RunResult("failed", str(exc))
@@ -49,6 +49,7 @@ def run_job(
     run_id = uuid.uuid4().hex[:12]
     log = ctx.log.bind(job=job.NAME, target=str(target), run_id=run_id)
     ctx.log = log
+    _stop_aware_llm(ctx)
     started = time.monotonic()
     rowid = _record_start(ctx, job.NAME, str(target), run_id)
     log.info("job.started", force=force)
@@ -61,7 +62,7 @@ def run_job(
         else:
             with acquire(ctx.home, job.scopes(target), timeout=timeout, on_wait=on_wait):
                 result = job.run(ctx, target, force)
-    except Exception as exc:  # noqa: BLE001 - every failure becomes an outcome
+    except Exception as exc:  # every failure becomes an outcome
         result = _classify(exc)
         if result.outcome == "failed" and not _expected(exc):
             tb = traceback.format_exc()
@@ -79,6 +80,40 @@ def run_job(
     else:
         log.info("job.finished", **fields)
     return result
+
+
+def _stop_aware_llm(ctx: JobContext) -> None:
+    """Hand the run's stop flag to its model layer, built or not yet (it is built lazily).
+
+    So a model call started by any job learns of a stop request (SIGTERM to the
+    daemon) and starts no further attempt: the daemon drains in about one
+    attempt's timeout (issue 16). A model layer that has its own flag keeps it.
+    """
+    if ctx._llm is not None:
+        _StopAware.wire(ctx._llm, ctx)
+    elif not isinstance(ctx.llm_factory, _StopAware):
+        ctx.llm_factory = _StopAware(ctx.llm_factory)
+
+
+class _StopAware:
+    """A model-layer factory that gives what it builds the context's `should_stop`."""
+
+    def __init__(self, inner: Callable[[JobContext], Any] | None) -> None:
+        self.inner = inner
+
+    def __call__(self, ctx: JobContext) -> Any:
+        build = self.inner
+        if build is None:
+            from memd.context import make_llm
+
+            build = make_llm
+        return self.wire(build(ctx), ctx)
+
+    @staticmethod
+    def wire(llm: Any, ctx: JobContext) -> Any:
+        if getattr(llm, "should_stop", False) is None:
+            llm.should_stop = ctx.should_stop
+        return llm
 
 
 def refusal(ctx: JobContext, job: ModuleType) -> str | None:

@@ -11,8 +11,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from email.utils import format_datetime
 from datetime import UTC, datetime
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,13 @@ from memd.llm import (
     BudgetExceeded,
     LLMConfig,
     ModelCallFailed,
+    ModelCallStopped,
     ModelError,
     ModelUnavailable,
     backoff_delay,
     parse_retry_after,
 )
-from tests.fakeapi import FAKE_SECRET, FakeAnthropic, delay, malformed, status, text
+from tests.fakeapi import FAKE_SECRET, FakeAnthropic, delay, drip, malformed, status, text
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "k-test-not-a-real-key-7f3a"
@@ -186,7 +187,7 @@ def test_timeout_is_retried_then_fails(api: FakeAnthropic) -> None:
     api.enqueue(delay(2.0), delay(2.0))
     h = Harness(api, max_retries=1, timeout_s=0.5)
     started = time.monotonic()
-    with pytest.raises(ModelCallFailed, match="timed out after 0.5 s") as err:
+    with pytest.raises(ModelCallFailed, match=r"timed out after 0\.5 s") as err:
         h.call()
     assert time.monotonic() - started < 2.5
     assert err.value.attempts == 2 and err.value.status is None
@@ -199,6 +200,117 @@ def test_timeout_then_success(api: FakeAnthropic) -> None:
     h = Harness(api)
     done = h.call(timeout_s=0.3)
     assert done.text == "late but fine" and done.attempts == 2
+
+
+# --- the whole call is bounded (issue 16) ------------------------------------------------
+
+
+def _model_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name == "memd-model-call" and t.is_alive()]
+
+
+def test_a_drip_feed_is_cut_at_the_timeout(api: FakeAnthropic) -> None:
+    """A byte every 2 s never trips a per-read timeout; the answer would take ~10 minutes.
+    The attempt is bounded whole: it fails as a timeout, and its socket and thread are let go."""
+    api.enqueue(drip(2.0))
+    h = Harness(api, timeout_s=2, max_retries=0)
+    h.llm._get_client()  # the SDK import (seconds on a slow machine) is not what is measured
+    started = time.monotonic()
+    with pytest.raises(ModelCallFailed, match="timed out after 2 s") as err:
+        h.call()
+    assert time.monotonic() - started < 10  # bounded; unbounded it is ~600 s
+    assert err.value.retryable and err.value.attempts == 1 and err.value.status is None
+    assert len(api.requests) == 1 and h.records[-1]["ok"] is False
+    deadline = time.monotonic() + 20
+    while _model_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _model_threads() == []  # the client was closed: the abandoned attempt ended too
+
+
+def test_each_retry_is_bounded_too(api: FakeAnthropic) -> None:
+    api.enqueue(drip(2.0), drip(2.0), drip(2.0))
+    h = Harness(api, timeout_s=2, max_retries=2)
+    h.llm._get_client()
+    started = time.monotonic()
+    with pytest.raises(ModelCallFailed, match="after 3 attempts: timed out after 2 s"):
+        h.call()
+    assert time.monotonic() - started < 3 * 2 + 10  # three bounded attempts (backoff is not slept here)
+    assert len(api.requests) == 3 and len(h.sleeps) == 2
+
+
+def test_a_quick_drip_is_an_answer(api: FakeAnthropic) -> None:
+    """The drip is a whole response in the end: within the bound it is read like any other."""
+    api.enqueue(drip(0.002, text("slowly but surely")))
+    assert Harness(api, timeout_s=20).call().text == "slowly but surely"
+
+
+def test_a_stop_request_starts_no_attempt(api: FakeAnthropic) -> None:
+    api.enqueue(text("never"))
+    h = Harness(api)
+    h.llm.should_stop = lambda: True
+    with pytest.raises(ModelCallStopped, match="memd is stopping") as err:
+        h.call()
+    assert err.value.exit_code == 4 and api.requests == [] and h.records == []
+
+
+def test_a_stop_during_an_attempt_lets_it_end_but_starts_no_other(api: FakeAnthropic) -> None:
+    """The attempt in flight runs to its bound; the retries it had left are not started."""
+    api.enqueue(drip(2.0), text("never asked"))
+    h = Harness(api, timeout_s=2, max_retries=3)
+    stop = False
+    h.llm.should_stop = lambda: stop
+
+    def asked() -> None:
+        nonlocal stop
+        deadline = time.monotonic() + 20
+        while not api.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stop = True
+
+    import threading
+
+    threading.Thread(target=asked, daemon=True).start()
+    with pytest.raises(ModelCallStopped, match="not retried after 1 attempt") as err:
+        h.call()
+    assert "timed out after 2 s" in str(err.value) and "hello" not in str(err.value)
+    assert len(api.requests) == 1 and h.sleeps == [] and api.pending == 1
+    [rec] = h.records
+    assert rec["ok"] is False and "memd is stopping" in rec["error"]
+
+
+def test_a_stop_during_the_backoff_starts_no_attempt(api: FakeAnthropic) -> None:
+    api.enqueue(status(529, retry_after=5), text("never asked"))
+    h = Harness(api)
+    h.llm.should_stop = lambda: bool(h.sleeps)  # the stop comes while waiting
+    with pytest.raises(ModelCallStopped, match="HTTP 529"):
+        h.call()
+    assert len(api.requests) == 1 and h.sleeps == [5] and api.pending == 1
+
+
+def test_a_stop_cuts_a_real_backoff_short(api: FakeAnthropic) -> None:
+    """A server asking for 100 s between attempts does not hold a stopping daemon for 100 s
+    (the model layer's own wait, not an injected one)."""
+    import threading
+
+    api.enqueue(status(529, retry_after=100), text("never asked"))
+    llm = LLM(LLMConfig(provider="anthropic", api_key=KEY, base_url=api.url, timeout_s=5))
+    stop = threading.Event()
+    llm.should_stop = stop.is_set
+    threading.Timer(0.5, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(ModelCallStopped):
+        llm.complete(job="gate", tier="small", system="s", user="u")
+    assert time.monotonic() - started < 30  # the wait asked to be 100 s
+    assert len(api.requests) == 1
+
+
+def test_a_real_backoff_without_a_stop_is_waited_whole(api: FakeAnthropic) -> None:
+    api.enqueue(status(529, retry_after=0.6), text("ok"))
+    llm = LLM(LLMConfig(provider="anthropic", api_key=KEY, base_url=api.url, timeout_s=5), should_stop=lambda: False)
+    assert llm.complete(job="gate", tier="small", system="s", user="u").attempts == 2
+    assert api.requests[1].ts - api.requests[0].ts >= 0.6
 
 
 def test_connection_refused_is_retried_then_fails() -> None:

@@ -150,7 +150,7 @@ def refresh_known(ctx: JobContext, ref: ScopeRef, memories: list[Memory]) -> Non
     """
     from memd.index import render_drawer, render_memory_index
     from memd.indexer import write_if_changed
-    from memd.search import SearchIndex
+    from memd.searchindex import SearchIndex
 
     s = ctx.settings
     directory = ref.memory_dir(ctx.home)
@@ -178,6 +178,12 @@ class Snapshot:
     so a snapshot of a directory that changed meanwhile is never used. A run
     that ends without a change discards it (it has no run.json yet, so
     recovery would too). Never started, `wait` takes it in the caller's thread.
+
+    The copy runs under no memory lock (only the dream lock), so a recovery in
+    another process (a daemon starting beside `memd run-now dream`) may sweep
+    it as an interrupted snapshot. `wait(live)`, called under the scope's lock
+    once the directory is known unchanged, checks the copy against `live` and
+    takes it again, there and then, if it is not whole.
     """
 
     def __init__(self, home: Any, ref: ScopeRef, run_id: str) -> None:
@@ -202,7 +208,7 @@ class Snapshot:
         self._copied = True
         try:
             self.entry = history.snapshot(self.home, self.ref, self.run_id)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the run's thread by wait()
+        except BaseException as exc:  # re-raised in the run's thread by wait()
             self.error = exc
 
     def settle(self) -> None:
@@ -210,10 +216,20 @@ class Snapshot:
         if self._thread is not None:
             self._thread.join()
 
-    def wait(self) -> Path:
-        """The snapshot's history entry, copied now if no thread was started."""
+    def wait(self, live: Path | None = None) -> Path:
+        """The snapshot's history entry, copied now if no thread was started; with `live`, taken
+        again if the copy failed or no longer matches `live` (see the class docstring)."""
+        import shutil
+
+        from memd import history
+
         self.settle()
         if not self._copied:
+            self._copy()
+        elif live is not None and (self.error is not None or self.entry is None
+                                   or _listing(self.entry / history.FILES_DIR) != _listing(live)):  # fmt: skip
+            shutil.rmtree(history.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
+            self.entry, self.error = None, None
             self._copy()
         if self.error is not None:
             raise self.error
@@ -228,6 +244,26 @@ class Snapshot:
         self.settle()
         if not self.kept:
             shutil.rmtree(history.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
+
+
+def _listing(directory: Path) -> dict[str, tuple[int, int, int]]:
+    """Every entry under `directory` by relative path: its type, and a regular file's size and
+    mtime (what a byte-exact copy keeps; modes and inodes it does not)."""
+    import os
+    import stat
+
+    out: dict[str, tuple[int, int, int]] = {}
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            regular = stat.S_ISREG(st.st_mode)
+            out[os.path.relpath(path, directory)] = (stat.S_IFMT(st.st_mode), st.st_size if regular else 0,
+                                                     st.st_mtime_ns if regular else 0)  # fmt: skip
+    return out
 
 
 def apply(ctx: JobContext, target: Target, ref: ScopeRef, memories: list[Memory], plan: Plan, sig0: dict[str, Any],
@@ -270,7 +306,7 @@ def _commit(ctx: JobContext, ref: ScopeRef, memories: list[Memory], rendered: li
     directory = ref.memory_dir(ctx.home)
     run_id = snap.run_id
     try:
-        entry = snap.wait()
+        entry = snap.wait(directory)
         staged = history.stage(ctx.home, ref, run_id, source=directory, link=True)
         staging = staged.path
         changes, written = apply_to_staging(staging, rendered, by_file)

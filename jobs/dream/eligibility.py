@@ -7,7 +7,8 @@ failure, for the back-off) is kept in the cursors table under job "dream".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from memd.clock import iso, parse_iso
 from memd.jobctx import JobContext, Target, get_cursor, set_cursor
-from memd.locks import Scope
+from memd.locks import Held, Scope, acquire
+from memd.tree import Place
 
 if TYPE_CHECKING:  # imported where used: `memd status` imports this module and must start fast
     from memd.history import ScopeRef
@@ -24,9 +26,48 @@ NAME = "dream"  # the job's name (`jobs.dream.NAME`): its cursors and model call
 RETRY_HOURS = 6.0
 
 
+class DreamLock(Place):
+    """The lock only dreams take: at most one dream per memory scope at a time, held for the whole run.
+
+    A `Place` of the scope it guards, so `memd.locks` takes it like any other
+    (bounded wait, `LockBusy`, symlink refusal), but with its own file
+    (`dream.<scope's lock file>`) and name (`dream:project:<key>`), so no
+    other writer ever waits on it. Never equal to the scope's own Place.
+    Order: a dream takes it first and the scope's lock after (`scope_lock`);
+    nothing that holds a scope lock ever waits for a dream lock, so the two
+    can never deadlock.
+    """
+
+    @property
+    def scope(self) -> Place:
+        """The memory scope this lock guards (whose own lock every writer takes)."""
+        return Place(self.kind, self.key, self.session_id)
+
+    @property
+    def lock_name(self) -> str:
+        return f"dream.{self.scope.lock_name}"
+
+    def __str__(self) -> str:
+        return f"dream:{self.scope}"
+
+
 def scopes(target: Target) -> list[Scope]:
-    """A dream writes one memory directory, so it locks exactly that scope, for the whole run."""
-    return [Scope.global_()] if target.kind == "global" else [Scope.project(target.key or "")]
+    """What the runner holds for the whole run: the scope's dream lock, not its memory lock.
+
+    Decided under no memory lock, the model called outside it, applied under
+    the scope's lock with a re-check (`scope_lock`, `jobs.dream.runner`): an
+    extraction, a `memd remember` or an index run never waits for a model.
+    """
+    return [DreamLock("global") if target.kind == "global" else DreamLock("project", target.key or "")]
+
+
+@contextmanager
+def scope_lock(ctx: JobContext, target: Target) -> Iterator[Held]:
+    """The memory scope's own lock, which every writer of the directory takes; bounded like
+    any job's wait (`memd.lockTimeoutSeconds`). Busy past it: `LockBusy`, the run is deferred."""
+    place = Place.global_() if target.kind == "global" else Place.project(target.key or "")
+    with acquire(ctx.home, [place], timeout=float(ctx.settings.get("memd.lockTimeoutSeconds"))) as held:
+        yield held
 
 
 def targets(ctx: JobContext) -> list[Target]:

@@ -1,5 +1,10 @@
 """The run: check due-ness, plan (offline, or the model given the scope and its sessions), guard, apply.
 
+Locks (issue 16): the runner holds only the scope's dream lock (`eligibility.DreamLock`) for
+the run. The memory scope's own lock is taken twice, briefly: to finish what a crash left
+before anything is read, and for the apply, which first checks that the directory is exactly
+as it was when the plan was made (`sig0`); if not, the run is deferred with nothing written.
+
 Not `run.py` (nor `due.py` for `eligibility`): a submodule would share its name with the job's
 `run` (`due`) attribute of `jobs.dream`, and `jobs.dream.run` could not name both.
 """
@@ -19,6 +24,7 @@ from jobs.dream.eligibility import (
     due_decisions,
     epoch,
     note_failure,
+    scope_lock,
     scope_ref,
 )
 from jobs.dream.plan import (
@@ -136,10 +142,11 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
     from memd import history
 
     ref = scope_ref(target)
-    history.recover_scope(ctx.home, ref, ctx.log)
     directory = ref.memory_dir(ctx.home)
     if directory.is_symlink():
         return RunResult("skipped", f"{directory} is a symlink; dream only rewrites real directories")
+    with scope_lock(ctx, target):  # a swap a crash interrupted is finished (or undone) before we read
+        history.recover_scope(ctx.home, ref, ctx.log)
     base = baseline_of(ctx, target)
     if not force:
         ok, why = due_decisions(ctx, [target])[target]
@@ -158,6 +165,9 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
 
 def _plan_and_apply(ctx: JobContext, target: Target, ref: ScopeRef, base: Baseline, provider: str,
                     sig0: dict[str, Any], snap: Snapshot, force: bool) -> RunResult:  # fmt: skip
+    """Plan under no memory lock (every write to the directory is atomic, so the scan reads whole
+    files, and `sig0`, taken before it, says what the plan was made on), then apply under the lock."""
+    from memd import history
     from memd.memories import scan_dir
 
     directory = ref.memory_dir(ctx.home)
@@ -183,4 +193,11 @@ def _plan_and_apply(ctx: JobContext, target: Target, ref: ScopeRef, base: Baseli
         ctx.log.warning("dream.refused", scope=str(ref), reason=refused, operations=len(plan.ops))
         note_failure(ctx, target, refused)
         return RunResult("failed", f"refused: {refused}", details)
-    return apply(ctx, target, ref, scan.memories, plan, sig0, snap, provider, force, details)
+    with scope_lock(ctx, target):
+        if history.signature(directory) != sig0:
+            # Another writer (an extraction, `memd remember`, an undo, a hand edit) came first:
+            # the plan was made on what is no longer there. Nothing is written; the cursor stays.
+            ctx.log.info("dream.deferred", scope=str(ref), reason="memory changed", provider=provider)
+            waited = "the model answered" if provider != "offline" else "the dream planned"
+            raise Deferred(f"memory changed while {waited}; will retry")
+        return apply(ctx, target, ref, scan.memories, plan, sig0, snap, provider, force, details)

@@ -233,7 +233,7 @@ def test_hand_edit_during_the_model_call_defers_the_run(home: Path, monkeypatch:
     with FakeAnthropic(responder=responder) as api:
         ctx = _model_ctx(home, api, monkeypatch)
         r = run_job(ctx, dream, TARGET, force=True)
-    assert r.outcome == "deferred" and "changed during the run" in r.reason, r
+    assert r.outcome == "deferred" and r.reason == "memory changed while the model answered; will retry", r
     assert (d / "pnpm-ci.md").exists() and "Node 20" in (d / "node.md").read_text()
     assert history.list_runs(Home(home)) == [] and not list(d.parent.glob(".memory*"))
     assert "last" not in (get_cursor(ctx.conn, "dream", str(TARGET)) or {})
