@@ -24,13 +24,15 @@ from typing import Any
 from memd import ledger, registry, settings as settings_mod, state
 from memd.clock import Clock, iso, system_clock
 from memd.context import make_context
+from memd.daemonlock import DaemonLock
 from memd.dispatch import Dispatch
-from memd.locks import DaemonLock
+from memd.hooks import take_summary_requests
 from memd.runner import run_job
 from memd.tree import Home, Place, classify_path, discover_sessions, list_memory_dirs, session_file
 
 SESSION_JOBS: tuple[str, ...] = ("extract", "summary")
 DUE_CHECK_SECONDS = 30
+SYNC_TICK_SECONDS = 5  # how often memd.sync.tick is asked whether a sync is due (it is cheap)
 STOP_GRACE_SECONDS = 120
 DAEMON_LOCK_TIMEOUT = 2.0
 EVENT_BATCH_SECONDS = 0.05
@@ -74,6 +76,7 @@ class Daemon:
         self._last_poll = 0.0
         self._last_due = 0.0
         self._last_reconcile = 0.0
+        self._last_sync = 0.0
 
     # -- signals: flags only ----------------------------------------------------
     def _on_stop(self, signum: int, _frame: Any) -> None:
@@ -237,6 +240,9 @@ class Daemon:
         if now - self._last_due >= DUE_CHECK_SECONDS:
             self._last_due = now
             self.events.put(("due", None))
+        if now - self._last_sync >= SYNC_TICK_SECONDS:
+            self._last_sync = now
+            self.events.put(("sync", None))
 
     def _handle(self, batch: list[tuple[str, Any]]) -> None:
         sessions: set[tuple[str, str | None]] = set()
@@ -263,6 +269,10 @@ class Daemon:
                 self.submit("index", Place.memory(key))
         if "due" in kinds:
             self._due_all()
+        if "sync" in kinds:  # memd.git with a remote: a sync in the background when one is due
+            from memd.sync import tick
+
+            tick(self.home, self.settings, self.log)
         for kind, arg in batch:
             if kind == "recheck":
                 self._recheck(*arg)
@@ -330,6 +340,8 @@ class Daemon:
         if swept:
             self.log.warning("runs.interrupted", count=swept)
         ctx = self._job_ctx()
+        for place in take_summary_requests(self.conn):  # PreCompact hooks ask for these (memd.hooks)
+            self.submit("summary", place, force=True)
         for job in registry.all_jobs():
             try:
                 targets = job.due(ctx)

@@ -18,7 +18,7 @@ import structlog
 from memd.fsutil import atomic_write
 from memd.index import render_drawer, render_memory_index
 from memd.memories import DEFAULT_MAX_FILE_BYTES, INDEX_NAME, Memory, Problem, scan_dir
-from memd.search import SearchIndex, SyncStats
+from memd.searchindex import SearchIndex, SyncStats
 from memd.tree import Home, list_memory_dirs
 
 log = structlog.get_logger("memd.indexer")

@@ -1,4 +1,4 @@
-"""Locks on what memd writes, and the one-daemon-per-home lock (DESIGN "Locks").
+"""Locks on what memd writes (DESIGN "Locks"); the daemon's own lock is in memd/daemonlock.py.
 
 Invariants this module keeps:
 
@@ -14,30 +14,26 @@ Invariants this module keeps:
 * A lock path is never followed through a symlink: filelock opens with
   O_NOFOLLOW, so a link planted at a lock path fails to open instead of
   truncating or creating its target. We turn that failure into one clear line.
-* The daemon lock is held for the daemon's whole life; liveness is "is that lock
-  held", never "does the pid in daemon.json exist" (pids are reused).
 
 The locks are `flock(2)` locks: the kernel drops them when the holder exits,
-however it exits, so there is no stale-lock cleanup to get wrong.
+however it exits, so there is no stale-lock cleanup to get wrong. The
+primitives (`file_lock`, `try_lock`, `check_not_symlink`) are shared with
+memd/daemonlock.py.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
-import json
 import os
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from memd.errors import AlreadyRunningError, BusyError, MemdError
-from memd.fsutil import PRIVATE_FILE, atomic_write, ensure_private_dir
+from memd.errors import BusyError, MemdError
+from memd.fsutil import PRIVATE_FILE, ensure_private_dir
 from memd.tree import Home, Place
 
 if TYPE_CHECKING:
@@ -45,15 +41,6 @@ if TYPE_CHECKING:
 
 ScopeKind = Literal["global", "project", "session"]
 
-# Canonical acquisition order: the widest scope first (DESIGN "Locks").
-_RANK: dict[str, int] = {"global": 0, "project": 1, "session": 2}
-_SAFE = re.compile(r"[^A-Za-z0-9_-]")
-_NAME_PART_MAX = 60  # keeps every lock file name far below NAME_MAX (255)
-DAEMON_LOCK_NAME = "daemon.lock"
-# How long DaemonLock waits before declaring "already running": long enough to
-# ride out a `memd status` probe that holds the lock for microseconds, short
-# enough to be non-blocking to a human.
-DAEMON_GRACE_S = 0.25
 _POLL_S = 0.05
 
 
@@ -85,20 +72,6 @@ class LockBusy(LockError, BusyError):
         )
 
 
-class AlreadyRunning(LockError, AlreadyRunningError):
-    """A daemon already runs on this home: one daemon per DEEPCODE_HOME."""
-
-    def __init__(self, home: Home, info: dict[str, Any] | None) -> None:
-        self.home = home
-        self.info = info or {}
-        pid = self.info.get("pid")
-        since = self.info.get("since")
-        who = f"pid {pid}" if pid is not None else "pid unknown"
-        if since:
-            who += f", since {since}"
-        super().__init__(f"memd is already running for {home.root} ({who})")
-
-
 Scope = Place  # transitional name; Place (memd.tree) is the one value for targets, locks and history
 
 
@@ -108,10 +81,6 @@ GLOBAL = Scope("global")
 def canonical_order(scopes: Sequence[Scope]) -> list[Scope]:
     """Scopes deduplicated and sorted global → project → session."""
     return sorted(set(scopes), key=lambda s: s.sort_key)
-
-
-def _safe_part(text: str) -> str:
-    return _SAFE.sub("_", text)[:_NAME_PART_MAX]
 
 
 def lock_file_name(scope: Place) -> str:
@@ -135,7 +104,7 @@ def ensure_locks_dir(home: Home) -> Path:
     return d
 
 
-def _file_lock(path: Path) -> BaseFileLock:
+def file_lock(path: Path) -> BaseFileLock:
     """A fresh, non-reentrant-across-calls flock on `path`.
 
     filelock is imported here so that importing this module (e.g. for its
@@ -149,14 +118,14 @@ def _file_lock(path: Path) -> BaseFileLock:
     return FileLock(path, mode=PRIVATE_FILE, thread_local=False, fallback_to_soft=False)
 
 
-def _check_not_symlink(path: Path) -> None:
+def check_not_symlink(path: Path) -> None:
     # An early, readable refusal. The real guarantee is O_NOFOLLOW in filelock,
     # which also covers a link planted between this check and the open.
     if path.is_symlink():
         raise UnsafeLockPath(f"{path}: lock file is a symlink; refusing to follow it (remove it)")
 
 
-def _try_lock(lock: BaseFileLock, path: Path, timeout: float) -> bool:
+def try_lock(lock: BaseFileLock, path: Path, timeout: float) -> bool:
     """One bounded attempt; False on contention, UnsafeLockPath on a planted link."""
     from filelock import Timeout
 
@@ -215,10 +184,10 @@ def _take_one(
     clock: Callable[[], float],
 ) -> tuple[BaseFileLock, float]:
     path = lock_path(home, scope)
-    _check_not_symlink(path)
-    lock = _file_lock(path)
+    check_not_symlink(path)
+    lock = file_lock(path)
     start = clock()
-    if _try_lock(lock, path, 0):
+    if try_lock(lock, path, 0):
         return lock, 0.0
     left = deadline - clock()
     if left <= 0:
@@ -226,7 +195,7 @@ def _take_one(
     # Held by someone else: say so once, visibly, then wait what is left of the budget.
     if on_wait is not None:
         on_wait(scope)
-    if _try_lock(lock, path, max(0.0, deadline - clock())):
+    if try_lock(lock, path, max(0.0, deadline - clock())):
         return lock, clock() - start
     raise LockBusy(scope, clock() - start, path)
 
@@ -260,139 +229,20 @@ def acquire(
         yield held
 
 
-# --- the daemon lock and its pid file -------------------------------------------------
-
-
-def daemon_lock_path(home: Home) -> Path:
-    return home.locks_dir / DAEMON_LOCK_NAME
-
-
-def write_pid_file(home: Home, *, pid: int | None = None, version: str | None = None,
-                   now: datetime | None = None) -> dict[str, Any]:
-    """Record who holds the daemon lock, atomically (a reader never sees half of it).
-
-    Written after the lock is taken, so its contents describe the holder; it is
-    informational only — liveness comes from the lock, not from this file.
-    """
-    from memd import __version__
-
-    info = {
-        "pid": os.getpid() if pid is None else pid,
-        "since": (now or datetime.now(timezone.utc)).isoformat(timespec="seconds"),
-        "version": version or __version__,
-        "home": str(home.root),
-    }
-    ensure_private_dir(home.memd_dir)
-    atomic_write(home.pid_file, json.dumps(info, sort_keys=True) + "\n")
-    return info
-
-
-def read_pid_file(home: Home) -> dict[str, Any] | None:
-    """The pid file's record, or None if it is missing or unreadable (never raises)."""
-    try:
-        with open(home.pid_file, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def remove_pid_file(home: Home, *, pid: int | None = None) -> None:
-    """Remove the pid file if it names `pid` (default: this process), so we never delete a successor's."""
-    info = read_pid_file(home)
-    if info is not None and info.get("pid") != (os.getpid() if pid is None else pid):
-        return
-    try:
-        os.unlink(home.pid_file)
-    except FileNotFoundError:
-        pass
-
-
-class DaemonLock:
-    """The single-instance lock of `memd run`, held for the daemon's life.
-
-    `acquire()` only locks; used as a context manager it also writes the pid
-    file on entry and removes it on exit.
-    """
-
-    def __init__(self, home: Home, *, grace_s: float = DAEMON_GRACE_S) -> None:
-        self.home = home
-        self.path = daemon_lock_path(home)
-        self.grace_s = grace_s
-        self._lock: BaseFileLock | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._lock is not None
-
-    def acquire(self) -> None:
-        """Take the lock or raise AlreadyRunning naming the holder's pid."""
-        if self._lock is not None:
-            return
-        ensure_locks_dir(self.home)
-        _check_not_symlink(self.path)
-        lock = _file_lock(self.path)
-        if not _try_lock(lock, self.path, self.grace_s):
-            raise AlreadyRunning(self.home, read_pid_file(self.home))
-        self._lock = lock
-
-    def release(self) -> None:
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
-
-    def __enter__(self) -> DaemonLock:
-        self.acquire()
-        try:
-            write_pid_file(self.home)
-        except BaseException:
-            self.release()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            remove_pid_file(self.home)
-        finally:
-            self.release()
-
-
-def daemon_alive(home: Home) -> dict[str, Any] | None:
-    """The running daemon's pid-file record, or None if no daemon holds the lock.
-
-    Liveness is tested by trying the daemon lock without waiting, never by the
-    pid (a dead daemon's pid may belong to another process by now). If the lock
-    is held but the pid file is not written yet, the record is `{"pid": None}`.
-    The probe holds the lock for microseconds; DaemonLock's grace rides that out.
-    """
-    path = daemon_lock_path(home)
-    if not home.locks_dir.is_dir() or not os.path.lexists(path):
-        return None  # no daemon ever ran here; do not create anything for a probe
-    _check_not_symlink(path)
-    lock = _file_lock(path)
-    if _try_lock(lock, path, 0):
-        lock.release()
-        return None
-    return read_pid_file(home) or {"pid": None}
-
-
 __all__ = [
     "GLOBAL",
-    "AlreadyRunning",
-    "DaemonLock",
     "Held",
     "LockBusy",
     "LockError",
     "Scope",
+    "ScopeKind",
     "UnsafeLockPath",
     "acquire",
     "canonical_order",
-    "daemon_alive",
-    "daemon_lock_path",
+    "check_not_symlink",
     "ensure_locks_dir",
+    "file_lock",
     "lock_file_name",
     "lock_path",
-    "read_pid_file",
-    "remove_pid_file",
-    "write_pid_file",
+    "try_lock",
 ]

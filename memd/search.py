@@ -1,8 +1,11 @@
 """Full-text search over memories: SQLite FTS5 at `<home>/memd/search.sqlite` (SPEC §6.3).
 
-memd is the only writer; agents (the SearchMemory tool) and `memd search` open
-the database read-only. The database is derived data: it can be deleted at any
-time and `refresh_all` rebuilds it from the memory files.
+This module is the read side: `open_readonly`, `query_index`, query parsing
+and snippets. memd is the only writer (memd/searchindex.py: `SearchIndex`, the
+schema, sync); agents (the SearchMemory tool) and `memd search` open the
+database read-only, and this module never imports the writer. The database is
+derived data: it can be deleted at any time and `refresh_all` rebuilds it from
+the memory files.
 
 Contract for read-only readers (stable for `PRAGMA user_version` = 1)
 ---------------------------------------------------------------------
@@ -62,30 +65,21 @@ Why this design
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
+from memd.logs import lazy_logger
 
-from memd.fsutil import PRIVATE_FILE, ensure_private_dir
-from memd.memories import Memory
-from memd.tree import Home
+log = lazy_logger("memd.search")  # structlog on first use: the hook commands never pay for it
 
-log = structlog.get_logger("memd.search")
-
-SCHEMA_VERSION = 1
 SEGMENTER = "zwsp-v1"
 ZWSP = "\u200b"
 WEIGHTS = (10.0, 5.0, 1.0)  # name, description, body
 SNIPPET_TOKENS = 24
 BUSY_TIMEOUT_S = 5.0
-DirKey = tuple[str, str | None]
 
 # Scripts written without spaces between words (plus Hangul, whose words carry
 # attached particles): one token per character. Combining marks inside these
@@ -107,38 +101,6 @@ _SEG_RE = re.compile(rf"(?<=[{_SPACELESS}])(?=\w)|(?<=\w)(?=\w)(?=[{_SPACELESS}]
 _OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
 _SYNTAX_CHARS = frozenset('"():*^{}+-')
 _HL_OPEN, _HL_CLOSE = "\x02", "\x03"
-
-_SCHEMA = """
-CREATE TABLE memories (
-    id          INTEGER PRIMARY KEY,
-    scope       TEXT NOT NULL CHECK (scope IN ('global', 'project')),
-    project_key TEXT,
-    file        TEXT NOT NULL UNIQUE,
-    name        TEXT NOT NULL,
-    description TEXT NOT NULL,
-    type        TEXT NOT NULL,
-    body        TEXT NOT NULL,
-    mtime       REAL NOT NULL,
-    size        INTEGER NOT NULL
-);
-CREATE INDEX memories_scope ON memories (scope, project_key);
-CREATE VIRTUAL TABLE memories_fts USING fts5 (
-    name, description, body, tokenize = 'unicode61 remove_diacritics 2'
-);
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-
-
-@dataclass(frozen=True)
-class SyncStats:
-    added: int = 0
-    updated: int = 0
-    removed: int = 0
-    unchanged: int = 0
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.updated or self.removed)
 
 
 @dataclass(frozen=True)
@@ -297,246 +259,15 @@ def query_index(
     return hits
 
 
-# --------------------------------------------------------------------------- writing
-
-
-def _create_private(path: Path) -> None:
-    """Create the DB file 0600 before SQLite does (it would use the umask);
-    SQLite gives its -wal and -shm files the same mode as the database."""
-    ensure_private_dir(path.parent)
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE)
-    except FileExistsError:
-        return
-    os.close(fd)
-
-
-class SearchIndex:
-    """The writer side of the search DB. One per process; not thread-safe.
-
-    `root` is the home the `file` column is relative to; by default the parent
-    of the `memd/` directory holding the database, where `Home` puts it.
-    """
-
-    def __init__(self, path: Path | str, *, root: Path | str | None = None) -> None:
-        self.path = Path(path)
-        self.root = Path(root) if root is not None else self.path.parent.parent
-        self._root_prefix = str(self.root).rstrip("/") + "/"
-        try:
-            self._conn = self._open()
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError):
-                raise  # locked, unreadable, ...: not ours to destroy
-            # Not a database, or a malformed one: it is a cache, start afresh.
-            log.warning("search_db.discarded", path=str(self.path), error=str(exc))
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-            self._conn = self._open()
-
-    def _open(self) -> sqlite3.Connection:
-        _create_private(self.path)
-        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn = conn
-            self._ensure_schema()
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    @classmethod
-    def for_home(cls, home: Home) -> SearchIndex:
-        return cls(home.search_db, root=home.root)
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self) -> SearchIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- schema
-
-    def _schema_current(self) -> bool:
-        (version,) = self._conn.execute("PRAGMA user_version").fetchone()
-        if version != SCHEMA_VERSION:
-            return False
-        row = self._conn.execute("SELECT value FROM meta WHERE key = 'segmenter'").fetchone()
-        return row is not None and row[0] == SEGMENTER
-
-    def _ensure_schema(self) -> None:
-        with self._transaction():
-            if self._schema_current():
-                return
-            tables = [
-                r[0]
-                for r in self._conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                    "AND name NOT LIKE 'memories_fts_%'"
-                )
-            ]
-            if tables:
-                log.info("search_db.rebuilt", path=str(self.path), reason="schema or segmenter changed")
-            for name in tables:
-                self._conn.execute(f'DROP TABLE IF EXISTS "{name}"')
-            # Statement by statement: executescript() would COMMIT the open transaction.
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    self._conn.execute(statement)
-            self._conn.execute("INSERT INTO meta (key, value) VALUES ('segmenter', ?)", (SEGMENTER,))
-            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: readers see all of it or none of it."""
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
-
-    # -- rows
-
-    def relative(self, path: Path | str) -> str:
-        """The `file` key of a memory path: relative to the home, '/'-separated."""
-        text = str(path)
-        prefix = self._root_prefix
-        if text.startswith(prefix) and os.sep == "/":  # the common case, without pathlib's parsing
-            return text[len(prefix) :]
-        p = Path(path)
-        if not p.is_absolute():
-            return p.as_posix()
-        try:
-            return p.relative_to(self.root).as_posix()
-        except ValueError:
-            return p.as_posix()
-
-    def _insert(self, mem: Memory, file: str) -> None:
-        cur = self._conn.execute(
-            "INSERT INTO memories (scope, project_key, file, name, description, type, body, mtime, size) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (mem.scope, mem.project_key, file, mem.name, mem.description, mem.type, mem.body, mem.mtime, mem.size),
-        )
-        self._insert_fts(cur.lastrowid, mem)
-
-    def _insert_fts(self, rowid: int | None, mem: Memory) -> None:
-        self._conn.execute(
-            "INSERT INTO memories_fts (rowid, name, description, body) VALUES (?, ?, ?, ?)",
-            (rowid, segment(mem.name), segment(mem.description), segment(mem.body)),
-        )
-
-    def _update(self, rowid: int, mem: Memory) -> None:
-        self._conn.execute(
-            "UPDATE memories SET scope = ?, project_key = ?, name = ?, description = ?, type = ?, "
-            "body = ?, mtime = ?, size = ? WHERE id = ?",
-            (mem.scope, mem.project_key, mem.name, mem.description, mem.type, mem.body, mem.mtime, mem.size, rowid),
-        )
-        self._conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rowid,))
-        self._insert_fts(rowid, mem)
-
-    def _delete(self, rowid: int) -> None:
-        self._conn.execute("DELETE FROM memories WHERE id = ?", (rowid,))
-        self._conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rowid,))
-
-    # -- public writes
-
-    def known(self, scope: str, project_key: str | None) -> dict[str, Memory]:
-        """The memories of one directory as indexed (path → Memory, without extra metadata).
-
-        The indexer passes these to `scan_dir`, which reuses a row whose size and
-        mtime still match its file instead of reading and parsing the file again.
-        """
-        rows = self._conn.execute(
-            "SELECT file, name, description, type, body, mtime, size FROM memories WHERE scope = ? AND project_key IS ?",
-            (scope, project_key),
-        )
-        out: dict[str, Memory] = {}
-        for file, name, desc, mtype, body, mtime, size in rows:
-            path = self.root / file
-            out[str(path)] = Memory(path, name, desc, mtype, body, mtime, size, scope, project_key, {})
-        return out
-
-    def sync(self, memories_by_dir: Mapping[DirKey, Sequence[Memory]], *, prune: bool = False) -> SyncStats:
-        """Make the rows of the given directories match their memories.
-
-        Keys are `(scope, project_key)`: ("global", None) or ("project", key).
-        A memory whose (file, size, mtime, scope, key) matches its row is left
-        alone; rows of those directories whose file is gone are removed. With
-        `prune`, rows of every directory *not* given are removed too (the full
-        refresh, where a vanished project must leave the index). One
-        transaction: a reader sees the old state or the new one.
-        """
-        added = updated = removed = unchanged = 0
-        with self._transaction() as conn:
-            rows = {
-                r[1]: r
-                for r in conn.execute("SELECT id, file, size, mtime, scope, project_key FROM memories")
-            }
-            seen: set[str] = set()
-            for memories in memories_by_dir.values():
-                for mem in memories:
-                    file = self.relative(mem.path)
-                    seen.add(file)
-                    row = rows.get(file)
-                    if row is None:
-                        self._insert(mem, file)
-                        added += 1
-                    elif (row[2], row[3], row[4], row[5]) == (mem.size, mem.mtime, mem.scope, mem.project_key):
-                        unchanged += 1
-                    else:
-                        self._update(row[0], mem)
-                        updated += 1
-            dirs = set(memories_by_dir)
-            for file, row in rows.items():
-                if file not in seen and (prune or (row[4], row[5]) in dirs):
-                    self._delete(row[0])
-                    removed += 1
-        stats = SyncStats(added, updated, removed, unchanged)
-        if stats.changed:
-            log.info("search_db.synced", added=added, updated=updated, removed=removed, unchanged=unchanged)
-        return stats
-
-    def sync_one(self, memory: Memory) -> str:
-        """Insert or rewrite one memory's row now; returns "added" or "updated"."""
-        file = self.relative(memory.path)
-        with self._transaction() as conn:
-            row = conn.execute("SELECT id FROM memories WHERE file = ?", (file,)).fetchone()
-            if row is None:
-                self._insert(memory, file)
-                return "added"
-            self._update(row[0], memory)
-            return "updated"
-
-    def remove(self, file: Path | str) -> bool:
-        """Drop one memory's row (by home-relative file or absolute path)."""
-        key = self.relative(file)
-        with self._transaction() as conn:
-            row = conn.execute("SELECT id FROM memories WHERE file = ?", (key,)).fetchone()
-            if row is None:
-                return False
-            self._delete(row[0])
-        log.info("search_db.removed", file=key)
-        return True
-
-    def count(self) -> int:
-        return int(self._conn.execute("SELECT count(*) FROM memories").fetchone()[0])
-
-    def search(
-        self,
-        query: str,
-        *,
-        project_key: str | None,
-        limit: int = 10,
-        all_scopes: bool = False,
-        marks: tuple[str, str] = ("**", "**"),
-    ) -> list[Hit]:
-        """`query_index` on the writer's connection (see there)."""
-        return query_index(
-            self._conn, query, project_key=project_key, limit=limit, all_scopes=all_scopes, marks=marks
-        )
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "SEGMENTER",
+    "SNIPPET_TOKENS",
+    "WEIGHTS",
+    "ZWSP",
+    "Hit",
+    "open_readonly",
+    "plain_terms",
+    "query_index",
+    "segment",
+]

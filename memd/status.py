@@ -18,7 +18,7 @@ RUNS_SHOWN = 5
 
 
 def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
-    from memd.locks import daemon_alive
+    from memd.daemonlock import daemon_alive
 
     now = now or system_clock()
     s = st.load(home.settings_file)
@@ -33,6 +33,9 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
         "model": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
                   "cache_write_tokens": 0, "failed_calls": 0, "budget": s.get("memd.dailyTokenBudget")},
         "sessions": {"count": 0, "paused": 0},
+        "hooks": {"days": []},
+        "proposals": _proposals(home, now),
+        "sync": _sync(home, s),
         "warnings": list(s.warnings),
     }
     if not home.state_db.exists():
@@ -43,10 +46,25 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
         _jobs(conn, home, s, now, data)
         _model(conn, now, data)
         _sessions(conn, data)
+        _hooks(conn, now, data)
         _problems(conn, data)
     finally:
         conn.close()
     return data
+
+
+def _proposals(home: Home, now: datetime) -> dict[str, Any]:
+    """Review mode's queue: how many proposals wait, and the oldest's age (`memd review`)."""
+    from memd.proposals import summary
+
+    return summary(home, now)
+
+
+def _sync(home: Home, s: st.Settings) -> dict[str, Any]:
+    """Memory on several machines (`memd.sync`): the last sync, how far each side is ahead, files kept out."""
+    from memd.sync import status
+
+    return status(home, s)
 
 
 def _daemon(info: dict[str, Any] | None) -> dict[str, Any]:
@@ -106,6 +124,19 @@ def _sessions(conn: Any, data: dict[str, Any]) -> None:
     data["sessions"] = counts(conn)
 
 
+HOOK_DAYS = 7
+
+
+def _hooks(conn: Any, now: datetime, data: dict[str, Any]) -> None:
+    """What the agent hooks surfaced on each of the last days (recalls per day), newest first."""
+    from datetime import timedelta
+
+    from memd.hooks import day_counts
+
+    days = [(now.date() - timedelta(days=i)).isoformat() for i in range(HOOK_DAYS)]
+    data["hooks"] = {"days": day_counts(conn, days)}
+
+
 def _problems(conn: Any, data: dict[str, Any]) -> None:
     for r in conn.execute("SELECT source, path, reason FROM problems ORDER BY source, path LIMIT 50"):
         data["warnings"].append(f"{r['path']}: {r['reason']}")
@@ -128,6 +159,21 @@ def render(d: dict[str, Any]) -> str:
         prov += f" — {p['waiting']}"
     out.append(prov)
     out.append(f"sessions: {d['sessions']['count']} ({d['sessions']['paused']} paused)")
+    active = [x for x in d.get("hooks", {}).get("days", []) if any(x[c] for c in ("context", "prompts", "compacts"))]
+    if active:
+        out.append("recall by day: " + "; ".join(
+            f"{x['day']} {x['recalls']} of {x['prompts']} prompts ({x['memories']} memories), "
+            f"{x['context']} session starts" for x in active))  # fmt: skip
+    pr = d.get("proposals") or {}
+    if pr.get("waiting"):
+        from memd.provenance import age_text
+
+        out.append(f"proposals: {pr['waiting']} waiting for review, the oldest {age_text(pr['oldest_age_seconds'] or 0)} old"
+                   " (`memd review`)")  # fmt: skip
+    if (d.get("sync") or {}).get("git"):
+        from memd.sync import render_status
+
+        out.append(render_status(d["sync"]))
     m = d["model"]
     out.append(f"model today: {m['calls']} calls, {m['input_tokens']} in / {m['output_tokens']} out tokens"
                f" (cache read {m['cache_read_tokens']}), budget {m['budget']}")  # fmt: skip

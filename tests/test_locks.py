@@ -16,18 +16,15 @@ from pathlib import Path
 import pytest
 
 import memd
-from memd import locks
+from memd import daemonlock, locks
+from memd.daemonlock import AlreadyRunning, DaemonLock, daemon_alive, read_pid_file
 from memd.locks import (
     GLOBAL,
-    AlreadyRunning,
-    DaemonLock,
     LockBusy,
     Scope,
     UnsafeLockPath,
     acquire,
-    daemon_alive,
     lock_path,
-    read_pid_file,
 )
 from memd.tree import Home
 
@@ -56,7 +53,8 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from memd.locks import Scope, acquire, DaemonLock
+    from memd.locks import Scope, acquire
+    from memd.daemonlock import DaemonLock
     from memd.tree import Home
     home = Home(Path(sys.argv[1]))
     what, seconds = sys.argv[2], float(sys.argv[3])
@@ -268,7 +266,7 @@ SECOND_DAEMON = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from memd.locks import DaemonLock, AlreadyRunning
+    from memd.daemonlock import DaemonLock, AlreadyRunning
     from memd.tree import Home
     try:
         DaemonLock(Home(Path(sys.argv[1]))).acquire()
@@ -357,7 +355,7 @@ def test_symlink_at_the_daemon_lock_is_refused(home: Home, tmp_path: Path) -> No
     victim = tmp_path / "victim"
     victim.write_text("x")
     locks.ensure_locks_dir(home)
-    locks.daemon_lock_path(home).symlink_to(victim)
+    daemonlock.daemon_lock_path(home).symlink_to(victim)
     with pytest.raises(UnsafeLockPath):
         DaemonLock(home).acquire()
     assert victim.read_text() == "x"

@@ -18,7 +18,8 @@ import pytest
 
 from memd.indexer import refresh_all, refresh_dir
 from memd.memories import Memory, render_memory, scan_dir, write_memory
-from memd.search import ZWSP, SearchIndex, open_readonly, query_index, segment
+from memd.search import ZWSP, open_readonly, query_index, segment
+from memd.searchindex import SearchIndex
 from memd.tree import Home, list_memory_dirs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -454,7 +455,7 @@ def test_refresh_missing_global_dir_writes_nothing(tmp_path: Path) -> None:
 def test_plain_words_fall_back_to_prefixes(tmp_path: Path) -> None:
     """No stemming in FTS5: a plain word that finds nothing is retried as a prefix."""
     from memd.memories import parse_memory
-    from memd.search import SearchIndex
+    from memd.searchindex import SearchIndex
 
     text = "---\nname: deploys\ndescription: when we ship\nmetadata:\n  type: project\n---\nWe deploy on Fridays only.\n"
     f = tmp_path / "memory" / "deploys.md"

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from memd import service
-from memd.service import ServiceError, install, render_launchd, render_systemd, uninstall, unit_path
+from memd import service, units
+from memd.service import install, uninstall, unit_path
 from memd.tree import Home
+from memd.units import ServiceError, render_launchd, render_systemd
 
 REPO = Path(service.__file__).resolve().parent.parent
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
@@ -104,8 +105,8 @@ def test_systemd_analyze_verify_would_catch_a_broken_unit(fake_memd: Path, home:
 
 
 def test_systemd_quoting_survives_odd_paths() -> None:
-    assert service.systemd_quote("/usr/bin/memd") == "/usr/bin/memd"
-    assert service.systemd_quote("/a b/100%$x\"q\\") == '"/a b/100%%$$x\\"q\\\\"'
+    assert units.systemd_quote("/usr/bin/memd") == "/usr/bin/memd"
+    assert units.systemd_quote("/a b/100%$x\"q\\") == '"/a b/100%%$$x\\"q\\\\"'
     with pytest.raises(ServiceError):
         render_systemd("/usr/bin/memd", "/home/x\nExecStartPre=/bin/evil")
     with pytest.raises(ServiceError):
@@ -141,8 +142,8 @@ def test_launchd_plist_parses_with_the_required_keys(fake_memd: Path, tmp_path: 
 
 def test_fallback_templates_match_the_repository_files() -> None:
     """A wheel lacks systemd/ and launchd/; the embedded copies must not drift from them."""
-    assert (REPO / "systemd" / "memd.service").read_text() == service.SYSTEMD_TEMPLATE
-    assert (REPO / "launchd" / "com.memd.agent.plist").read_text() == service.LAUNCHD_TEMPLATE
+    assert (REPO / "systemd" / "memd.service").read_text() == units.SYSTEMD_TEMPLATE
+    assert (REPO / "launchd" / "com.memd.agent.plist").read_text() == units.LAUNCHD_TEMPLATE
 
 
 # --- where and which ---------------------------------------------------------------------

@@ -113,7 +113,7 @@ def _call_check(home: Any, s: Any) -> Check:
 
 def check_service(home: Any) -> Check:
     from memd import service
-    from memd.locks import daemon_alive
+    from memd.daemonlock import daemon_alive
 
     try:
         alive = daemon_alive(home)

@@ -64,7 +64,11 @@ def test_doctor_reports_each_check(tmp_path: Path) -> None:
     r = run_memd(home, "doctor", "--json")
     assert r.returncode == 1
     checks = {c["name"]: c for c in json.loads(r.stdout)}
-    assert not checks["home"]["ok"] and "chmod 700" in checks["home"]["fix"]
+    assert checks["home"]["ok"] and "0755" in checks["home"]["detail"]  # the agent's directory: not memd's to judge
+    (home / "memd").chmod(0o755)  # memd's own directory is
+    loose = {c["name"]: c for c in json.loads(run_memd(home, "doctor", "--json").stdout)}
+    assert not loose["permissions"]["ok"] and "chmod go-rwx" in loose["permissions"]["fix"]
+    (home / "memd").chmod(0o700)
     assert not checks["settings"]["ok"] and "memory.dream.minHours" in checks["settings"]["detail"]
     assert checks["provider"]["ok"] and "offline" in checks["provider"]["detail"]
     assert not checks["daemon"]["ok"]

@@ -63,7 +63,7 @@ def test_help_states_the_same_codes() -> None:
 
 
 def _library_errors() -> list[tuple[type[BaseException], type[errors.MemdError]]]:
-    from memd import history, llm, locks, opsvalidate, service, state
+    from memd import daemonlock, history, llm, locks, opsvalidate, service, state
 
     return [
         (history.HistoryError, errors.UsageError),
@@ -76,7 +76,7 @@ def _library_errors() -> list[tuple[type[BaseException], type[errors.MemdError]]
         (locks.LockError, errors.MemdError),
         (locks.UnsafeLockPath, errors.MemdError),
         (locks.LockBusy, errors.BusyError),
-        (locks.AlreadyRunning, errors.AlreadyRunningError),
+        (daemonlock.AlreadyRunning, errors.AlreadyRunningError),
         (state.StateError, errors.MemdError),
         (opsvalidate.ModelOutputError, errors.ModelAPIError),
     ]
@@ -90,11 +90,11 @@ def test_library_errors_derive_from_their_row(cls: type[BaseException], row: typ
 
 
 def test_mixed_in_errors_keep_their_builtin_base() -> None:
-    from memd import history, locks, opsvalidate
+    from memd import daemonlock, history, locks, opsvalidate
 
     assert issubclass(opsvalidate.ModelOutputError, ValueError)  # `except ValueError` still catches it
     assert issubclass(history.SpecialFile, OSError) and not issubclass(history.SpecialFile, errors.MemdError)
-    assert issubclass(locks.LockBusy, locks.LockError) and issubclass(locks.AlreadyRunning, locks.LockError)
+    assert issubclass(locks.LockBusy, locks.LockError) and issubclass(daemonlock.AlreadyRunning, locks.LockError)
 
 
 def _run(exc: BaseException) -> int:
