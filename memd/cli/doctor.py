@@ -46,6 +46,8 @@ def check_private_files(home: Any) -> Check:
     for base in (home.memd_dir,):  # memory files may be the user's own, with their own modes
         if not base.is_dir():
             continue
+        if (_mode(base) or 0) & 0o077:
+            bad.append(str(base))
         for dirpath, dirnames, filenames in os.walk(base):
             for n in dirnames:
                 if (_mode(os.path.join(dirpath, n)) or 0) & 0o077:
