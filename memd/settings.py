@@ -31,6 +31,8 @@ MEMORY_FIELDS: list[tuple[str, str, Any]] = [
     ("global.enabled", "bool", True),
     ("global.maxBytes", "posint", 8192),
     ("indexConsolidation.enabled", "bool", True),
+    ("review", "bool", False),  # extraction, dream and MCP writes become proposals (`memd review`)
+    ("readOnly", "bool", False),  # nothing is written to memory directories (memd/readonly.py)
 ]
 
 # memd's own settings live under "memd" in the same file; all optional (§8.2).
@@ -50,6 +52,9 @@ MEMD_FIELDS: list[tuple[str, str, Any]] = [
     ("logLevel", "choice:debug|info|warning|error", "info"),
     ("historyKeep", "posint", 20),
     ("dreamMaxDeleteShare", "share", 0.5),
+    ("git", "bool", False),
+    ("sync.remote", "str", ""),
+    ("sync.everyMinutes", "posint", 15),
 ]
 
 

@@ -36,10 +36,16 @@ COMMAND_MODULES: dict[str, str] = {
     "doctor": "doctor",
     "completion": "completion",
     "demo": "demo",
+    "review": "review",
+    **dict.fromkeys(("remember", "edit", "forget", "why", "readonly"), "control"),
+    **dict.fromkeys(("context", "precompact"), "context"),
+    **dict.fromkeys(("connect", "disconnect"), "connect"),
+    "mcp": "mcp",
+    **dict.fromkeys(("sync", "export", "import"), "sync"),
 }
 
 # Commands that must start fast and never log: they skip importing structlog.
-FAST_COMMANDS = frozenset({"status", "sessions", "key", "jobs", "config", None})
+FAST_COMMANDS = frozenset({"status", "sessions", "key", "jobs", "config", "context", "precompact", "recall", "mcp", None})
 
 HOME_HELP = "The agent home to work on (default $DEEPCODE_HOME, else ~/.deepcode)."
 

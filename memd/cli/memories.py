@@ -147,7 +147,8 @@ def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: b
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, as_json: bool) -> None:
-    """Show one memory by name (or file name), with a staleness warning when it is old."""
+    """Show one memory by name (or file name), with a staleness warning when it is old, its age and
+    its sources (`memd why NAME` shows the lines it came from)."""
     from memd.clock import system_clock
 
     home = get_home(ctx)
@@ -158,7 +159,9 @@ def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, as
         raise UsageError(f"no memory named {name!r} in project {pkey} or the global drawer (see `memd list`)")
     m = min(found, key=lambda m: m.scope != "project")
     now = system_clock()
-    data = {**memory_json(m, home, now), "body": m.body}
+    age = max(0, int(now.timestamp() - m.mtime))
+    data = {**memory_json(m, home, now), "body": m.body, "age_seconds": age, "sources": sources_of(m),
+            "merged_from": merged_from(m)}  # fmt: skip
     if as_json:
         json_out(data)
         return
@@ -166,3 +169,48 @@ def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, as
         click.echo(f"⚠ {data['stale']}\n")
     click.echo(f"# {m.name}  ({m.type}, {data['file']})\n{m.description}\n")
     click.echo(m.body.rstrip())
+    click.echo("")
+    for line in provenance_lines(m, age):
+        click.echo(line)
+
+
+def provenance_lines(m: Any, age: int) -> list[str]:
+    """Age and where it came from, short (`memd why NAME` prints the lines themselves)."""
+    from memd.provenance import age_text, expected
+
+    lines = [f"age: {age_text(age)} (last written {_when(m.mtime)})"]
+    for s in sources_of(m):
+        if s.get("via"):
+            lines.append(f"source: {s['via']}" + (f" at {s['ts']}" if s.get("ts") else ""))
+            continue
+        n = expected(set(s.get("uuids") or []), set(s.get("offsets") or []))
+        lines.append(f"source: session {s.get('session') or '?'}, {n} message(s)" + (f", {s['ts']}" if s.get("ts") else ""))
+    names = merged_from(m)
+    if names:
+        lines.append(f"merged from: {', '.join(names)}")
+    if not sources_of(m) and not names:
+        sid = m.metadata.get("session")
+        lines.append(f"source: session {sid} (no message ids kept)" if sid else "source: not recorded (written by hand?)")
+    else:
+        lines.append(f"(`memd why {m.name}` shows the lines it came from)")
+    return lines
+
+
+def _when(mtime: float) -> str:
+    from datetime import UTC, datetime
+
+    from memd.clock import iso
+
+    return iso(datetime.fromtimestamp(mtime, UTC))
+
+
+def sources_of(m: Any) -> list[dict[str, Any]]:
+    from memd.provenance import sources_of as of
+
+    return of(m)
+
+
+def merged_from(m: Any) -> list[str]:
+    from memd.provenance import merged_from as mf
+
+    return mf(m)
