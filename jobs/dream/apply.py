@@ -266,6 +266,29 @@ def _listing(directory: Path) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+def _propose(ctx: JobContext, target: Target, ref: ScopeRef, rendered: Sequence[Rendered],
+             by_file: dict[str, Memory], provider: str, details: dict[str, Any]) -> RunResult:  # fmt: skip
+    """Review mode (`memory.review`): the whole change waits as one proposal; nothing is written.
+    The cursor moves, so the same plan is not proposed again each hour (a rerun with the same
+    result reuses the proposal)."""
+    from memd import proposals
+
+    files: dict[str, str | None] = {}
+    for r in rendered:
+        if r.text is not None and r.op.result:
+            files[r.op.result] = r.text
+        files.update({f: None for f in r.op.files if f != r.op.result})
+    sources = [s for f in sorted({f for r in rendered for f in r.op.files}) if f in by_file
+               for s in (by_file[f].metadata.get("sources") or []) if isinstance(s, dict)]  # fmt: skip
+    summary = ", ".join(f"{r.op.op} {r.op.name}" for r in rendered)[:300]
+    p = proposals.propose_directory_change(ctx, ref, files, job="dream", reason=f"dream: {summary}",
+                                           provider=provider, details=dict(details), sources=sources or None)  # fmt: skip
+    advance(ctx, target, None)
+    if p is None:
+        return RunResult("ok", "nothing to change", details)
+    return RunResult("ok", f"review: proposal {p.id} waits", {**details, "proposal": p.id})
+
+
 def apply(ctx: JobContext, target: Target, ref: ScopeRef, memories: list[Memory], plan: Plan, sig0: dict[str, Any],
           snap: Snapshot, provider: str, force: bool, details: dict[str, Any]) -> RunResult:  # fmt: skip
     from memd import history, memwrite
@@ -280,6 +303,10 @@ def apply(ctx: JobContext, target: Target, ref: ScopeRef, memories: list[Memory]
         memwrite.refresh(ctx, touched)  # type: ignore[arg-type]
         advance(ctx, target, None)
         return RunResult("ok", "nothing to change", details)
+    from memd import proposals
+
+    if proposals.review_on(ctx.settings):
+        return _propose(ctx, target, ref, rendered, by_file, provider, details)
     run_id = snap.run_id
     try:
         changes, final = _commit(ctx, ref, memories, rendered, by_file, sig0, snap, provider, force, plan)

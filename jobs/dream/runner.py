@@ -152,6 +152,11 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
         ok, why = due_decisions(ctx, [target])[target]
         if not ok:
             return RunResult("skipped", f"not due: {why}")
+    from memd import readonly
+
+    locked = readonly.reason(ctx.home, ctx.settings, ref.kind, ref.key)
+    if locked:  # before any model call: nothing it says could be written
+        return RunResult("skipped", f"read-only: {locked}")
     provider = _provider(ctx)
     if not directory.is_dir():
         return RunResult("skipped", "no memories to consolidate")

@@ -225,3 +225,32 @@ def test_read_only_refuses_writes_and_accepts_but_indexes_go_on(tmp_path: Path) 
     assert cli(home, "review", "accept", p or "").returncode == 0
     assert json.loads(cli(home, "readonly", "--json").stdout) == {"settings": False, "global": None, "projects": {},
                                                                   "sessions": {}}  # fmt: skip
+
+
+def test_dream_in_review_mode_proposes_and_writes_nothing(tmp_path: Path) -> None:
+    """Dream's whole-directory change waits as one proposal; accepting it applies exactly it."""
+    import json as _json
+
+    from jobs import dream
+    from memd.runner import run_job
+    from tests.dream.helpers import TARGET, make_ctx, mk_settings, offline_scope
+
+    home = tmp_path / "h"
+    d = offline_scope(home)
+    before = {p.name: p.read_bytes() for p in d.glob("*.md")}
+    ctx = make_ctx(home, mk_settings(review=True))
+    r = run_job(ctx, dream, TARGET, force=True)
+    assert r.outcome == "ok" and "proposal" in r.reason, r
+    assert {p.name: p.read_bytes() for p in d.glob("*.md")} == before
+    from memd import proposals, review
+
+    [p] = proposals.list_proposals(ctx.home)
+    assert p.info.get("job") == "dream"
+    review.accept(ctx, p.id, lock_timeout=1)
+    after = {f.name for f in d.glob("*.md")}
+    assert after != set(before) and proposals.list_proposals(ctx.home) == []
+    readonly_ctx = make_ctx(home, mk_settings(readOnly=True))
+    r = run_job(readonly_ctx, dream, TARGET, force=True)
+    assert r.outcome == "skipped" and "read-only" in r.reason
+    _json.dumps(r.details)
+    assert hasattr(review, "accept")
