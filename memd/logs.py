@@ -101,6 +101,44 @@ def redact(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) 
     return event_dict
 
 
+def _redact_strings(value: Any, depth: int, redact_text: Callable[[str], str], maybe: Callable[[str], bool]) -> Any:
+    if isinstance(value, str):
+        return redact_text(value) if maybe(value) else value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if depth >= _MAX_DEPTH:
+        return REDACTED  # too deep to look into: not rendered as it is
+    if isinstance(value, dict):
+        return {k: _redact_strings(v, depth + 1, redact_text, maybe) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact_strings(v, depth + 1, redact_text, maybe) for v in value]
+    # Anything else is rendered through str() (the JSON renderer's default): redact that text.
+    return _redact_strings(str(value), depth, redact_text, maybe)
+
+
+def redact_secrets(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor: every string of an event, at any depth, through memd.redact's rules.
+
+    After `redact` (which drops whole values under secret-looking keys), this catches
+    secrets in free text: an API key echoed in an error body, a model's answer quoted
+    in a reason, a URL with a password. Keys stay; numbers and booleans are not looked
+    at; a string that `may_hold_secret` rules out costs one small regex search. The
+    rules load on the first event, not when this module is imported.
+    """
+    from memd.redact import may_hold_secret
+    from memd.redact import redact as redact_text
+
+    for key in list(event_dict):
+        if key not in _RENDERER_OWNED:
+            event_dict[key] = _redact_strings(event_dict[key], 0, redact_text, may_hold_secret)
+    return event_dict
+
+
+# Left to the renderer: exc_info is an exception (tuple) the console renderer formats itself;
+# the JSON pipeline has turned it into `exception` text before this step.
+_RENDERER_OWNED = frozenset({"exc_info", "stack_info"})
+
+
 # --- pipeline steps (pure) ------------------------------------------------------------
 
 
@@ -157,6 +195,7 @@ def _json_formatter() -> logging.Formatter:
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,  # exc_info -> "exception": traceback text
             redact,
+            redact_secrets,
             _order_keys,
             structlog.processors.JSONRenderer(ensure_ascii=False, default=str),
         ],
@@ -171,6 +210,7 @@ def _console_formatter(colors: bool) -> logging.Formatter:
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             redact,
+            redact_secrets,
             structlog.dev.ConsoleRenderer(colors=colors, timestamp_key="ts"),
         ],
     )
@@ -512,6 +552,7 @@ __all__ = [
     "parse_ts",
     "read_log",
     "redact",
+    "redact_secrets",
     "shutdown",
     "stamp",
 ]
@@ -530,6 +571,7 @@ def cli_defaults() -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             redact,
+            redact_secrets,
             structlog.dev.ConsoleRenderer(colors=False),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),

@@ -9,8 +9,9 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,7 @@ def test_events_are_json_lines_with_the_fixed_fields(home: Home) -> None:
     assert rec["job"] == "dream" and rec["target"] == "k" and rec["duration_ms"] == 12
     ts = datetime.fromisoformat(rec["ts"].replace("Z", "+00:00"))
     assert ts.utcoffset() == timedelta(0)
-    assert abs(datetime.now(timezone.utc) - ts) < timedelta(minutes=1)
+    assert abs(datetime.now(UTC) - ts) < timedelta(minutes=1)
     assert list(rec)[:4] == ["ts", "level", "event", "logger"]
 
 
@@ -116,6 +117,62 @@ def test_prompts_messages_and_keys_are_redacted(home: Home) -> None:
     assert rec["request"]["model"] == "claude"
     assert rec["prompt_tokens"] == 1200 and rec["input_tokens"] == 1200  # counts are kept
     assert "RuntimeError" in err["exception"]
+
+
+def test_secrets_in_free_text_are_redacted_at_any_depth(home: Home) -> None:
+    """A key echoed in an error body, a password in a reason, a token in a nested field or a list:
+    every string of the event goes through memd.redact's rules before the line is written."""
+    key = "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"
+    npm = "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    hook = "T0ABCDEFG/B0ABCDEFGHI/" + "AbCdEfGhIjKlMnOpQrStUvWx"
+    logs.configure(home, stderr=False)
+    log = logs.get_logger("memd.llm")
+    log.warning(
+        "model.failed",
+        error=f'400 {{"error": {{"message": "API key not valid: {key}"}}}}',
+        reason="gate answer unclear: 'sure, run mysql -u root -pS3cr3tPw! shop'",
+        request={"url": "https://ci.example.com/hook?access_token=Zx81Kq0PlmN4", "body": [f"token {npm}", 3]},
+        target=f"https://hooks.slack.com/services/{hook}",
+        attempt=2,
+        model="claude-haiku",
+    )
+    try:
+        raise RuntimeError(f"upstream said: DATABASE_URL=postgres://app:Hunter22x@db/app and {npm}")
+    except RuntimeError:
+        log.exception("job.crashed", job="extract")
+    raw = home.log_file.read_text()
+    for secret in (key, npm, "S3cr3tPw!", "Zx81Kq0PlmN4", hook, "Hunter22x"):
+        assert secret not in raw, secret
+    rec, crash = _lines(home)
+    assert rec["error"] == '400 {"error": {"message": "API key not valid: [REDACTED:google-api-key]"}}'
+    assert rec["reason"] == "gate answer unclear: 'sure, run mysql -u root -p[REDACTED:cli-password] shop'"
+    assert rec["request"]["url"] == "https://ci.example.com/hook?access_token=[REDACTED:url-token]"
+    assert rec["request"]["body"] == ["token [REDACTED:npm]", 3]
+    assert rec["target"] == "https://hooks.slack.com/services/[REDACTED:slack-webhook]"
+    assert rec["attempt"] == 2 and rec["model"] == "claude-haiku"  # the rest is untouched
+    assert "RuntimeError" in crash["exception"] and "[REDACTED:url-password]" in crash["exception"]
+
+
+def test_secret_redaction_leaves_ordinary_events_alone(home: Home) -> None:
+    logs.configure(home, stderr=False)
+    fields = {"job": "dream", "path": "/home/alice/.claude/projects/-home-alice-api/3f2a1b4c.jsonl",
+              "session": "4d5611e5-241a-462a-8d15-5122611a9569", "sha": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b",
+              "answer": "yes", "tokens": 1200, "ok": True, "ratio": 0.5, "none": None}
+    logs.get_logger().info("job.finished", **fields)
+    [rec] = _lines(home)
+    assert {k: rec[k] for k in fields} == fields
+
+
+def test_redact_secrets_processor_is_pure_and_cheap() -> None:
+    """Strings that cannot hold a secret skip the rules; other values pass through."""
+    event = {"event": "tick", "n": 3, "nested": {"deep": ["a", {"x": "DB_PASSWORD=hunter22"}]}, "obj": Path("/tmp/x")}
+    out = logs.redact_secrets(None, "info", dict(event))
+    assert out["event"] == "tick" and out["n"] == 3 and out["obj"] == "/tmp/x"
+    assert out["nested"] == {"deep": ["a", {"x": "DB_PASSWORD=[REDACTED:env-assignment]"}]}
+    started = time.perf_counter()
+    for _ in range(2000):
+        logs.redact_secrets(None, "info", {"event": "job.finished", "job": "dream", "target": "k", "duration_ms": 12})
+    assert time.perf_counter() - started < 1.0  # well under a millisecond an event
 
 
 def test_configure_is_idempotent(home: Home) -> None:
@@ -223,7 +280,7 @@ def test_read_log_filters_and_skips_malformed_lines(home: Home) -> None:
     assert events() == ["job.finished", "job.failed", "lock.busy", "job.finished"]
     assert events(job="dream") == ["job.finished", "lock.busy", "job.finished"]
     assert events(level="warning") == ["job.failed", "lock.busy"]
-    assert events(since=datetime(2025, 1, 2, tzinfo=timezone.utc)) == ["lock.busy", "job.finished"]
+    assert events(since=datetime(2025, 1, 2, tzinfo=UTC)) == ["lock.busy", "job.finished"]
     assert events(since=datetime(2025, 1, 2, 10, 30)) == ["job.finished"]  # naive = UTC
     assert events(job="dream", level="warning", since=datetime(2025, 1, 1, 12)) == ["lock.busy"]
 
@@ -291,8 +348,9 @@ def test_follow_log_waits_for_a_log_that_does_not_exist_yet(home: Home) -> None:
 def test_importing_logs_and_locks_stays_cheap() -> None:
     """`memd status` imports these; structlog, filelock and apscheduler load only when used."""
     code = (
-        "import sys, memd.logs, memd.locks;"
-        "heavy = [m for m in ('structlog', 'apscheduler', 'filelock', 'logging.handlers') if m in sys.modules];"
+        "import sys, memd.logs, memd.locks, memd.daemonlock;"
+        "heavy = [m for m in ('structlog', 'apscheduler', 'filelock', 'logging.handlers', 'memd.redact')"
+        " if m in sys.modules];"
         "print(heavy)"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO))
