@@ -17,7 +17,8 @@ Secrets: a body or description holding one is *redacted and accepted* — the
 memory around the secret is usually worth keeping ("deploys use the key in
 CI"), and `[REDACTED:rule]` says what was there. A *name* holding one is
 rejected: names become file names and index lines, where a placeholder would
-make a meaningless memory.
+make a meaningless memory; so is a name with a token-shaped run (`token_like`),
+which is how a secret looks once slugged (`ghp-…`) or when no detector knows it.
 
 Everything here is pure: no files are read or written (`confine` resolves
 paths, which follows symlinks already on disk, and nothing more).
@@ -42,14 +43,17 @@ __all__ = [
     "SCOPES",
     "TYPES",
     "Caps",
-    "Operation",
-    "ModelOutputError",
     "InvalidName",
+    "ModelOutputError",
+    "Operation",
     "UnsafePath",
+    "confine",
     "parse_model_json",
     "slugify",
+    "log_rejections",
+    "strip_controls",
+    "token_like",
     "validate_operations",
-    "confine",
 ]
 
 OPS = ("add", "update", "delete")
@@ -64,7 +68,19 @@ _MAX_DECODE_TRIES = 64
 _SLUG_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|json5)?[ \t]*\r?\n(.*?)```", re.DOTALL)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: a name holding one is rejected
+_STRIPPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # the same but newline and tab
+
+
+def strip_controls(text: str) -> str:
+    """`text` without C0 and C1 control characters (newline and tab stay).
+
+    A model's answer can carry terminal control sequences (`ESC ] 0 ; title BEL` sets a
+    terminal's title; others move the cursor or hide text): stripped from every description,
+    body and reason at validation, and again when `memd list`/`show`/`search` print (a file
+    written by hand, or before this rule, may still hold them).
+    """
+    return _STRIPPED.sub("", text) if _STRIPPED.search(text) else text
 
 
 class ModelOutputError(ValueError, ModelAPIError):
@@ -300,7 +316,7 @@ def _validate_one(raw: Any, allowed_scopes: Collection[str], caps: Caps) -> Oper
     if not isinstance(name, tuple):
         return name
     name_text, slug = name
-    reason = _one_line(raw.get("reason") if isinstance(raw.get("reason"), str) else "")
+    reason = _one_line(strip_controls(raw.get("reason") if isinstance(raw.get("reason"), str) else ""))
     reason = redact(reason)[: caps.max_reason].encode("utf-8", "replace").decode("utf-8")
     if op == "delete":
         return Operation(op, scope, name_text, slug, "", None, "", reason)
@@ -329,7 +345,7 @@ def _check_name(raw: Any, op: str, caps: Caps) -> tuple[str, str] | str:
         return f"name {_show(name)} looks like a path"
     if len(name) > caps.max_name:
         return f"name over {caps.max_name} characters"
-    if find_secrets(name):
+    if find_secrets(name) or token_like(name):
         return "name contains a secret"
     try:
         slug = slugify(name)
@@ -338,13 +354,33 @@ def _check_name(raw: Any, op: str, caps: Caps) -> tuple[str, str] | str:
     return name, slug
 
 
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9]+")
+
+
+def token_like(text: str) -> bool:
+    """A run of letters and digits shaped like a key or token rather than a word: 16 characters or
+    more mixing letters and digits, 12 digits or more, or 30 characters or more of anything.
+
+    Names become file names, index lines and search rows; a secret the detectors miss (an unknown
+    format, or a known one already turned into a slug: `ghp-…`, lower-cased) must not get there
+    either, and no real name needs such a run."""
+    for run in _TOKEN_RUN.findall(text):
+        if len(run) >= 30 or (len(run) >= 12 and run.isdigit()):
+            return True
+        if len(run) >= 16 and any(c.isdigit() for c in run) and any(c.isalpha() for c in run):
+            return True
+    return False
+
+
 def _check_description(raw: Any, caps: Caps) -> tuple[str, tuple[str, ...]] | str:
     """One line (MEMORY.md holds it on one), non-empty, capped, redacted."""
     if not isinstance(raw, str) or not raw.strip():
         return "empty description"
     if not _encodable(raw):
         return "description is not valid Unicode (a lone surrogate)"
-    text = _one_line(raw)
+    text = _one_line(strip_controls(raw))
+    if not text:
+        return "empty description"
     if len(text) > caps.max_description:
         return f"description over {caps.max_description} characters ({len(text)})"
     return _redacted(text)
@@ -361,7 +397,10 @@ def _check_body(raw: Any, caps: Caps) -> tuple[str, tuple[str, ...]] | str:
     size = len(raw.encode("utf-8", "surrogatepass"))
     if size > caps.max_body_bytes:
         return f"body over {caps.max_body_bytes} bytes ({size})"
-    text, rules = _redacted(raw.strip())
+    clean = strip_controls(raw).strip()
+    if not clean:
+        return "empty body"
+    text, rules = _redacted(clean)
     if len(text.encode("utf-8", "surrogatepass")) > caps.max_body_bytes:
         return f"body over {caps.max_body_bytes} bytes once redacted"
     return text, rules
@@ -396,3 +435,22 @@ def _show(value: Any) -> str:
     """A value for a rejection reason (which is logged): repr'd, redacted, short."""
     text = redact(repr(value)[:4096])
     return text if len(text) <= 60 else text[:59] + "…"
+
+
+def log_rejections(log: Any, event: str, items: list[tuple[Any, str]], *, key: str = "index", examples: int = 10) -> None:
+    """Log refused operations: one `event` warning each, up to `examples` of them; more than that
+    is one summary warning instead (`<event>` + `_summary`), with the count, the reasons by
+    frequency (at most five) and the first three as examples.
+
+    A runaway answer of 10,000 operations wrote 9,950 warning lines for one run (issue 16).
+    """
+    if len(items) <= examples:
+        for what, reason in items:
+            log.warning(event, **{key: what}, reason=reason)
+        return
+    counts: dict[str, int] = {}
+    for _what, reason in items:
+        counts[reason] = counts.get(reason, 0) + 1
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:5]
+    log.warning(f"{event}_summary", count=len(items), reasons=[{"reason": r, "count": n} for r, n in top],
+                examples=[{key: what, "reason": reason} for what, reason in items[:3]])  # fmt: skip

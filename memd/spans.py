@@ -33,6 +33,7 @@ class Piece:
     name: str | None = None  # tool name, or command name
     tool_input: Any = None
     is_error: bool = False
+    uuid: str | None = None  # the record's uuid (Claude Code), for provenance
 
 
 @dataclass
@@ -59,6 +60,8 @@ def read_span(path: str | os.PathLike[str], start: int, end: int, fmt: str | Non
         if line.end > end:
             break
         span.end = line.end
+        if line.skipped:  # longer than transcripts.MAX_LINE: scanned past, never loaded
+            continue
         try:
             rec = orjson.loads(line.data)
         except orjson.JSONDecodeError:
@@ -93,6 +96,15 @@ def _human_or_command(text: str, ts: Any, end: int, out: list[Piece], plain_slas
 
 
 def _claude(rec: dict[str, Any], end: int, out: list[Piece]) -> None:
+    """The record's pieces, each carrying the record's uuid (provenance of what memd derives)."""
+    first = len(out)
+    _claude_pieces(rec, end, out)
+    uid = rec.get("uuid")
+    for p in out[first:]:
+        p.uuid = uid if isinstance(uid, str) else None
+
+
+def _claude_pieces(rec: dict[str, Any], end: int, out: list[Piece]) -> None:
     t = rec.get("type")
     ts = rec.get("timestamp")
     ts = None if ts is None else str(ts)

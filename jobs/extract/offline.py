@@ -1,42 +1,180 @@
 """The offline provider's extraction: deterministic, no network.
 
 It finds explicit durable statements in what the user said — a request to
-remember, always/never rules, stated preferences, corrections of the agent,
-decisions, pointers to outside resources — and turns each into one memory.
-It is deliberately conservative: a sentence must carry one of these markers.
-Everything it writes says `provider: offline` in its metadata. It answers
-both the gate (`has_durable`) and extraction (`offline_operations`).
+remember, always/never rules, stated preferences and roles, decisions and
+constraints of the project, pointers to outside resources — and turns each into
+one memory. It is deliberately conservative (a wrong memory costs more than a
+missed one): a sentence must carry one of these markers, and questions,
+observations ("it always crashes"), one-off choices ("I prefer the second
+option"), temporary context ("for now", "in this PR") and turns that ask not
+to be remembered are never kept. Everything it writes says `provider: offline`
+in its metadata. It answers both the gate (`has_durable`) and extraction
+(`find_durable`, `offline_operations`).
+
+Judged on labelled statements by bench/bench_offline.py (tests/data/offline_labels.jsonl);
+the figures are in bench/RESULTS.md.
+
+Secrets are redacted from the text before anything is derived from it: a name,
+a file name or a description is never built from a raw sentence.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
+
+from memd.opsvalidate import Operation
+from memd.redact import redact
+from memd.spans import Piece
 
 _SENT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _URL = re.compile(r"https?://[^\s)>\]]+")
-RULES: list[tuple[str, str, re.Pattern[str]]] = [
-    # (kind, memory type, pattern) — first match wins for a sentence
-    ("remember", "", re.compile(r"\b(remember|keep in mind|note that|for future reference)\b|记住|请记", re.IGNORECASE)),
-    ("rule", "feedback", re.compile(r"\b(always|never|from now on|every time|don'?t ever)\b|总是|永远不要|不要再", re.IGNORECASE)),
-    ("correction", "feedback", re.compile(r"^(no|nope|stop|wrong|that'?s not)\b|\b(don'?t|do not|instead of|rather than)\b.*\b(use|do|return|write|add|call)\b", re.IGNORECASE)),
-    ("decision", "project", re.compile(r"\bwe (decided|agreed|chose|use|deploy|release|require|standardi[sz]ed)\b|\bour (convention|policy|contract|rule)\b|决定", re.IGNORECASE)),
-    ("preference", "user", re.compile(r"\bI (prefer|like|hate|dislike|want|find)\b|\bI'?m (a|an|mostly)\b|\bmy (role|background|preference)\b|\bprefer\b|我(喜欢|更喜欢|习惯)", re.IGNORECASE)),
-]
-_PROJECT_WORDS = re.compile(
-    r"\b(we|our|repo|repository|project|deploy|migration|api|contract|ci|staging|production|branch|main|pr)\b", re.IGNORECASE
+_PLACEHOLDER = re.compile(r"\[REDACTED:[^\]\s]{0,60}\]")
+_I = re.IGNORECASE
+
+# -- what makes a sentence not durable, whatever markers it carries -------------------------------
+
+# A turn that asks not to be remembered keeps nothing at all.
+_DONT_KEEP = re.compile(
+    r"\b(don'?t|do not|never|please don'?t)\s+(remember|save|store|keep|memori[sz]e|note)\s+(this|that|it|these)\b"
+    r"|\bnot (for|to be) (remembered|memory|saved)\b|\boff the record\b|\bforget (this|that|what I said)\b|不要记",
+    _I,
 )
+_QUESTION_START = re.compile(
+    r"^(what|what's|whats|how|why|where|when|which|who|whose|is|are|was|were|do|does|did|can|could|would|will|"
+    r"should|shall|may|might|have|has|any|remind me)\b",
+    _I,
+)
+# A polite request is an instruction, not a question: "Could you always run the linter first?"
+_REQUEST = re.compile(r"^(can|could|would|will) you (please )?(always|never|from now on|remember)\b", _I)
+_TEMPORARY = re.compile(
+    r"\b(for now|just this once|this once|this time|right now|at the moment|currently|temporarily|today|tonight|"
+    r"for (this|the) (pr|change|commit|task|run|session|ticket|one|file)|in this (pr|pull request|commit|change|branch)|"
+    r"until (tomorrow|later|further notice)|yet)\b",
+    _I,
+)
+
+# -- markers of a durable statement ------------------------------------------------------------------
+
+_REMEMBER = re.compile(
+    r"^(please |also |and |oh,? )?(remember|keep in mind that|keep in mind:|note that|for future reference|"
+    r"fyi,? going forward|just so you know)\b|\balways remember\b|记住|请记",
+    _I,
+)
+# Generality: the statement is meant beyond this one task.
+_GENERAL = re.compile(
+    r"\b(from now on|going forward|in (the )?future|every time|whenever|don'?t ever|do not ever|by default|"
+    r"as a rule|at all times|everywhere|in (every|any|all (of )?(my|our)?) ?(projects?|repos?|repositories|codebases?)|"
+    r"for all (my|our) (projects|repos|repositories)|across (all )?(my |our )?(projects|repos))\b|总是|永远不要|不要再|以后",
+    _I,
+)
+_ALWAYS_NEVER = re.compile(r"\b(always|never)\b", _I)
+# What may stand right before always/never in a rule (else it describes something: "it always crashes").
+_RULE_LEAD = re.compile(
+    r"(^|[;:,—(]|\b(and|but|so|then|please|here|we|i|must|should|to|just|also|you should|you must))\s*$", _I
+)
+_PAST = re.compile(
+    r"^(\w+ed|thought|knew|said|meant|saw|had|was|were|got|did|made|went|found|told|heard|understood|wrote|ran|"
+    r"mind|been)\b",
+    _I,
+)
+_STOP_DOING = re.compile(
+    r"^(please )?stop \w+ing\b|\b(don'?t|do not|stop)\b.*\b(so much|so often|all the time|constantly)\b", _I
+)
+_DECISION = re.compile(
+    r"\bwe('ve| have)? (decided|agreed|chose|picked|settled on|standardi[sz]ed|switched|moved|migrated|"
+    r"use|deploy|release|require|only|don'?t|do not|no longer|never|always|prefer|follow|ship|run|host|keep|"
+    r"squash|rebase|tag|vendor|pin)\b"
+    r"|\bwe('re| are) (migrating|moving|switching|standardi[sz]ing|phasing out|deprecating|dropping)\b"
+    r"|\bour (convention|policy|contract|rule|standard|process|approach|stack|style)\b|决定|我们(用|使用)",
+    _I,
+)
+# A constraint: something must (not) hold, said of the project rather than asked of the agent now.
+_MUST = re.compile(r"^(?!you\b)(?!please\b)[\w' -]{2,60}\b(must|has to|have to|needs to|need to) (not )?(be|stay|support|go|run|work|use|keep|pass|remain|target)\b", _I)
+_SCHEDULE = re.compile(
+    r"\b(every (day|night|morning|evening|week|month|sprint|release|monday|tuesday|wednesday|thursday|friday|"
+    r"saturday|sunday)|nightly|weekly|daily|each (day|night|week))\b",
+    _I,
+)
+_PREFER = re.compile(
+    r"\bI (really |strongly |much )?(prefer|like|love|hate|dislike|can'?t stand|find)\b|\bI('d| would) rather\b"
+    r"|^prefer\b|(我|我更)(喜欢|习惯|讨厌)",
+    _I,
+)
+# A preference about one choice on the table, or praise, is not a long-term preference.
+_ONE_OFF_OBJECT = re.compile(
+    r"^\s*(it|this|that|these|those|them|yours?|how|what you|the way you)\b"
+    r"|^(\W*\w+){0,5}?\W*\b(option|version|variant|one better|one you|you (proposed|suggested|showed|wrote|did))\b"
+    r"|^\s*the (first|second|third|last|latter|former|other|new|old|blue|red|green) (one|option|version)\b",
+    _I,
+)
+# "Don't use abbreviations like cfg": a prohibition about a kind of thing, not about the thing at hand.
+_DONT_KIND = re.compile(
+    r"^(no,?\s+)?(please\s+)?(don'?t|do not) (use|add|write|put|leave|create|mock|commit|push|log|hardcode|"
+    r"introduce|rely on|import|print|return|catch|swallow|ignore) (?!(the|this|that|it|these|those|a|an|any\w*|"
+    r"something|everything|more|other|another|one|them|my|your|its)\b)\w+s\b",
+    _I,
+)
+_ROLE_NOUNS = (
+    r"(developer|engineer|programmer|person|designer|scientist|student|maintainer|lead|manager|sre|devops|admin|"
+    r"architect|researcher|analyst|beginner|newbie|expert|consultant|founder|owner|freelancer|contractor|intern|"
+    r"newcomer|dev|hacker|tester|writer|teacher)"
+)
+_ROLE = re.compile(
+    r"\bI('m| am) (a |an |the |the only |mostly |mainly |primarily |really |pretty |quite )*([\w+#/.-]+ ){0,3}"
+    + _ROLE_NOUNS + r"s?\b"
+    r"|\bI('m| am) new to\b|\bmy (role|background|job|title|day job|first language|native language)\b"
+    r"|\bI('m| am) (colou?r-?blind|dyslexic|visually impaired|left-handed)\b"
+    r"|\bI (usually|mostly|mainly|normally|typically) (work|code|use|write|develop)\b"
+    r"|\bI work (mostly|mainly|primarily) (in|with|on)\b",
+    _I,
+)
+_POINTER = re.compile(
+    r"\b(board|tickets?|docs?|documentation|wiki|dashboard|runbook|tracker|tracked|issues are|jira|linear|notion|"
+    r"confluence|grafana|status page|style ?guide|handbook|playbook|postmortems?|specs?|design docs?)\b",
+    _I,
+)
+_POINTER_TASK = re.compile(r"\b(tell me|what'?s wrong|here'?s|here is|stack ?trace|paste|look at|check out this)\b", _I)
+
+# -- where a memory goes --------------------------------------------------------------------------------
+
+_GLOBAL_WORDS = re.compile(
+    r"\b(in (every|any|all (of )?(my|our)?) ?(projects?|repos?|repositories|codebases?)|"
+    r"for all (my|our) (projects|repos|repositories)|across (all )?(my |our )?(projects|repos)|everywhere|"
+    r"whatever the project|no matter the project|in general)\b",
+    _I,
+)
+_PROJECT_WORDS = re.compile(
+    r"\b(this|the|our) (repo|repository|project|codebase|service|app|monorepo|module|package|team|product)\b"
+    r"|\bhere\b|\bin this\b|\bwe\b|\bour\b|\bus\b"
+    r"|\b(main|master|trunk|develop) branch\b|\b(to|on|into|from) (main|master|trunk)\b|\bPRs?\b|\bpull requests?\b"
+    r"|\bCI\b|\bpipeline\b|\bdeploy(s|ed|ing|ment)?\b|\bstaging\b|\bproduction\b|\bprod\b|\bmigrations?\b"
+    r"|\bAPI\b|\bendpoints?\b|\bschema\b|\bMakefile\b|\bmake \w+|\bchangelog\b"
+    r"|\b[\w.-]+\.(ya?ml|json|toml|py|go|ts|tsx|js|rs|proto|sql|md|cfg|ini)\b|\b\w+/\w+[\w/]*\b"
+    r"|这个项目|本项目|这个仓库",
+    _I,
+)
+_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|my|me|mine)\b|我(?!们)", _I)
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+_LEAD = re.compile(
+    r"^((please|also|and|oh|so|ok|okay|fyi|btw|heads up|just so you know|for future reference)[,:!]?\s+)*"
+    r"(remember( that)?[,:]?|keep in mind( that)?[,:]?|note( that)?[,:]?|always remember( that)?[,:]?)?\s*",
+    _I,
+)
+_CLAUSE = re.compile(r"\s*(;|—|–| - |:\s)\s*")
 _STOP = frozenset([
     "a", "an", "the", "and", "or", "but", "to", "of", "in", "on", "for", "with", "that", "this", "it", "is",
-    "are", "be", "we", "i", "you", "our", "my", "me", "please", "always", "never", "remember", "dont",
-    "don't", "do", "not", "just", "so", "as", "at", "by", "from", "m", "s", "t", "re", "ll", "ve", "no",
+    "are", "be", "we", "i", "you", "our", "my", "me", "please", "remember", "dont", "don't", "do", "just",
+    "so", "as", "at", "by", "from", "m", "s", "t", "re", "ll", "ve", "d", "no", "note", "keep", "mind", "also",
+    "i'm", "i'd", "we're", "we've", "it's", "that's", "there", "then", "when", "if", "all", "any", "your",
 ])
 
 
 @dataclass(frozen=True)
 class Found:
-    """One durable statement: what it is, where it belongs, and the words to keep."""
+    """One durable statement: what it is, where it belongs, the words to keep, and which turn said it."""
 
     kind: str
     type: str
@@ -44,74 +182,198 @@ class Found:
     name: str
     description: str
     body: str
+    turn: int = 0  # index of the (text, ts) pair it came from
 
 
 def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENT.split(text) if len(s.strip()) >= 8]
+    return [s.strip() for s in _SENT.split(text) if len(s.strip()) >= 8 or _CJK.search(s)]
+
+
+def is_question(sentence: str) -> bool:
+    s = sentence.strip().rstrip("\"')]*_` ")
+    if _REQUEST.search(s):
+        return False
+    return s.endswith(("?", "？")) or bool(_QUESTION_START.search(s) and not s.endswith((".", "!", "。")))
+
+
+def _rule(sentence: str) -> bool:
+    """always/never used as a rule, not to describe what something does ("it always crashes")."""
+    for m in _ALWAYS_NEVER.finditer(sentence):
+        before, after = sentence[: m.start()], sentence[m.end() :].lstrip()
+        if _RULE_LEAD.search(before) and not _PAST.search(after):
+            if re.search(r"\byou\s*$", before, _I):
+                continue
+            return True
+    return False
 
 
 def classify(sentence: str) -> tuple[str, str] | None:
     """(kind, type) of a durable statement, or None for anything else."""
-    for kind, mtype, pat in RULES:
-        if pat.search(sentence):
-            if kind == "remember":
-                mtype = "project" if _PROJECT_WORDS.search(sentence) else "user"
-            if _URL.search(sentence) and mtype in ("project", "user"):
-                mtype = "reference"
-            return kind, mtype
-    if _URL.search(sentence) and re.search(r"\b(board|ticket|docs?|wiki|dashboard|runbook|tracker)\b", sentence, re.IGNORECASE):
+    s = sentence.strip()
+    if is_question(s) or _TEMPORARY.search(s) or re.match(r"^never ?mind\b", s, _I):
+        return None
+    url = _URL.search(s)
+    if url and _POINTER_TASK.search(s):
+        return None
+    if _REMEMBER.search(s):
+        return "remember", _type_of_remembered(s, bool(url))
+    if url and _POINTER.search(s):
         return "pointer", "reference"
+    if _DECISION.search(s):
+        return "decision", "reference" if url else "project"
+    general = _GENERAL.search(s)
+    if _rule(s) or _STOP_DOING.search(s) or _DONT_KIND.search(s):
+        return "rule", "project" if re.search(r"\bwe\b|我们", s, _I) else "feedback"
+    if _ROLE.search(s):
+        return "role", "user"
+    if any(not _ONE_OFF_OBJECT.search(s[m.end() :]) for m in _PREFER.finditer(s)):
+        return "preference", "user"  # "I prefer short answers, in every project": still about the user
+    if general:
+        return "rule", "project" if re.search(r"\bwe\b|我们", s, _I) else "feedback"
+    if _MUST.search(s) or _SCHEDULE.search(s):
+        return "constraint", "project"
     return None
 
 
+def _type_of_remembered(s: str, url: bool) -> str:
+    """A request to remember says what, not which kind: a link, something about the user, a rule, a fact."""
+    if url:
+        return "reference"
+    if _FIRST_PERSON.search(s):
+        return "user" if (_PREFER.search(s) or _ROLE.search(s)) else "feedback"
+    if _rule(s) and not re.search(r"\bwe\b", s, _I):
+        return "feedback"
+    return "project"
+
+
 def scope_of(mtype: str, sentence: str) -> str:
-    """User and feedback memories not tied to this project go to the global drawer (§3.2)."""
+    """User and feedback memories not tied to this project go to the global drawer (§3.2); an explicit
+    "in every project" wins over any project word in the same sentence."""
     if mtype in ("project", "reference"):
         return "project"
-    if mtype == "feedback" and re.search(r"\b(this|the) (repo|repository|project|codebase)\b|\bhere\b|\bin this\b", sentence, re.IGNORECASE):
-        return "project"
-    return "global"
+    if _GLOBAL_WORDS.search(sentence):
+        return "global"
+    return "project" if _PROJECT_WORDS.search(_URL.sub(" ", sentence)) else "global"
+
+
+def _plain(sentence: str) -> str:
+    """The sentence without redaction placeholders: nothing is named after a secret, not even its rule."""
+    return " ".join(_PLACEHOLDER.sub(" ", sentence).split())
 
 
 def name_for(sentence: str) -> str:
-    sentence = _URL.sub(" ", sentence)
-    raw = re.findall(r"[A-Za-z0-9][A-Za-z0-9+#.-]*|[\u4e00-\u9fff]{2,}", sentence.lower())
-    words = [w.rstrip(".-") for w in raw if w.rstrip(".-") not in _STOP]
-    return "-".join(words[:5]) or "note"
+    """Up to five content words of the (redacted) sentence; never a URL, a placeholder or anything
+    shaped like a key (a token no detector knows would otherwise become a file name)."""
+    from memd.opsvalidate import token_like
+
+    sentence = _URL.sub(" ", _plain(sentence))
+    raw = re.findall(r"[A-Za-z0-9][A-Za-z0-9+#.-]*|[\u4e00-\u9fff]{2,}", sentence)
+    words = [w.rstrip(".-").lower() for w in raw if not token_like(w)]
+    return "-".join([w for w in words if w and w not in _STOP][:5]) or "note"
+
+
+def _capital(s: str) -> str:
+    return s[:1].upper() + s[1:] if s else s
+
+
+def describe(sentence: str) -> tuple[str, str]:
+    """(description, rest): the statement's first clause as the one-line description, and what follows it
+    (often the user's reason), so the body adds to the description instead of repeating it."""
+    s = _LEAD.sub("", sentence.strip(), count=1) or sentence.strip()
+    s = _capital(s)
+    parts = _CLAUSE.split(s, maxsplit=1)
+    head, rest = (parts[0], parts[2]) if len(parts) == 3 and len(parts[0]) >= 15 and len(parts[2]) >= 8 else (s, "")
+    if _URL.search(rest) and not _URL.search(head):
+        head, rest = s, ""  # a pointer's description keeps its link: MEMORY.md is where it is looked up
+    head = head.rstrip(" ,;:—–-")
+    if len(head) > 150:
+        cut = head[:147].rsplit(" ", 1)[0]
+        rest = (head[len(cut) :].strip() + (" " + rest if rest else "")).strip()
+        head = cut + "…"
+    return head, _capital(rest)
+
+
+_HOW = {
+    ("user", "global"): "keep it in mind in every project.",
+    ("user", "project"): "keep it in mind in this project.",
+    ("feedback", "global"): "follow it in every project.",
+    ("feedback", "project"): "follow it in this project.",
+    ("project", "project"): "take it as given when working on this project.",
+    ("reference", "project"): "look there first.",
+}
 
 
 def find_durable(human_texts: list[tuple[str, str | None]]) -> list[Found]:
-    """Durable statements in (text, timestamp) pairs of human turns, in order, one per name."""
+    """Durable statements in (text, timestamp) pairs of human turns, in order, one per name.
+
+    The text is redacted first: names, descriptions and bodies are all derived from redacted text.
+    """
     out: dict[str, Found] = {}
-    for text, ts in human_texts:
-        turn = text.strip() if len(text.strip()) <= 600 else text.strip()[:597] + "…"
-        for s in sentences(text):
+    for turn, (raw, ts) in enumerate(human_texts):
+        text = redact(raw)
+        if _DONT_KEEP.search(text):
+            continue
+        said = sentences(text)
+        for i, s in enumerate(said):
             got = classify(s)
             if got is None:
                 continue
             kind, mtype = got
-            name = name_for(s)
-            desc = s if len(s) <= 150 else s[:147].rstrip() + "…"
+            scope = scope_of(mtype, s)
+            desc, rest = describe(s)
+            name = name_for(desc)
             when = f" ({ts[:10]})" if ts else ""
-            said = turn if kind == "correction" else s
-            body = f"{said}\n\n**Why:** the user said so explicitly{when}.\n**How to apply:** follow it in future work."
-            out[name] = Found(kind, mtype, scope_of(mtype, s), name, desc, body)
+            context = _context(said, i)
+            parts = [p for p in (rest, context) if p]
+            why = f"**Why:** the user said so explicitly{when}."
+            how = f"**How to apply:** {_HOW.get((mtype, scope), 'follow it.')}"
+            body = "\n\n".join([*parts, f"{why}\n{how}"])
+            out[name] = Found(kind, mtype, scope, name, desc, body, turn)
     return list(out.values())
+
+
+def _context(said: list[str], i: int) -> str:
+    """The sentence just before a statement when it is what prompted it ("No, don't return 400 there.")."""
+    if i == 0 or classify(said[i - 1]) is not None or is_question(said[i - 1]) or len(said[i - 1]) > 200:
+        return ""
+    return f"Said after: “{said[i - 1]}”"
 
 
 def has_durable(human_texts: list[tuple[str, str | None]]) -> bool:
     """The offline gate: yes exactly when there is something to extract."""
-    return any(classify(s) for text, _ in human_texts for s in sentences(text))
+    return bool(find_durable(human_texts))
 
 
-def offline_operations(pieces: list[Any]) -> list[Any]:
-    """The offline provider's operations, validated like a model's."""
+@dataclass(frozen=True)
+class Sourced(Operation):
+    """An operation that knows the user turn it came from (`sources`, the `metadata.sources` form).
+
+    The write path stores a call's `sources` on every memory the call writes; an offline run over a
+    span of several turns makes memories from different turns, so each operation carries its own,
+    for a write path that prefers an operation's sources to the call's."""
+
+    sources: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, op: Operation, sources: list[dict[str, Any]]) -> Sourced:
+        return cls(**{f.name: getattr(op, f.name) for f in fields(op)}, sources=tuple(sources))
+
+
+def offline_operations(pieces: list[Piece], session_id: str = "") -> tuple[list[Sourced], list[dict[str, Any]]]:
+    """The offline provider's operations, validated like a model's, each with the turn its statement
+    came from; and the sources of the whole call (the union of those turns)."""
+    from jobs.extract.provenance import sources
     from memd.opsvalidate import validate_operations
 
-    texts = [(p.text, p.ts) for p in pieces if p.kind == "human"]
+    humans = [p for p in pieces if p.kind == "human"]
+    found = find_durable([(p.text, p.ts) for p in humans])
     data = {"operations": [
         {"op": "add", "scope": f.scope, "name": f.name, "description": f.description, "type": f.type, "body": f.body}
-        for f in find_durable(texts)
+        for f in found
     ]}  # fmt: skip
-    accepted, _rejected = validate_operations(data, allowed_scopes=("global", "project"))
-    return accepted
+    accepted, rejected = validate_operations(data, allowed_scopes=("global", "project"))
+    refused = {i for i, _ in rejected}
+    origins = [humans[f.turn] for i, f in enumerate(found) if i not in refused]
+    ops = [Sourced.of(op, sources(session_id, [piece])) for op, piece in zip(accepted, origins, strict=True)]
+    union = sorted({id(p): p for p in origins}.values(), key=lambda p: p.end)
+    return ops, sources(session_id, union)

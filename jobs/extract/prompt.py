@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from memd.jobctx import JobContext
 from memd.memories import Memory, scan_dir
 
 SPAN_BUDGET_CHARS = 24_000
 RELATED_BODIES = 8
+RETRY_BODIES = 8  # at most this many memories the model named unseen are shown in the second call
 
 EXTRACT_SYSTEM = """You maintain the long-term memory of a coding agent. Memories are Markdown files with a name, \
 a one-line description and a type:
@@ -29,8 +32,10 @@ Answer only with JSON: {"operations": [{"op": "add"|"update"|"delete", "scope": 
 "reason": "..."}]}"""
 
 
-def prompt_context(ctx: JobContext, key: str, texts: list[tuple[str, str | None]], limit: int) -> tuple[str, set[str]]:
-    """Both indexes and the bodies of the memories most related to what the user said."""
+def prompt_context(ctx: JobContext, key: str, texts: list[tuple[str, str | None]], limit: int,
+                   extra: list[Memory] | None = None) -> tuple[str, set[str]]:  # fmt: skip
+    """Both indexes and the bodies of the memories most related to what the user said (plus `extra`,
+    memories the model named without having been shown them); the paths whose text it shows."""
     parts = []
     for title, directory in (("Global drawer index", ctx.home.global_memory), ("Project memory index", ctx.home.project_memory(key))):
         idx = directory / "MEMORY.md"
@@ -38,6 +43,9 @@ def prompt_context(ctx: JobContext, key: str, texts: list[tuple[str, str | None]
         parts.append(f"## {title}\n\n{body.strip()[:12000]}")
     shown: set[str] = set()
     related = _related(ctx, key, " ".join(t for t, _ in texts), limit)
+    for m in extra or []:
+        if all(m.path != r.path for r in related):
+            related.append(m)
     if related:
         parts.append("## Current text of memories that may be affected")
         for m in related:
@@ -49,21 +57,47 @@ def prompt_context(ctx: JobContext, key: str, texts: list[tuple[str, str | None]
     return "\n\n".join(parts), shown
 
 
-def _related(ctx: JobContext, key: str, text: str, limit: int) -> list[Memory]:
-    from memd.search import open_readonly, query_index
-
-    words = [w for w in text.split() if len(w) > 3][:40]
-    if not words or not ctx.home.search_db.exists():
-        return []
-    conn = open_readonly(ctx.home.search_db)
-    try:
-        hits = query_index(conn, " OR ".join(f'"{w.strip(chr(34))}"' for w in words), project_key=key, limit=limit)
-    finally:
-        conn.close()
+def unseen_targets(ctx: JobContext, key: str, ops: list[Any], shown: set[str],
+                   limit: int = RETRY_BODIES) -> list[Memory]:  # fmt: skip
+    """Existing memories the operations would change although the model was not shown their text
+    (matched as the write path matches them: by name, then by file stem, case-insensitively), the
+    first `limit` of them. An `add` under an existing name counts: the write path treats it as a
+    change of that memory, and refuses it unseen."""
     out: list[Memory] = []
-    for h in hits:
-        path = ctx.home.root / h.file
-        scope = h.scope
-        res = scan_dir(path.parent, scope, h.project_key)
-        out.extend(m for m in res.memories if m.path == path)
+    cache: dict[str, dict[str, Memory]] = {}
+    for op in ops:
+        if op.scope not in cache:
+            directory = ctx.home.global_memory if op.scope == "global" else ctx.home.project_memory(key)
+            by: dict[str, Memory] = {}
+            if directory.is_dir() and not (op.scope == "project" and directory.is_symlink()):
+                for m in scan_dir(directory, op.scope, None if op.scope == "global" else key).memories:
+                    by.setdefault(m.name.lower(), m)
+                    by.setdefault(m.path.stem.lower(), m)
+            cache[op.scope] = by
+        hit = cache[op.scope].get(op.name.lower()) or cache[op.scope].get(op.slug.lower())
+        if hit is not None and str(hit.path) not in shown and all(hit.path != o.path for o in out):
+            out.append(hit)
+            if len(out) >= limit:
+                break
     return out
+
+
+def retry_note(answer: str, unseen: list[Memory]) -> str:
+    """What the second extraction call adds: the first answer and which memories it named unseen."""
+    names = ", ".join(f"[{m.scope}] {m.name}" for m in unseen)
+    return (f"## Your previous answer\n\n{answer.strip()[:8000]}\n\nIt changes memories whose current text you had "
+            f"not been shown: {names}. Their current text is now above, under \"Current text of memories that may be "
+            "affected\". Answer again with the complete list of operations for this conversation (the previous "
+            "answer is discarded); keep what in those memories is still true.")  # fmt: skip
+
+
+def _related(ctx: JobContext, key: str, text: str, limit: int) -> list[Memory]:
+    """The memories of the project and the drawer most related to what the user said (`related.rank`),
+    read from their files."""
+    from jobs.extract.related import rank
+
+    memories: list[Memory] = []
+    for scope, directory, pkey in (("global", ctx.home.global_memory, None), ("project", ctx.home.project_memory(key), key)):
+        if directory.is_dir() and not (scope == "project" and directory.is_symlink()):
+            memories.extend(scan_dir(directory, scope, pkey).memories)
+    return rank(memories, text, limit)

@@ -68,8 +68,8 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
     offline = _provider(ctx) == "offline"
     if not (_offline_gate(plan) if offline else _model_gate(ctx, plan)):
         return _advance(ctx, target, cur, plan, RunResult("ok", "gate: no", {"gate": "no"}))
-    ops, rejected, shown, provider = _operations(ctx, plan, offline)
-    return _apply(ctx, target, cur, plan, ops, rejected, shown, provider)
+    ops, rejected, shown, provider, sources = _operations(ctx, plan, offline, target.session_id or "")
+    return _apply(ctx, target, cur, plan, ops, rejected, shown, provider, sources)
 
 
 def _plan(ctx: JobContext, target: Target, row: dict[str, Any], cur: dict[str, Any]) -> Plan:
@@ -102,7 +102,8 @@ def _judged(ctx: JobContext, target: str) -> set[str]:
 
 
 def _apply(ctx: JobContext, target: Target, cur: dict[str, Any], plan: Plan, ops: list[Any],
-           rejected: list[tuple[int, str]], shown: set[str] | None, provider: str) -> RunResult:  # fmt: skip
+           rejected: list[tuple[int, str]], shown: set[str] | None, provider: str,
+           sources: list[dict[str, Any]]) -> RunResult:  # fmt: skip
     """Under the drawer's and the project's locks: re-check the cursor, write, refresh, advance."""
     from memd import memwrite
     from memd.locks import acquire
@@ -114,7 +115,7 @@ def _apply(ctx: JobContext, target: Target, cur: dict[str, Any], plan: Plan, ops
         for idx, reason in rejected:
             ctx.log.warning("operation.rejected", index=idx, reason=reason)
         applied = memwrite.apply(ctx, plan.memory_key, ops, provider=provider, session_id=target.session_id or "",
-                                 shown=shown)  # fmt: skip
+                                 shown=shown, sources=sources)  # fmt: skip
         details = {"gate": "yes", "applied": applied.counts(), "rejected": len(rejected) + len(applied.refused)}
         if plan.memory_key != target.key:
             details["memory_key"] = plan.memory_key
@@ -170,35 +171,66 @@ def _model_gate(ctx: JobContext, plan: Plan) -> bool:
 
 
 def _operations(
-    ctx: JobContext, plan: Plan, offline: bool
-) -> tuple[list[Any], list[tuple[int, str]], set[str] | None, str]:
-    """The operations to apply, from the offline rules or the strong model (no lock held)."""
+    ctx: JobContext, plan: Plan, offline: bool, session_id: str
+) -> tuple[list[Any], list[tuple[int, str]], set[str] | None, str, list[dict[str, Any]]]:
+    """The operations to apply, from the offline rules or the strong model (no lock held), and
+    their provenance: the model saw the whole span, so its operations come from every human piece
+    of it; an offline operation comes from the one turn its statement was in (it carries that
+    itself, see `offline.Sourced`), and the call's sources are the union of those turns."""
+    from jobs.extract.provenance import sources, typed
+
     if offline:
         from jobs.extract.offline import offline_operations
 
-        return offline_operations(plan.pieces), [], None, "offline"
+        ops, union = offline_operations(plan.pieces, session_id)
+        return ops, [], None, "offline", union
     ops, rejected, shown = _model_operations(ctx, plan)
-    return ops, rejected, shown, "anthropic"
+    return ops, rejected, shown, "anthropic", sources(session_id, typed(plan.pieces))
 
 
 def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tuple[int, str]], set[str]]:
+    """Ask the strong model; when its answer touches a memory whose current text it was not shown
+    (memwrite would refuse that, rightly), fetch those memories and ask once more with their text,
+    so a correction ("we switched to poetry, uv is gone") lands instead of being dropped. At most
+    two strong calls per run: what the second answer still touches unseen is refused as before."""
     from jobs.extract.prompt import (
-        EXTRACT_SYSTEM,
         RELATED_BODIES,
         SPAN_BUDGET_CHARS,
         prompt_context,
+        retry_note,
+        unseen_targets,
     )
-    from memd.opsvalidate import ModelOutputError, parse_model_json, validate_operations
+    from memd.opsvalidate import ModelOutputError
 
-    context, shown = prompt_context(ctx, plan.memory_key, human_texts(plan.pieces), RELATED_BODIES)
-    user = f"{context}\n\n## New conversation\n\n{render(plan.pieces, SPAN_BUDGET_CHARS)}"
-    reply = ctx.llm.complete(job="extract", tier="strong", system=EXTRACT_SYSTEM, user=user)
+    texts = human_texts(plan.pieces)
+    conversation = f"## New conversation\n\n{render(plan.pieces, SPAN_BUDGET_CHARS)}"
+    context, shown = prompt_context(ctx, plan.memory_key, texts, RELATED_BODIES)
     try:
-        data = parse_model_json(reply.text)
-        accepted, rejected = validate_operations(data, allowed_scopes=("global", "project"))
+        accepted, rejected, answer = _ask(ctx, f"{context}\n\n{conversation}")
     except ModelOutputError as exc:
         from memd.llm import ModelCallFailed
 
         raise ModelCallFailed(f"extraction answer refused: {exc}") from exc
-    return accepted, rejected, shown
+    unseen = unseen_targets(ctx, plan.memory_key, accepted, shown)
+    if not unseen:
+        return accepted, rejected, shown
+    ctx.log.info("extraction.retried", unseen=[f"{m.scope}:{m.name}" for m in unseen])
+    context2, shown2 = prompt_context(ctx, plan.memory_key, texts, RELATED_BODIES, extra=unseen)
+    try:
+        again, rejected2, _ = _ask(ctx, f"{context2}\n\n{conversation}\n\n{retry_note(answer, unseen)}")
+    except ModelOutputError as exc:
+        ctx.log.warning("retry_answer.refused", reason=exc.reason)
+        return accepted, rejected, shown  # the first answer stands; what it touches unseen is refused
+    return again, rejected2, shown | shown2
 
+
+def _ask(ctx: JobContext, user: str) -> tuple[list[Any], list[tuple[int, str]], str]:
+    """One strong call: (accepted operations, rejections, the answer's text). Raises ModelOutputError
+    when the answer as a whole is unusable."""
+    from jobs.extract.prompt import EXTRACT_SYSTEM
+    from memd.opsvalidate import parse_model_json, validate_operations
+
+    reply = ctx.llm.complete(job="extract", tier="strong", system=EXTRACT_SYSTEM, user=user)
+    data = parse_model_json(reply.text)
+    accepted, rejected = validate_operations(data, allowed_scopes=("global", "project"))
+    return accepted, rejected, reply.text

@@ -51,10 +51,13 @@ def state_rows(home: Path, sql: str, args: tuple[Any, ...] = ()) -> list[dict[st
     db = Home(home).state_db
     if not db.exists():
         return []
-    conn = state.connect(db, readonly=True)
+    try:
+        conn = state.connect(db, readonly=True)
+    except state.StateError:
+        return []  # the daemon has created the file but not its schema yet
     try:
         return [dict(r) for r in conn.execute(sql, args)]
-    except Exception:  # noqa: BLE001 - tables may not exist yet while the daemon starts
+    except Exception:
         return []
     finally:
         conn.close()

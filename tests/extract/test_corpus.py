@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from jobs.extract.gate import GATE_SYSTEM, pre_gate
-from memd.pause import unpaused
 from jobs.extract.prompt import EXTRACT_SYSTEM, SPAN_BUDGET_CHARS
 from memd import state
 from memd.memories import scan_dir
+from memd.pause import unpaused
 from memd.redact import redact
 from memd.spans import read_span, render
 from memd.tree import Home

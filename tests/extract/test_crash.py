@@ -67,7 +67,8 @@ REPLY = Path(sys.argv[2]).read_text()
 TARGET = Target.parse(sys.argv[3])
 
 def child(home):
-    with FakeAnthropic([text("yes"), text(REPLY)]) as api:
+    # REPLY twice: a rerun finds memories the answer adds already there (unseen), and asks once more
+    with FakeAnthropic([text("yes"), text(REPLY), text(REPLY)]) as api:
         ctx = context(Path(home), make_settings(), fake_url=api.base_url)
         result = run_job(ctx, extract, TARGET)
     return 0 if result.outcome == "ok" and result.details.get("gate") == "yes" else 3

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from jobs.extract.gate import gate_text, parse_gate, pre_gate
-from memd.pause import unpaused
 from jobs.extract.trigger import extract_due
+from memd.pause import unpaused
 from memd.spans import Piece
 
 

@@ -207,16 +207,25 @@ def test_force_never_overrides_memory_disabled(tmp_path: Path) -> None:
 
 
 def test_hand_edited_memory_is_never_overwritten_blindly(tmp_path: Path) -> None:
+    """A memory the model names without having seen it is shown to it in one more call (issue 13);
+    what that second answer still names unseen is refused, and there is no third call."""
     home = _home(tmp_path, DURABLE)
     mdir = home / "projects" / KEY / "memory"
     mdir.mkdir(parents=True)
     hand = "---\nname: zebra-notes\ndescription: hand written\nmetadata:\n  type: project\n---\nMy own words.\n"
+    yak = "---\nname: yak-notes\ndescription: also by hand\nmetadata:\n  type: project\n---\nYak words.\n"
     (mdir / "zebra-notes.md").write_text(hand)
-    with FakeAnthropic([text("yes"), ops_reply(op(op="update", name="zebra-notes", body="overwritten"))]) as api:
+    (mdir / "yak-notes.md").write_text(yak)
+    first = ops_reply(op(op="update", name="zebra-notes", body="overwritten"))
+    second = ops_reply(op(op="update", name="yak-notes", body="overwritten too"))
+    with FakeAnthropic([text("yes"), first, second]) as api:
         ctx = context(home, make_settings(), fake_url=api.base_url)
         r = run_job(ctx, extract, TARGET)
+        _gate, ask, again = msgs(api)
+    assert "My own words." not in json.dumps(ask["messages"]) and "My own words." in json.dumps(again["messages"])
+    assert "Yak words." not in json.dumps(again["messages"])
     assert r.outcome == "ok" and r.details["applied"]["refused"] == 1
-    assert (mdir / "zebra-notes.md").read_text() == hand
+    assert (mdir / "zebra-notes.md").read_text() == hand and (mdir / "yak-notes.md").read_text() == yak
 
 
 def test_related_memory_body_is_part_of_the_call_and_then_updated(tmp_path: Path) -> None:
