@@ -108,13 +108,14 @@ def scope_dir(ctx: JobContext, scope: str, key: str) -> Path:
 
 
 def _index(directory: Path, scope: str, key: str | None) -> tuple[dict[str, Memory], set[str]]:
-    """Memories of a directory by lowercased name and by file stem, and the stems of unparseable files."""
+    """Memories of a directory by case-folded name and by file stem, and the stems of unparseable files
+    (case-folded, as scan_dir's duplicate check and dream match names: `Straße` is `STRASSE`)."""
     res = scan_dir(directory, scope, key)
     by: dict[str, Memory] = {}
     for m in res.memories:
-        by.setdefault(m.name.lower(), m)
-        by.setdefault(m.path.stem.lower(), m)
-    bad = {Path(p.path).stem.lower() for p in res.problems}
+        by.setdefault(m.name.casefold(), m)
+        by.setdefault(m.path.stem.casefold(), m)
+    bad = {Path(p.path).stem.casefold() for p in res.problems}
     return by, bad
 
 
@@ -208,8 +209,8 @@ def plan(
         if op.scope not in cache:
             cache[op.scope] = _index(directory, op.scope, pkey)
         by, bad = cache[op.scope]
-        existing = by.get(op.name.lower()) or by.get(op.slug.lower())
-        if existing is None and op.slug.lower() in bad:
+        existing = by.get(op.name.casefold()) or by.get(op.slug.casefold())
+        if existing is None and op.slug.casefold() in bad:
             out.refused.append((label, "a file of that name exists but cannot be parsed; left in place"))
             continue
         if existing is not None and provider == "offline" and op.op == "add":
@@ -228,8 +229,9 @@ def plan(
         if not session_id and "session" not in meta:
             del stamp["session"]  # the user's own command (`memd remember`): no session to name
         meta.update(stamp)
-        if sources:
-            meta["sources"] = merge_sources(meta.get("sources"), sources)
+        own = getattr(op, "sources", None) or sources  # an offline op knows the turn it came from
+        if own:
+            meta["sources"] = merge_sources(meta.get("sources"), own)
         text = render_memory(op.name, op.description, op.type, op.body, meta)
         path = existing.path if existing is not None else memory_path(directory, op.slug)
         base = current_sha(path) if existing is not None else None
@@ -332,8 +334,9 @@ def _rel(ctx: JobContext, path: Path) -> str:
 
 
 def _log_refused(ctx: JobContext, out: Applied) -> None:
-    for label, why in out.refused:
-        ctx.log.warning("operation.refused", memory=label, reason=why)
+    from memd.opsvalidate import log_rejections
+
+    log_rejections(ctx.log, "operation.refused", out.refused, key="memory")  # many: one summary line
 
 
 MAX_SOURCES = 20
