@@ -49,7 +49,8 @@ import structlog  # noqa: E402
 
 import jobs.extract as extract  # noqa: E402
 from bench.common import CORPUS, REPO, need_corpus, write_section  # noqa: E402
-from jobs.extract.gate import GATE_ASSISTANT_CHARS, GATE_BUDGET_CHARS, GATE_SYSTEM, human_texts, pre_gate, unpaused  # noqa: E402
+from jobs.extract.gate import GATE_ASSISTANT_CHARS, GATE_BUDGET_CHARS, GATE_SYSTEM, human_texts, pre_gate  # noqa: E402
+from memd.pause import unpaused  # noqa: E402
 from jobs.extract.offline import find_durable, has_durable  # noqa: E402
 from jobs.extract.prompt import EXTRACT_SYSTEM, RELATED_BODIES, SPAN_BUDGET_CHARS, prompt_context  # noqa: E402
 from memd import ledger, state  # noqa: E402
