@@ -49,6 +49,13 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
         if not directory.is_dir():
             return RunResult("skipped", "no memory directory")
     swept = sweep_temp_files(directory, ctx.now().timestamp())
+    if target.kind == "global":  # the drawer render's temporary files sit in the home, memd's own in memd/
+        swept += sweep_temp_files(ctx.home.root, ctx.now().timestamp(), only=f".{ctx.home.drawer_render.name}.")
+        if not ctx.home.memd_dir.is_symlink():  # never through a link (memd's own directory)
+            swept += sweep_temp_files(ctx.home.memd_dir, ctx.now().timestamp())
+    from memd.gitmem import after_index
+
+    after_index(ctx.home, target, ctx.settings)  # hand edits become the user's commit when memd.git is on
     result = refresh_scope(ctx, scope, key, directory)
     record_problems(ctx, str(target), [(str(p.path), p.reason) for p in result.problems], result.index_warning)
     for p in result.problems:
@@ -63,16 +70,18 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
 TEMP_MAX_AGE_SECONDS = 600
 
 
-def sweep_temp_files(directory: Path, now: float) -> int:
-    """Remove what a writer killed mid-write left: `.<name>.<random>.tmp` files of atomic_write,
-    once old enough that no live writer can still own them. Never anything else."""
+def sweep_temp_files(directory: Path, now: float, only: str = ".") -> int:
+    """Remove what a writer killed mid-write left: `.<name>.<random>.tmp` files of atomic_write
+    (MEMORY.md's and memory files' in a memory directory; with `only`, just those whose name
+    starts so, as the drawer render's `.memory.md.` in the home), once old enough that no live
+    writer can still own them. Never anything else."""
     removed = 0
     try:
         entries = list(os.scandir(directory))
     except OSError:
         return 0
     for e in entries:
-        if not (e.name.startswith(".") and e.name.endswith(".tmp")) or not e.is_file(follow_symlinks=False):
+        if not (e.name.startswith(only) and e.name.endswith(".tmp")) or not e.is_file(follow_symlinks=False):
             continue
         try:
             if now - e.stat(follow_symlinks=False).st_mtime > TEMP_MAX_AGE_SECONDS:

@@ -124,6 +124,9 @@ class Recorder:
         info = {"run": self.run_id, "scope": str(self.place), "kind": "write", "job": self.job, "reason": self.reason,
                 "time": iso(self.now), "files": files, "changes": changes, **self.extra}  # fmt: skip
         write_run_info(entry, info)
+        from memd.gitmem import after_write
+
+        after_write(self.home, self.place, info)  # one commit per write run when memd.git is on; never raises
         return info
 
     def discard(self) -> None:

@@ -30,6 +30,13 @@ first (so an undo is itself undoable), the chosen snapshot is copied (never
 linked: a snapshot must stay independent of later in-place edits) into a
 staging directory, and swapped in.
 
+Snapshots are checked before they are restored: `snapshot` hashes every file as
+it copies it, `write_run_info` records the hashes in `run.json`
+(`snapshot_sha256`), and `undo` refuses a snapshot that no longer matches them
+(a file changed, missing or added since), restoring nothing. An entry whose
+`run.json` cannot be read is listed by `memd history` as damaged (never hidden)
+and cannot be undone.
+
 Callers hold the scope's lock for everything here, except `recover` and `undo`,
 which take it themselves.
 """
@@ -43,15 +50,24 @@ import os
 import re
 import secrets
 import shutil
+import stat
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from memd.clock import iso
 from memd.errors import UsageError
-from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
-from memd.locks import LockBusy, Scope, acquire
+from memd.fsutil import (
+    UnusableFile,
+    atomic_write,
+    check_own_tree,
+    ensure_own_dir,
+    ensure_private_dir,
+    fsync_dir,
+    read_regular,
+)
+from memd.locks import LockBusy, acquire
 from memd.logs import lazy_logger
 from memd.tree import Home, Place, list_memory_dirs
 
@@ -61,6 +77,8 @@ STAGE_PREFIX = ".memory.dream-"
 OLD_PREFIX = ".memory.old-"
 FILES_DIR = "files"
 RUN_FILE = "run.json"
+SUMS_FILE = "sha256.json"  # the snapshot's hashes until write_run_info puts them in run.json
+MAX_JSON_BYTES = 64 << 20  # run.json, modes, journals: memd's own small files; larger is damage
 SWAPS_DIR = "swaps"
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9-]{1,200}$")
@@ -114,13 +132,14 @@ class Copied:
 
 
 def _copy_tree(src: Path, dst: Path, *, link: bool, out: Copied | None = None,
-               modes: dict[str, int] | None = None, rel: str = "") -> Copied:  # fmt: skip
+               modes: dict[str, int] | None = None, rel: str = "", sums: dict[str, str] | None = None) -> Copied:  # fmt: skip
     """Copy `src` into the new directory `dst`: regular files byte-exact with mtimes
     (or hard-linked when `link`), symlinks as symlinks (never followed), sub-directories
     recursively. A FIFO, socket or device raises `SpecialFile`: such a directory is left alone.
 
     With `modes` (a snapshot into memd's private history), the copy is private (0700/0600)
-    and the original modes are collected there by relative path, to be put back on restore.
+    and the original modes are collected there by relative path, to be put back on restore;
+    with `sums`, the sha256 of every file copied, hashed as it is copied (no second read).
     """
     out = out or Copied([], [])
     os.mkdir(dst, 0o700)
@@ -133,11 +152,13 @@ def _copy_tree(src: Path, dst: Path, *, link: bool, out: Copied | None = None,
             if e.is_symlink():
                 os.symlink(os.readlink(s), d)
             elif e.is_dir(follow_symlinks=False):
-                _copy_tree(s, d, link=link, out=out, modes=modes, rel=f"{rel}{e.name}/")
+                _copy_tree(s, d, link=link, out=out, modes=modes, rel=f"{rel}{e.name}/", sums=sums)
             elif e.is_file(follow_symlinks=False):
                 if not (link and _hard_link(s, d)):
                     st = e.stat(follow_symlinks=False)
-                    _copy_file(s, d, st)
+                    digest = _copy_file(s, d, st, digest=sums is not None)
+                    if sums is not None and digest is not None:
+                        sums[rel + e.name] = digest
                     out.files.append(d)
                     if modes is not None:
                         modes[rel + e.name] = st.st_mode & 0o7777
@@ -159,7 +180,7 @@ MODES_FILE = "modes.json"
 def _restore_modes(snapshot_entry: Path, staging: Path) -> None:
     """Give a restored copy the modes its files had when they were snapshotted (kept beside it)."""
     try:
-        modes = json.loads((snapshot_entry / MODES_FILE).read_text(encoding="utf-8"))
+        modes = json.loads(read_regular(snapshot_entry / MODES_FILE, MAX_JSON_BYTES, follow=False).decode("utf-8"))
     except (OSError, ValueError):
         return  # an entry from before modes were kept: its copy already has them
     for rel, mode in modes.items() if isinstance(modes, dict) else ():
@@ -168,15 +189,19 @@ def _restore_modes(snapshot_entry: Path, staging: Path) -> None:
             os.chmod(target, mode & 0o777)
 
 
-def _copy_file(src: Path, dst: Path, st: os.stat_result) -> None:
+def _copy_file(src: Path, dst: Path, st: os.stat_result, *, digest: bool = False) -> str | None:
     """Bytes, mode and mtime (to the nanosecond); no fsync here (`_durable` batches them).
+    With `digest`, returns the sha256 of the bytes copied.
 
     Leaner than `shutil.copy2` (no xattr probing), which matters at 1,000 files a run.
     """
+    h = hashlib.sha256() if digest else None
     fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         with open(src, "rb", buffering=0) as fh:
             while chunk := fh.read(1 << 20):
+                if h is not None:
+                    h.update(chunk)
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(fd, view) :]
@@ -187,6 +212,7 @@ def _copy_file(src: Path, dst: Path, st: os.stat_result) -> None:
         os.close(fd)
     if os.utime not in os.supports_fd:
         os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    return None if h is None else h.hexdigest()
 
 
 def _hard_link(src: Path, dst: Path) -> bool:
@@ -244,16 +270,18 @@ def signature(directory: Path) -> Signature:
 def snapshot(home: Home, ref: ScopeRef, run_id: str) -> Path:
     """Copy the live directory into a new history entry; returns the entry (without run.json yet)."""
     entry = history_root(home, ref) / run_id
-    ensure_private_dir(entry.parent)
+    ensure_own_dir(entry.parent, home.memd_dir)  # memd/history is memd's own: never through a link
     os.mkdir(entry, 0o700)
     live = ref.memory_dir(home)
+    sums: dict[str, str] = {}
     if live.is_dir() and not live.is_symlink():
         modes: dict[str, int] = {}
-        copied = _copy_tree(live, entry / FILES_DIR, link=False, modes=modes)
+        copied = _copy_tree(live, entry / FILES_DIR, link=False, modes=modes, sums=sums)
         atomic_write(entry / MODES_FILE, json.dumps(modes, sort_keys=True))
     else:
         os.mkdir(entry / FILES_DIR, 0o700)
         copied = Copied([], [entry / FILES_DIR])
+    atomic_write(entry / SUMS_FILE, json.dumps(sums, sort_keys=True))
     copied.dirs.append(entry)
     _durable(copied)
     return entry
@@ -304,12 +332,23 @@ def write_run_info(entry: Path, info: dict[str, Any]) -> None:
     seqs = [r.get("seq") for r in _runs_in(entry.parent)]
     seq = 1 + max([x for x in seqs if isinstance(x, int)], default=0)
     data = {"seq": seq, **{k: v for k, v in info.items() if k != "seq"}}
+    sums = _read_json(entry / SUMS_FILE)
+    if isinstance(sums, dict) and "snapshot_sha256" not in data:
+        data["snapshot_sha256"] = sums  # what `undo` checks the snapshot against before restoring it
     atomic_write(entry / RUN_FILE, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+def _read_json(path: Path) -> Any:
+    """A small JSON file of memd's own, or None when absent, unreadable, not JSON (never a FIFO read)."""
+    try:
+        return json.loads(read_regular(path, MAX_JSON_BYTES, follow=False).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def _write_journal(home: Home, ref: ScopeRef, data: dict[str, Any]) -> None:
     path = journal_path(home, ref)
-    ensure_private_dir(path.parent)
+    ensure_own_dir(path.parent, home.memd_dir)
     atomic_write(path, json.dumps(data) + "\n")
 
 
@@ -340,6 +379,9 @@ def swap_in(home: Home, ref: ScopeRef, run_id: str, staging: Path) -> None:
         shutil.rmtree(old)
     _clear_journal(home, ref)
     log.info("memory_dir.swapped", scope=str(ref), run=run_id)
+    from memd.gitmem import after_swap
+
+    after_swap(home, ref, run_id)  # the swapped-in directory as one commit when memd.git is on; never raises
 
 
 # --------------------------------------------------------------------------- recovery
@@ -348,7 +390,7 @@ def swap_in(home: Home, ref: ScopeRef, run_id: str, staging: Path) -> None:
 def _read_journal(home: Home, ref: ScopeRef) -> dict[str, Any] | None:
     path = journal_path(home, ref)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, MAX_JSON_BYTES, follow=False).decode("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
@@ -423,8 +465,8 @@ def _sweep(home: Home, ref: ScopeRef) -> list[str]:
         entries = []
     for name in entries:
         entry = root / name
-        if entry.is_dir() and not entry.is_symlink() and not (entry / RUN_FILE).is_file():
-            _rmtree(entry)  # a snapshot interrupted before its run.json
+        if entry.is_dir() and not entry.is_symlink() and not os.path.lexists(entry / RUN_FILE):
+            _rmtree(entry)  # a snapshot interrupted before its run.json (a damaged one is listed, never removed)
             removed.append(f"history/{name}")
     return removed
 
@@ -453,7 +495,7 @@ def _needs_recovery(home: Home, ref: ScopeRef) -> bool:
         return True
     root = history_root(home, ref)
     try:
-        return any(not (root / n / RUN_FILE).is_file() for n in os.listdir(root))
+        return any(not os.path.lexists(root / n / RUN_FILE) for n in os.listdir(root))
     except OSError:
         return False
 
@@ -468,7 +510,7 @@ def _scopes_with_journals(home: Home) -> list[ScopeRef]:
         if not name.endswith(".json"):
             continue
         try:
-            data = json.loads((home.memd_dir / SWAPS_DIR / name).read_text(encoding="utf-8"))
+            data = json.loads(read_regular(home.memd_dir / SWAPS_DIR / name, MAX_JSON_BYTES, follow=False).decode("utf-8"))
             ref = ScopeRef.parse(str(data.get("scope")))
         except (OSError, ValueError, AttributeError):
             continue
@@ -501,33 +543,87 @@ def recover(home: Home, *, lock_timeout: float = 0.0, logger: Any = None) -> lis
 
 def read_run(entry: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((entry / RUN_FILE).read_text(encoding="utf-8"))
+        return _run_info(entry)
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
 
 
-def _runs_in(root: Path) -> list[dict[str, Any]]:
-    """The completed entries of one scope's history, oldest first."""
+def _run_info(entry: Path) -> dict[str, Any]:
+    """An entry's run.json; OSError when there is none, ValueError when it is not a JSON object."""
+    try:
+        raw = read_regular(entry / RUN_FILE, MAX_JSON_BYTES, follow=False)
+    except UnusableFile as exc:
+        raise ValueError(str(exc).removeprefix(f"{entry / RUN_FILE}: ")) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError("a symlink") from None
+        raise
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _runs_in(root: Path, *, damaged: bool = False, scope: str | None = None) -> list[dict[str, Any]]:
+    """The completed entries of one scope's history, oldest first; with `damaged`, also those whose
+    run.json exists but cannot be read (`kind: "damaged"`, with the reason)."""
     try:
         names = sorted(os.listdir(root))
     except OSError:
         return []
-    runs = []
+    runs, bad = [], []
     for name in names:
         if not RUN_ID.match(name):
             continue
-        info = read_run(root / name)
-        if info is not None:
-            runs.append({**info, "run": name, "path": str(root / name)})
-    return sorted(runs, key=lambda r: (r["seq"] if isinstance(r.get("seq"), int) else 0, r["run"]))
+        try:
+            info = _run_info(root / name)
+        except ValueError as exc:
+            if damaged:
+                bad.append((name, str(exc)))
+            continue
+        except OSError:
+            continue  # no run.json: a snapshot cut short, swept by recovery
+        runs.append({**info, "run": name, "path": str(root / name)})
+    runs.sort(key=lambda r: (r["seq"] if isinstance(r.get("seq"), int) else 0, r["run"]))
+    if bad:
+        where = scope or next((str(r["scope"]) for r in runs if isinstance(r.get("scope"), str)), None) or _scope_of(root.name)
+        for name, why in bad:  # in its place by time: before the first run that started later
+            at = next((i for i, r in enumerate(runs) if r["run"] > name), len(runs))
+            runs.insert(at, {"run": name, "scope": where, "kind": "damaged", "time": _time_of(name),
+                             "path": str(root / name),
+                             "reason": f"run.json is damaged ({why}); this run cannot be undone"})  # fmt: skip
+    return runs
 
 
-def list_runs(home: Home, ref: ScopeRef | None = None) -> list[dict[str, Any]]:
-    """Completed history entries (those with a run.json), oldest first; all scopes when `ref` is None."""
+def _scope_of(history_name: str) -> str:
+    """The scope a history directory's name spells, when it spells one plainly (else the name)."""
+    if history_name == "global":
+        return "global"
+    if history_name.startswith("project-") and _PLAIN_KEY.match(history_name[len("project-") :]):
+        return f"project:{history_name[len('project-') :]}"
+    return history_name
+
+
+def _time_of(run_id: str) -> str:
+    """A run id's time (`20261201T070905Z-…`) in the ISO form run.json uses."""
+    t = run_id[:16]
+    return f"{t[0:4]}-{t[4:6]}-{t[6:8]}T{t[9:11]}:{t[11:13]}:{t[13:15]}Z"
+
+
+def list_runs(home: Home, ref: ScopeRef | None = None, *, damaged: bool = False) -> list[dict[str, Any]]:
+    """Completed history entries (those with a run.json), oldest first; all scopes when `ref` is None.
+
+    With `damaged` (`memd history`, `undo`): also entries whose run.json exists but cannot be
+    read, as `{"run", "scope", "kind": "damaged", "time", "reason", "path"}` — listed, never hidden.
+    """
     if ref is not None:
-        return _runs_in(history_root(home, ref))
-    runs = [r for root in _all_roots(home) for r in _runs_in(root)]
+        return _runs_in(history_root(home, ref), damaged=damaged, scope=str(ref))
+    runs = [r for root in _all_roots(home) for r in _runs_in(root, damaged=damaged)]
     return sorted(runs, key=lambda r: (str(r.get("time") or r["run"]), r["seq"] if isinstance(r.get("seq"), int) else 0))
 
 
@@ -596,14 +692,19 @@ def undo(
     indexes are refreshed (MEMORY.md only changes if the snapshot's was stale).
     """
     logger = logger or log
+    check_own_tree(home.memd_dir)  # memd/history through a link would restore (and snapshot) elsewhere
     with acquire(home, [ref], timeout=lock_timeout, on_wait=on_wait):
         recover_scope(home, ref, logger)
         chosen = _choose_run(home, ref, run_id)
         if chosen.get("kind") == "write":
             return _undo_write(home, settings, ref, chosen, now, logger)
         source = Path(chosen["path"]) / FILES_DIR
-        if not source.is_dir():
+        if not source.is_dir() or source.is_symlink():
             raise HistoryError(f"run {chosen['run']} of {ref} has no snapshot (files/ is missing)")
+        mismatch = verify_snapshot(source, chosen)
+        if mismatch:
+            raise HistoryError(f"run {chosen['run']} of {ref}: its snapshot does not match the checksums recorded "
+                               f"with it ({mismatch}); nothing restored")  # fmt: skip
         new_id = new_run_id(now)
         while (history_root(home, ref) / new_id).exists():
             new_id = new_run_id(now)
@@ -643,15 +744,62 @@ def _undo_write(home: Home, settings: Any, ref: ScopeRef, chosen: dict[str, Any]
 
 
 def _choose_run(home: Home, ref: ScopeRef, run_id: str | None) -> dict[str, Any]:
-    runs = list_runs(home, ref)
+    runs = list_runs(home, ref, damaged=True)
     if not runs:
         raise HistoryError(f"no history for {ref} (memd has not changed it yet)")
+    good = [r for r in runs if r.get("kind") != "damaged"]
     if run_id is None:
-        return runs[-1]
+        latest = max(runs, key=lambda r: r["run"])  # run ids sort by time
+        if latest.get("kind") == "damaged":
+            raise HistoryError(f"the latest run of {ref}, {latest['run']}: {latest['reason']}; undo an earlier run "
+                               "by its id (`memd history`)")  # fmt: skip
+        return good[-1]
     for r in runs:
         if r["run"] == run_id:
+            if r.get("kind") == "damaged":
+                raise HistoryError(f"run {run_id} of {ref}: {r['reason']}")
             return r
     raise HistoryError(f"no run {run_id!r} in the history of {ref} (see `memd history`)")
+
+
+def verify_snapshot(files: Path, run: dict[str, Any]) -> str | None:
+    """What differs between a snapshot's files and the sha256 sums its run recorded, or None when
+    they match. An entry from before sums were recorded has none to check: None."""
+    sums = run.get("snapshot_sha256")
+    if sums is None:
+        return None
+    if not isinstance(sums, dict) or not all(isinstance(v, str) for v in sums.values()):
+        return "its checksums in run.json are unreadable"
+    found: dict[str, str] = {}
+    for dirpath, _dirs, names in os.walk(files):
+        for n in names:
+            p = Path(dirpath) / n
+            if p.is_symlink():
+                continue  # kept as a link, never followed
+            rel = p.relative_to(files).as_posix()
+            try:
+                found[rel] = _sha256(p)
+            except OSError as exc:
+                return f"{rel}: unreadable ({exc.strerror or exc})"
+    for rel in sorted(set(sums) | set(found)):
+        if rel not in found:
+            return f"{rel} is missing"
+        if rel not in sums:
+            return f"{rel} was not in it"
+        if found[rel] != sums[rel]:
+            return f"{rel} changed"
+    return None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def find_runs(home: Home, run_id: str) -> list[Place]:

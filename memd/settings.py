@@ -13,23 +13,28 @@ never falls back to defaults that would turn memory or the API back on.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Field specs: (dotted path, kind, default). Kinds: bool, posint, nonnegint, str, choice:<a|b>.
+# Field specs: (dotted path, kind, default). Kinds: bool, int:<lo>..<hi> (an integer in that range,
+# both ends included), share (a number from 0 to 1), str (at most MAX_STR characters), choice:<a|b>.
+# Every number has a range (issue 16): a value JSON accepts but memd cannot use — 2^63 tokens,
+# 10^400 hours, a 10^20-second timeout — falls back to its default with the usual one-line warning
+# instead of overflowing SQLite, a float conversion or a timer later.
 MEMORY_FIELDS: list[tuple[str, str, Any]] = [
     ("enabled", "bool", True),
-    ("extractEveryTurns", "posint", 1),
+    ("extractEveryTurns", "int:1..10000", 1),
     ("sessionMemory.enabled", "bool", True),
-    ("sessionMemory.minInitTokens", "posint", 10000),
-    ("sessionMemory.minUpdateTokens", "posint", 5000),
-    ("sessionMemory.toolCallsBetween", "nonnegint", 3),
+    ("sessionMemory.minInitTokens", "int:1..10000000", 10000),
+    ("sessionMemory.minUpdateTokens", "int:1..10000000", 5000),
+    ("sessionMemory.toolCallsBetween", "int:0..100000", 3),
     ("dream.enabled", "bool", True),
-    ("dream.minHours", "posint", 24),
-    ("dream.minSessions", "posint", 5),
+    ("dream.minHours", "int:1..87600", 24),  # ten years
+    ("dream.minSessions", "int:1..1000000", 5),
     ("global.enabled", "bool", True),
-    ("global.maxBytes", "posint", 8192),
+    ("global.maxBytes", "int:1..16777216", 8192),  # 16 MiB
     ("indexConsolidation.enabled", "bool", True),
     ("review", "bool", False),  # extraction, dream and MCP writes become proposals (`memd review`)
     ("readOnly", "bool", False),  # nothing is written to memory directories (memd/readonly.py)
@@ -41,21 +46,24 @@ MEMD_FIELDS: list[tuple[str, str, Any]] = [
     ("smallModel", "str", "claude-haiku-4-5"),
     ("strongModel", "str", "claude-sonnet-4-6"),
     ("baseUrl", "str", ""),
-    ("timeoutSeconds", "posint", 60),
-    ("maxRetries", "nonnegint", 4),
-    ("dailyTokenBudget", "nonnegint", 2_000_000),
-    ("pollSeconds", "posint", 5),
+    ("timeoutSeconds", "int:1..3600", 60),
+    ("maxRetries", "int:0..20", 4),
+    ("dailyTokenBudget", "int:0..1000000000000", 2_000_000),
+    ("pollSeconds", "int:1..86400", 5),
     ("forcePolling", "bool", False),
-    ("reconcileSeconds", "posint", 300),
-    ("lockTimeoutSeconds", "posint", 10),
-    ("retrySeconds", "posint", 30),
+    ("reconcileSeconds", "int:1..604800", 300),  # a week
+    ("lockTimeoutSeconds", "int:1..86400", 10),
+    ("retrySeconds", "int:1..86400", 30),
     ("logLevel", "choice:debug|info|warning|error", "info"),
-    ("historyKeep", "posint", 20),
+    ("historyKeep", "int:1..100000", 20),
     ("dreamMaxDeleteShare", "share", 0.5),
     ("git", "bool", False),
     ("sync.remote", "str", ""),
-    ("sync.everyMinutes", "posint", 15),
+    ("sync.everyMinutes", "int:1..525600", 15),  # a year
 ]
+
+MAX_STR = 4096  # a model name, a URL, a git remote: longer is a mistake, not a setting
+MAX_FILE_BYTES = 1 << 20  # settings.json over 1 MiB is refused like one that does not parse (fails closed)
 
 
 @dataclass
@@ -111,19 +119,25 @@ def check_value(kind: str, value: Any) -> str | None:
     if kind == "bool":
         return None if isinstance(value, bool) else "not true/false"
     if kind in ("posint", "nonnegint"):
+        kind = "int:1.." if kind == "posint" else "int:0.."
+    if kind.startswith("int:"):
+        lo_text, _, hi_text = kind[len("int:") :].partition("..")
+        lo, hi = int(lo_text), (int(hi_text) if hi_text else None)
         if isinstance(value, bool) or not isinstance(value, int):
             return "not an integer"
-        if kind == "posint" and value < 1:
-            return "not a positive integer"
-        if value < 0:
-            return "negative"
+        if value < lo:
+            return "not a positive integer" if lo == 1 else "negative" if lo == 0 else f"below {lo:,}"
+        if hi is not None and value > hi:
+            return f"over {hi:,}"
         return None
     if kind == "share":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return "not a number"
         return None if 0 <= value <= 1 else "not between 0 and 1"
     if kind == "str":
-        return None if isinstance(value, str) else "not a string"
+        if not isinstance(value, str):
+            return "not a string"
+        return None if len(value) <= MAX_STR else f"over {MAX_STR:,} characters"
     if kind.startswith("choice:"):
         options = kind[len("choice:") :].split("|")
         return None if value in options else f"not one of {', '.join(options)}"
@@ -166,9 +180,22 @@ def _check_shape(section: str, raw: dict[str, Any], fields: list[tuple[str, str,
                 else:
                     warnings.append(f"{section}.{dotted}: {_show(v)} is not an object; its fields take their defaults")
             elif dotted not in known:
-                warnings.append(f"{section}.{dotted}: unknown field, ignored")
+                unknown.append(dotted)
 
+    unknown: list[str] = []
     walk(raw, "")
+    for dotted in unknown[:MAX_UNKNOWN_WARNINGS]:
+        warnings.append(f"{section}.{_show_key(dotted)}: unknown field, ignored")
+    if len(unknown) > MAX_UNKNOWN_WARNINGS:
+        warnings.append(f"{section}: {len(unknown) - MAX_UNKNOWN_WARNINGS:,} more unknown fields, ignored")
+
+
+MAX_UNKNOWN_WARNINGS = 20  # a file of 100,000 stray keys is one summary line, not 100,000 warnings
+
+
+def _show_key(dotted: str) -> str:
+    text = " ".join(dotted.split())
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _show(value: Any) -> str:
@@ -193,16 +220,48 @@ def parse_text(text: str, source: str = "settings.json") -> Settings:
     except (ValueError, RecursionError):
         strict = False
         try:
-            import json5
+            data = json.loads(_without_comments(text))  # the JSON5 people write: comments, trailing commas
+        except (ValueError, RecursionError) as exc:
+            if len(text) > JSON5_MAX_CHARS:  # json5 is pure Python, ~12 ms a KB: 44-109 s for 10 MB
+                return _broken(source, f"not valid JSON: {_json_where(exc)} (too large to try JSON5)")
+            try:
+                import json5
 
-            data = json5.loads(text)
-        except (ValueError, RecursionError) as exc:  # json5 recurses: a few hundred nested brackets overflow it
-            return _broken(source, f"not valid JSON: {_where(exc)}")
+                data = json5.loads(text)
+            except (ValueError, RecursionError) as exc:  # json5 recurses: a few hundred nested brackets overflow it
+                return _broken(source, f"not valid JSON: {_where(exc)}")
     if not isinstance(data, dict):
         return _broken(source, "the top level is not an object")
     memory = _apply("memory", data.get("memory", _MISSING), MEMORY_FIELDS, warnings)
     memd = _apply("memd", data.get("memd", _MISSING), MEMD_FIELDS, warnings)
     return Settings(memory=memory, memd=memd, warnings=warnings, source=source, strict_json=strict)
+
+
+JSON5_MAX_CHARS = 64 * 1024  # beyond comments and trailing commas, JSON5 is tried only on a file this small
+_STRING = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
+_STRING_OR_COMMENT = re.compile(_STRING + r"|//[^\n]*|/\*.*?\*/", re.S)
+_TRAILING_COMMA = re.compile(_STRING + r"|,(?=\s*[\]}])")
+
+
+def _without_comments(text: str) -> str:
+    """`text` with `//` and `/* */` comments and trailing commas blanked out (strings untouched).
+
+    Blanked, not removed: every other character keeps its line and column, so `json.loads`
+    errors point at the right place. Linear (two regex passes), unlike json5.
+    """
+    def blank(m: re.Match[str]) -> str:
+        t = m.group(0)
+        return t if t.startswith('"') else re.sub(r"[^\n]", " ", t)
+
+    return _TRAILING_COMMA.sub(blank, _STRING_OR_COMMENT.sub(blank, text))
+
+
+def _json_where(exc: BaseException) -> str:
+    import json
+
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _where(exc: BaseException) -> str:
@@ -224,11 +283,21 @@ LAST_GOOD = "settings.last-good.json"
 
 
 def load(path: Path) -> Settings:
-    """Settings from `path`; a missing file means defaults; one that cannot be used fails closed."""
+    """Settings from `path`; a missing file means defaults; one that cannot be used fails closed.
+
+    Only a regular file of at most `MAX_FILE_BYTES` is read: a FIFO (or a link to `/dev/zero`)
+    in its place would hang every command, a huge file would cost seconds at each one; both are
+    refused like a syntax error, keeping the last settings that parsed.
+    """
+    from memd.fsutil import UnusableFile, read_regular
+
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, MAX_FILE_BYTES)
     except FileNotFoundError:
         return defaults()
+    except UnusableFile as exc:
+        why = str(exc).removeprefix(f"{path}: ")
+        return _closed(path, _broken(str(path), why))
     except OSError as exc:
         return _closed(path, _broken(str(path), f"cannot read ({exc.strerror or exc})"))
     try:
@@ -249,13 +318,19 @@ def _last_good_path(path: Path) -> Path:
 def _keep_last_good(path: Path, s: Settings) -> None:
     """Remember settings that parsed, for the day the file does not (only in a home memd already uses)."""
     import json
+    import stat
+
+    from memd.fsutil import read_regular
 
     target = _last_good_path(path)
-    if not target.parent.is_dir():
+    try:  # memd's own directory, never through a link (`fsutil.ensure_own_dir`)
+        if not stat.S_ISDIR(target.parent.lstat().st_mode):
+            return
+    except OSError:
         return
     data = json.dumps(s.as_dict(), sort_keys=True)
     try:
-        if target.read_text(encoding="utf-8") == data:
+        if read_regular(target, MAX_FILE_BYTES, follow=False) == data.encode():
             return
     except OSError:
         pass
@@ -271,9 +346,11 @@ def _closed(path: Path, s: Settings) -> Settings:
     """A file that does not parse: the last good settings, or defaults that refuse model jobs."""
     import json
 
+    from memd.fsutil import read_regular
+
     why = s.broken or f"{path}: unusable"
     try:
-        last = json.loads(_last_good_path(path).read_text(encoding="utf-8"))
+        last = json.loads(read_regular(_last_good_path(path), MAX_FILE_BYTES, follow=False).decode("utf-8"))
         kept = Settings(memory=_apply("memory", last.get("memory", _MISSING), MEMORY_FIELDS, []),
                         memd=_apply("memd", last.get("memd", _MISSING), MEMD_FIELDS, []),
                         source=str(path), broken=why)  # fmt: skip
