@@ -64,7 +64,7 @@ def home_option(f: F) -> F:
 
 
 # Commands that may start on a home that does not exist yet (they create it, or need none).
-CREATES_HOME = frozenset({"run", "install", "uninstall", "demo", "key", "completion"})
+CREATES_HOME = frozenset({"run", "install", "uninstall", "demo", "key", "completion", "import"})
 
 
 def get_home(ctx: click.Context) -> Any:
