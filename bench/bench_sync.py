@@ -81,7 +81,7 @@ def commits(work: Path, n: int) -> dict:
     cli_defaults()  # warnings to stderr; stdout is the result
     from memd.changes import Recorder
     from memd.fsutil import atomic_write
-    from memd.gitmem import Repo
+    from memd.gitrepo import Repo
     from memd.settings import load
     from memd.tree import Home, Place
 

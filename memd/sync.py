@@ -28,41 +28,30 @@ Unreachable remote: the sync fails with one line, local work goes on (commits
 keep being made), and the daemon retries with backoff (15 s doubling up to the
 interval); `memd status` shows the error, the next try and how far each side is
 ahead. State for status lives in `memd/sync.json`.
+
+Where the code is: this module runs a sync (fetch, push, rounds), records it for
+`memd status` and backs off; `memd.syncapply` merges the fetched `main` into
+ours and writes the result into the live directories; `memd.syncmerge` holds the
+merge rules above as pure functions.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memd.errors import ConfigError, MemdError
 from memd.fsutil import atomic_write
-from memd.gitmem import (
-    GLOBAL_DIR,
-    MANIFEST,
-    REF,
-    REMOTE,
-    REMOTE_REF,
-    Entries,
-    GitError,
-    Repo,
-    blob_sha,
-    dir_files,
-    dump_manifest,
-    free_name,
-    merge_manifests,
-    split_path,
-    write_live,
-)
+from memd.gitcli import REF, REMOTE, REMOTE_REF, Git, GitError
 from memd.logs import lazy_logger
 from memd.tree import Home, Place
+
+if TYPE_CHECKING:
+    from memd.gitrepo import Repo
 
 log = lazy_logger("memd.sync")
 
@@ -72,7 +61,6 @@ AFTER_WRITE_SECONDS = 10.0
 BACKOFF_BASE_SECONDS = 15.0
 BACKOFF_MAX_SECONDS = 3600.0
 NETWORK_TIMEOUT_SECONDS = 300.0
-_CONFLICT = re.compile(r"^(?P<stem>.+)\.conflict-[A-Za-z0-9-]+(?:-\d+)?\.md$")
 
 
 class SyncError(MemdError):
@@ -81,73 +69,6 @@ class SyncError(MemdError):
 
 class SyncNotConfigured(ConfigError):
     """configuration: memd.git is off, or memd.sync.remote is not set."""
-
-
-# --------------------------------------------------------------------------- the merge (pure)
-
-
-@dataclass
-class Merged:
-    entries: Entries
-    events: list[dict[str, str]] = field(default_factory=list)  # kind, path, copy, host
-
-
-def merge_entries(base: Entries, ours: Entries, theirs: Entries, host_of: Callable[[str], str]) -> Merged:
-    """Three trees → one, file by file, losing no version (see the module docstring).
-
-    `manifest.json` is left to the caller (a union of its JSON). A copy's name
-    is reused when it already holds theirs' version (a sync repeated after a
-    crash makes no second copy); a conflict copy identical to its file is dropped.
-    """
-    out: Entries = {}
-    res = Merged(out)
-    copies: list[tuple[str, tuple[str, str], str]] = []
-    for path in sorted(set(base) | set(ours) | set(theirs)):
-        if path == MANIFEST:
-            continue
-        b, o, t = base.get(path), ours.get(path), theirs.get(path)
-        r = o
-        if o == t or t == b:
-            r = o
-        elif o == b:
-            r = t
-        elif o is None:
-            r = t
-            res.events.append({"kind": "kept-changed", "path": path, "note": "changed there, deleted here"})
-        elif t is None:
-            res.events.append({"kind": "kept-changed", "path": path, "note": "changed here, deleted there"})
-        else:
-            assert t is not None
-            copies.append((path, t, "created-both" if b is None else "changed-both"))
-        if r is not None:
-            out[path] = r
-    for path, t, kind in copies:
-        host = host_of(path)
-        d, name = split_path(path) or (path.rsplit("/", 1)[0] if "/" in path else "", path.rsplit("/", 1)[-1])
-        suffix = f".conflict-{host}" if kind == "changed-both" else f"-{host}"
-        prefix = f"{d}/" if d else ""
-        taken = {p[len(prefix):] for p in out if p.startswith(prefix) and "/" not in p[len(prefix):]}
-        copy = _reuse_or_free(name, suffix, taken, {n for n in taken if out.get(prefix + n) == t})
-        out[prefix + copy] = t
-        res.events.append({"kind": kind, "path": path, "copy": prefix + copy, "host": host})
-    for path in [p for p in out if (sp := split_path(p)) and _CONFLICT.match(sp[1])]:
-        d, name = split_path(path)  # type: ignore[misc]
-        m = _CONFLICT.match(name)
-        if m and out.get(f"{d}/{m.group('stem')}.md") == out[path]:
-            del out[path]
-    return res
-
-
-def _reuse_or_free(name: str, suffix: str, taken: set[str], holding: set[str]) -> str:
-    """`<stem><suffix>.md` (then `-2`, `-3`…), or the first of those already holding the same version."""
-    stem = name[: -len(".md")] if name.endswith(".md") else name
-    ext = ".md" if name.endswith(".md") else ""
-    cand, n = f"{stem}{suffix}{ext}", 2
-    while cand in taken:
-        if cand in holding:
-            return cand
-        cand, n = f"{stem}{suffix}-{n}{ext}", n + 1
-    return cand
 
 
 # --------------------------------------------------------------------------- state for status and the daemon
@@ -262,8 +183,10 @@ def _iso_in(seconds: float) -> str:
 
 
 def _sync(home: Home, settings: Any, remote: str, host: str | None) -> dict[str, Any]:
+    from memd.discovery import list_project_keys
+    from memd.gitrepo import Repo
     from memd.locks import acquire
-    from memd.tree import list_project_keys
+    from memd.syncapply import integrate
 
     _on, _remote, _every, timeout = settings_of(settings)
     repo = Repo(home, host)
@@ -283,7 +206,7 @@ def _sync(home: Home, settings: Any, remote: str, host: str | None) -> dict[str,
                               materialize=True, settings=settings, trailers={"Memd-Job": "hand-edit"})  # fmt: skip
             result["committed"] += 1 if got.sha else 0
             if remote:
-                _integrate(repo, settings, result)
+                integrate(repo, settings, result)
             result["head"] = repo.git.rev(REF)
         if not remote or result["head"] is None:
             return result
@@ -322,191 +245,10 @@ def _push(repo: Repo, remote: str) -> str:
         return "ok"
     if "[rejected]" in out or "fetch first" in out or "non-fast-forward" in out:
         return "rejected"
-    from memd.gitmem import first_line
+    from memd.gitcli import first_line
 
     why = first_line(p.stderr) or first_line(out) or f"exit {p.returncode}"
     raise SyncError(f"{remote}: push failed ({why}); local work goes on and the sync is retried")
-
-
-def _integrate(repo: Repo, settings: Any, result: dict[str, Any]) -> None:
-    """Merge the fetched `main` into ours and bring the live directories along. *locked*, scopes locked."""
-    g = repo.git
-    ours, theirs = g.rev(REF), g.rev(REMOTE_REF)
-    if theirs is None or theirs == ours or (ours is not None and g.is_ancestor(theirs, ours)):
-        return
-    base = g.merge_base(ours, theirs) if ours else None
-    ours_t, theirs_t = g.tree(ours), g.tree(theirs)
-    ff = ours is None or base == ours
-    puts: dict[str, bytes] = {}
-    if ff:
-        merged = Merged(dict(theirs_t))
-    else:
-        base_t = g.tree(base)
-        merged = merge_entries(base_t, ours_t, theirs_t, lambda p: g.host_of(p, theirs, base))
-        mans = [repo.manifest(t) for t in (base_t, ours_t, theirs_t)]
-        union = dump_manifest(merge_manifests(*mans))
-        if MANIFEST in ours_t or MANIFEST in theirs_t:
-            puts[MANIFEST] = union
-            merged.entries[MANIFEST] = ("100644", blob_sha(union))
-    for ev in merged.events:
-        log.warning("sync.conflict", **ev)
-    kept = _apply(repo, settings, ours_t, merged, theirs, base, result)
-    if ff:
-        g.update_ref(theirs, ours, "sync: fast-forward")
-    else:
-        hosts = g.hosts_between(theirs, ours)
-        subject = (f"sync: merge {len(_changed(ours_t, merged.entries))} change(s) from {', '.join(hosts) or 'the remote'}"
-                   + (f"; {len(merged.events)} kept both versions" if merged.events else ""))  # fmt: skip
-        from memd.gitmem import message
-
-        body = "\n".join(f"{e['kind']}: {e['path']}" + (f" → {e['copy']}" if e.get("copy") else "")
-                         + (f" ({e['note']})" if e.get("note") else "") for e in merged.events)  # fmt: skip
-        assert ours is not None
-        repo.merge_commit(ours, theirs, merged.entries, puts,
-                          message(subject, {"Memd-Job": "sync", "Memd-Host": repo.host}, body))
-    result["merged"] = True
-    result["fast_forward"] = ff
-    result["conflicts"] += merged.events
-    if kept:
-        repo.commit(kept, subject="sync: local versions kept beside incoming ones", settings=settings,
-                    trailers={"Memd-Job": "sync"})  # fmt: skip
-
-
-def _changed(a: Entries, b: Entries) -> list[str]:
-    return sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p) and split_path(p))
-
-
-def _apply(repo: Repo, settings: Any, ours_t: Entries, merged: Merged, theirs: str, base: str | None,
-           result: dict[str, Any]) -> list[Place]:  # fmt: skip
-    """Write what the merge changed into the live directories; returns places where a local version was kept."""
-    home = repo.home
-    dirs = {d: Place.project(k) for d, k in repo.refresh_primary().items()
-            if repo.state["projects"].get(k, {}).get("attached")}  # fmt: skip
-    dirs[GLOBAL_DIR] = Place.global_()
-    by_place: dict[Place, dict[str, str | None]] = {}
-    for path in _changed(ours_t, merged.entries):
-        d, name = split_path(path)  # type: ignore[misc]
-        if d in dirs:
-            sha = merged.entries.get(path, ("", ""))[1] or None
-            by_place.setdefault(dirs[d], {})[name] = sha
-    _check_writable(home, settings, list(by_place))
-    blobs = repo.git.cat(s for files in by_place.values() for s in files.values() if s)
-    kept: list[Place] = []
-    events_by_dir: dict[str, list[dict[str, str]]] = {}
-    for ev in merged.events:
-        events_by_dir.setdefault(ev["path"].rsplit("/", 1)[0], []).append(ev)
-    for place, files in sorted(by_place.items(), key=lambda kv: kv[0].sort_key):
-        live = place.memory_dir(home)
-        d = GLOBAL_DIR if place.is_global else repo.place_dir(place)
-        ours_files = dir_files(ours_t, d)
-        taken = set(dir_files(merged.entries, d))
-        writes: dict[str, bytes | None] = {}
-        local_kept = False
-        for name, sha in sorted(files.items()):
-            try:
-                cur = (live / name).read_bytes() if (live / name).is_file() and not (live / name).is_symlink() else None
-            except OSError:
-                cur = None
-            cur_sha = None if cur is None else blob_sha(cur)
-            if cur_sha == sha:
-                continue
-            if cur_sha == ours_files.get(name):
-                writes[name] = None if sha is None else blobs[sha]
-            elif sha is not None:  # a local version our commit does not hold: keep it, put theirs beside it
-                host = repo.git.host_of(f"{d}/{name}", theirs, base)
-                copy = free_name(name, f".conflict-{host}", taken | set(_listdir(live)))
-                taken.add(copy)
-                writes[copy] = blobs[sha]
-                local_kept = True
-                ev = {"kind": "kept-local", "path": f"{d}/{name}", "copy": f"{d}/{copy}", "host": host}
-                result["conflicts"].append(ev)
-                log.warning("sync.conflict", **ev)
-        evs = events_by_dir.get(d, [])
-        reason = f"sync with {result['remote']}: {len(writes)} file(s)"
-        if evs:
-            reason += "; kept both versions of " + ", ".join(e["path"].rsplit("/", 1)[1] for e in evs)
-        done = write_live(home, place, writes, job="sync", reason=reason, settings=settings,
-                          extra={"conflicts": evs} if evs else None)  # fmt: skip
-        if done:
-            result["applied"][str(place)] = done
-        result.setdefault("proposals", []).extend(_propose(home, settings, place, evs))
-        if local_kept:
-            kept.append(place)
-    return kept
-
-
-def _listdir(path: Path) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
-
-
-def merged_text(ours: bytes, theirs: bytes) -> str | None:
-    """A first draft of one memory from two versions, for the user to review: the newer version
-    (by `metadata.updated`; ours on a tie) with the other's body lines it lacks appended.
-    None when either version is not a memory memd can read."""
-    from memd.memories import MemoryParseError, parse_memory, render_memory
-
-    try:
-        a, b = parse_memory("ours.md", ours), parse_memory("theirs.md", theirs)
-    except MemoryParseError:
-        return None
-    newer, older = (b, a) if str(b.metadata.get("updated") or "") > str(a.metadata.get("updated") or "") else (a, b)
-    have = {line.strip() for line in newer.body.splitlines() if line.strip()}
-    extra = [line for line in older.body.splitlines() if line.strip() and line.strip() not in have]
-    body = newer.body.rstrip() + ("\n\n" + "\n".join(extra) if extra else "")
-    try:
-        return render_memory(newer.name, newer.description, newer.type, body, newer.metadata)
-    except ValueError:
-        return None
-
-
-def _propose(home: Home, settings: Any, place: Place, events: list[dict[str, str]]) -> list[str]:
-    """With `memory.review` on, each conflict also becomes one merge proposal (`memd review`):
-    the two versions merged into the file, the copy deleted. Returns the proposal ids."""
-    from memd import proposals
-
-    conflicts = [e for e in events if e.get("kind") == "changed-both" and e.get("copy")]
-    if not conflicts or not proposals.review_on(settings):
-        return []
-    from memd.context import make_context
-
-    ids: list[str] = []
-    ctx = make_context(home, settings, log=log)
-    try:
-        live = place.memory_dir(home)
-        for e in conflicts:
-            name, copy = e["path"].rsplit("/", 1)[1], e["copy"].rsplit("/", 1)[1]
-            try:
-                text = merged_text((live / name).read_bytes(), (live / copy).read_bytes())
-                if text is None:
-                    continue
-                p = proposals.propose_directory_change(
-                    ctx, place, {name: text, copy: None}, job="sync", provider="sync",
-                    reason=f"sync: {name} was changed here and on {e['host']}; both versions are kept "
-                           f"({name}, {copy}) — accept to merge them into {name}",
-                    details={"conflict": e})  # fmt: skip
-            except Exception as exc:  # the two files are kept either way
-                log.warning("sync.proposal_failed", path=e["path"], reason=str(exc))
-                continue
-            if p is not None:
-                ids.append(p.id)
-                e["proposal"] = p.id
-    finally:
-        ctx.conn.close()
-    return ids
-
-
-def _check_writable(home: Home, settings: Any, places: list[Place]) -> None:
-    """Read-only memory (`memory.readOnly`, `memd readonly`) takes no incoming change: nothing is merged."""
-    from memd import readonly
-
-    for place in places:
-        why = readonly.reason(home, settings, place.kind, place.key)
-        if why:
-            raise SyncError(f"{place} is read-only ({why}): changes from the remote wait until it is writable; "
-                            "nothing was merged or pushed")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- status
@@ -531,14 +273,14 @@ def status(home: Home, settings: Any) -> dict[str, Any]:
                              if isinstance(v, dict) and v.get("shadowed_by")]  # fmt: skip
     except (OSError, ValueError, AttributeError):
         pass
-    repo = Repo(home)
-    if on and repo.exists():
+    git = Git(home.memd_dir / "git")  # the repository (`Repo`), read without its lock
+    if on and (git.git_dir / "HEAD").is_file():
         try:
-            ours, theirs = repo.git.rev(REF), repo.git.rev(REMOTE_REF)
+            ours, theirs = git.rev(REF), git.rev(REMOTE_REF)
             if ours and theirs:
-                out["ahead"], out["behind"] = repo.git.counts(ours, theirs)
+                out["ahead"], out["behind"] = git.counts(ours, theirs)
             elif ours:
-                out["ahead"], out["behind"] = int(repo.git.run("rev-list", "--count", ours).stdout), 0
+                out["ahead"], out["behind"] = int(git.run("rev-list", "--count", ours).stdout), 0
         except GitError as exc:
             out["last_error"] = out["last_error"] or str(exc)
     return out

@@ -2,7 +2,7 @@
 
 Format: a POSIX (pax) tar, gzip-compressed when the file name ends in `.gz` or
 `.tgz` (`-` is standard output / input, uncompressed on the way out, either on
-the way in). Laid out like the git repository (`memd.gitmem`), by identity:
+the way in). Laid out like the git repository (`memd.gitlayout`), by identity:
 
     memd-export.json            format, host, time; each scope (global, or a project's
                                 identity and key); each file's mtime in nanoseconds
@@ -35,18 +35,18 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from memd.errors import UsageError
-from memd.gitmem import (
+from memd.gitcli import blob_sha
+from memd.gitlayout import (
     GLOBAL_DIR,
     MAX_FILE_BYTES,
     PROJECTS_DIR,
-    blob_sha,
     free_name,
     host_name,
     is_memory_name,
     repo_dir,
     resolve_identity,
-    write_live,
 )
+from memd.gitworktree import write_live
 from memd.tree import Home, Place
 
 MANIFEST_NAME = "memd-export.json"
@@ -87,7 +87,7 @@ def export(home: Home, out: IO[bytes], *, project: str | None = None, glob: bool
     """Write the chosen memory (default: everything) to `out` as a tar stream."""
     from memd import __version__
     from memd.clock import iso, system_clock
-    from memd.tree import list_memory_dirs
+    from memd.discovery import list_memory_dirs
 
     if project is not None:
         try:
@@ -167,7 +167,7 @@ def _read_archive(src: IO[bytes]) -> tuple[dict[str, Any], dict[str, bytes]]:
 
 def _targets(home: Home, scopes: list[Any]) -> dict[str, Place]:
     """Export directory → the local place it goes to (same identity here, else its key)."""
-    from memd.tree import list_project_keys
+    from memd.discovery import list_project_keys
 
     local: dict[str, str] | None = None
     out: dict[str, Place] = {}
@@ -195,7 +195,8 @@ def _targets(home: Home, scopes: list[Any]) -> dict[str, Place]:
 
 def import_(home: Home, src: IO[bytes], settings: Any, *, source: str = "import") -> Imported:
     """Bring an export's memories into this home (see the module docstring)."""
-    from memd import gitmem
+    from memd.gitmem import enabled
+    from memd.gitrepo import Repo
     from memd.locks import acquire
 
     manifest, files = _read_archive(src)
@@ -241,8 +242,8 @@ def import_(home: Home, src: IO[bytes], settings: Any, *, source: str = "import"
                               settings=settings, extra={"conflicts": res.conflicts} if res.conflicts else None)  # fmt: skip
             if done:
                 res.written[str(place)] = done
-        if gitmem.enabled(settings) and res.written:
-            with gitmem.Repo(home).locked(timeout) as repo:
+        if enabled(settings) and res.written:
+            with Repo(home).locked(timeout) as repo:
                 written = {p: set(res.written.get(str(p), [])) for p in places}
                 repo.ensure_initial(settings, exclude=written)
                 repo.commit([p for p in places if written[p]], names=written, subject=f"import: {source} from {host}",

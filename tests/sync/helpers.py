@@ -11,8 +11,9 @@ from typing import Any
 
 from memd.changes import Recorder
 from memd.fsutil import atomic_write, ensure_private_dir
+from memd.keys import key_for_root
 from memd.memories import render_memory
-from memd.tree import Home, Place, key_for_root
+from memd.tree import Home, Place
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test User", "GIT_AUTHOR_EMAIL": "user@example.invalid",

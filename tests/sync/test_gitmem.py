@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from memd import history
-from memd.gitmem import Repo
+from memd.gitrepo import Repo
 from memd.tree import Home, Place
 from tests.sync.helpers import git, hand_write, log_subjects, make_home, memd_write, settings_of, text
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memd.gitmem import merge_manifests, normalise_remote, repo_dir
-from memd.sync import backoff_seconds, due, merge_entries, merged_text
+from memd.gitlayout import merge_manifests, normalise_remote, repo_dir
+from memd.sync import backoff_seconds, due
+from memd.syncmerge import merge_entries, merged_text
 from tests.sync.helpers import text
 
 B = "100644"
