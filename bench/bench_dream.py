@@ -41,11 +41,12 @@ import jobs.dream as dream  # noqa: E402
 from bench.common import REPO, write_section  # noqa: E402
 from memd import ledger, state  # noqa: E402
 from memd.clock import iso  # noqa: E402
+from memd.discovery import discover_sessions
 from memd.jobctx import JobContext, Target  # noqa: E402
 from memd.memories import render_memory  # noqa: E402
 from memd.runner import run_job  # noqa: E402
 from memd.settings import parse_text  # noqa: E402
-from memd.tree import Home, discover_sessions  # noqa: E402
+from memd.tree import Home  # noqa: E402
 from tests.fakeapi import FakeAnthropic, ops_text, text  # noqa: E402
 
 SECTION_TITLE = "## Dream (issue 7)"
@@ -146,7 +147,7 @@ def build_sessions(home: Path, rng: random.Random) -> None:
 def scripted_plan(home: Path, plan: dict[str, list[str]]) -> str:
     d = home / "projects" / KEY / "memory"
     ops: list[dict[str, Any]] = []
-    from memd.memories import scan_dir
+    from memd.memscan import scan_dir
 
     by = {m.name: m for m in scan_dir(d, "project", KEY).memories}
     for n in plan["pairs"]:
@@ -181,7 +182,8 @@ class TimedLLM:
 
 
 def make_ctx(home: Path, url: str | None, provider: str) -> tuple[JobContext, list[TimedLLM]]:
-    from memd.llm import LLM, LLMConfig
+    from memd.llm import LLM
+    from memd.llmtypes import LLMConfig
 
     made: list[TimedLLM] = []
     s = parse_text(json.dumps({"memd": {"provider": provider}}))
@@ -239,7 +241,7 @@ def offline_run(base: Path, work: Path) -> dict[str, Any]:
 def parts(base: Path, work: Path) -> dict[str, float]:
     """Two fixed costs inside the overhead, timed alone: one YAML scan of the scope, one snapshot."""
     from memd import history
-    from memd.memories import scan_dir
+    from memd.memscan import scan_dir
 
     if work.exists():
         shutil.rmtree(work)

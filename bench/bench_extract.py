@@ -55,11 +55,12 @@ from jobs.extract.offline import find_durable, has_durable  # noqa: E402
 from jobs.extract.prompt import EXTRACT_SYSTEM, RELATED_BODIES, SPAN_BUDGET_CHARS, prompt_context  # noqa: E402
 from memd import ledger, state  # noqa: E402
 from memd.clock import iso  # noqa: E402
+from memd.discovery import session_file
 from memd.jobctx import JobContext, Target, get_cursor  # noqa: E402
 from memd.runner import run_job  # noqa: E402
 from memd.settings import defaults  # noqa: E402
 from memd.spans import Piece, read_span, render  # noqa: E402
-from memd.tree import Home, session_file  # noqa: E402
+from memd.tree import Home  # noqa: E402
 from tests.fakeapi import FakeAnthropic, Reply, estimate_input_tokens, ops_text, request_system_text, text  # noqa: E402
 
 SECTION_TITLE = "## Gate and extraction (issue 4)"
@@ -115,7 +116,8 @@ class Script:
 
 def make_llm(url: str, sink: list[dict[str, Any]]) -> Any:
     """A real `memd.llm.LLM` at the fake; every answered call's usage lands in `sink`."""
-    from memd.llm import LLM, LLMConfig
+    from memd.llm import LLM
+    from memd.llmtypes import LLMConfig
 
     config = LLMConfig(provider="anthropic", base_url=url, api_key="bench", timeout_s=30.0, max_retries=0,
                        daily_token_budget=0)  # fmt: skip

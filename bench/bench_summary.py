@@ -38,12 +38,13 @@ from jobs.summary.offline import conversation_of, offline_summary  # noqa: E402
 from jobs.summary.prompt import MAX_OUTPUT_TOKENS, SYSTEM_PROMPT, build_user_prompt  # noqa: E402
 from jobs.summary.runner import cursor_of, read_previous  # noqa: E402
 from memd import ledger, state  # noqa: E402
+from memd.discovery import SessionFile
 from memd.jobctx import JobContext, Target  # noqa: E402
 from memd.runner import run_job  # noqa: E402
 from memd.settings import defaults  # noqa: E402
 from memd.spans import read_span, render  # noqa: E402
 from memd.transcripts import tokens_of  # noqa: E402
-from memd.tree import Home, SessionFile  # noqa: E402
+from memd.tree import Home  # noqa: E402
 from tests.fakeapi import FakeAnthropic  # noqa: E402
 
 SESSION = CORPUS / "spotter" / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
@@ -60,7 +61,8 @@ def estimate(body: dict[str, Any]) -> int:
 
 
 def make_llm(url: str) -> Any:
-    from memd.llm import LLM, LLMConfig
+    from memd.llm import LLM
+    from memd.llmtypes import LLMConfig
 
     config = LLMConfig(
         provider="anthropic", small_model="claude-haiku-4-5", strong_model="claude-sonnet-4-6", base_url=url,

@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from memd.discovery import list_memory_dirs
 from memd.fsutil import ensure_private_dir
 from memd.jobctx import JobContext, RunResult, Target
 from memd.locks import Scope
-from memd.tree import list_memory_dirs
 
 NAME = "index"
 TRIGGER = "any change in a memory directory (within a second), and a periodic reconcile"

@@ -24,7 +24,7 @@ _usage_lock = threading.Lock()
 def llm_config(settings: Settings, memd_dir: Path | None = None) -> Any:
     """The model layer's config from settings; the key from the environment or the private key file."""
     from memd.keyfile import load_key
-    from memd.llm import LLMConfig
+    from memd.llmtypes import LLMConfig
 
     m = settings.memd
     return LLMConfig(

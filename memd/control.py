@@ -95,7 +95,7 @@ def _model_fields(ctx: JobContext, redacted: str) -> dict[str, Any]:
 def decide(ctx: JobContext, text: str, *, scope: str | None, key: str, mtype: str | None,
            name: str | None) -> Decision:  # fmt: skip
     """The operation `remember` writes. `scope` is "global", "project" or None (let the rules or model say)."""
-    from memd import llm
+    from memd import llmtypes
     from memd.opsvalidate import ModelOutputError, validate_operations
     from memd.redact import find_secrets, redact
 
@@ -119,9 +119,9 @@ def decide(ctx: JobContext, text: str, *, scope: str | None, key: str, mtype: st
             fields = {"type": accepted[0].type or fields["type"], "scope": accepted[0].scope,
                       "name": accepted[0].name, "description": accepted[0].description}  # fmt: skip
             provider = "anthropic"
-        except (llm.ModelUnavailable, llm.BudgetExceeded) as exc:
+        except (llmtypes.ModelUnavailable, llmtypes.BudgetExceeded) as exc:
             notes.append(f"no model call ({exc}); filed by the offline rules")
-        except (llm.ModelError, ModelOutputError) as exc:
+        except (llmtypes.ModelError, ModelOutputError) as exc:
             notes.append(f"the model's answer was not usable ({exc}); filed by the offline rules")
     if mtype is not None:
         fields["type"] = mtype
@@ -146,7 +146,7 @@ def remember(ctx: JobContext, d: Decision, *, on_wait: Any = None) -> tuple[Any,
     overwritten: the same text again is a no-op, another text is refused."""
     from memd import memwrite, readonly
     from memd.locks import acquire
-    from memd.memories import scan_dir
+    from memd.memscan import scan_dir
 
     op = d.op
     pkey = None if op.scope == "global" else d.key
@@ -177,7 +177,7 @@ def _raise_refused(applied: Any, readonly: Any) -> None:
 
 def find_memory(home: Home, name: str, key: str, scope: str | None = None) -> Memory:
     """A memory by name, file name or stem: the project's first, then the drawer's (or only `scope`'s)."""
-    from memd.memories import scan_dir
+    from memd.memscan import scan_dir
 
     dirs: list[tuple[str, str | None]] = []
     if scope in (None, "project"):

@@ -25,10 +25,11 @@ from memd import ledger, registry, settings as settings_mod, state
 from memd.clock import Clock, iso, system_clock
 from memd.context import make_context
 from memd.daemonlock import DaemonLock
+from memd.discovery import classify_path, discover_sessions, list_memory_dirs, session_file
 from memd.dispatch import Dispatch
 from memd.hooks import take_summary_requests
 from memd.runner import run_job
-from memd.tree import Home, Place, classify_path, discover_sessions, list_memory_dirs, session_file
+from memd.tree import Home, Place
 
 SESSION_JOBS: tuple[str, ...] = ("extract", "summary")
 DUE_CHECK_SECONDS = 30

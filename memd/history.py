@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from memd.clock import iso
+from memd.discovery import list_memory_dirs
 from memd.errors import UsageError
 from memd.fsutil import (
     UnusableFile,
@@ -69,7 +70,7 @@ from memd.fsutil import (
 )
 from memd.locks import LockBusy, acquire
 from memd.logs import lazy_logger
-from memd.tree import Home, Place, list_memory_dirs
+from memd.tree import Home, Place
 
 log = lazy_logger("memd.history")
 

@@ -8,18 +8,20 @@ see no spurious events). Callers hold the directory's lock; nothing here locks.
 
 from __future__ import annotations
 
-import os
+import stat
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
 
 import structlog
 
-from memd.fsutil import atomic_write
+from memd.discovery import list_memory_dirs
+from memd.fsutil import UnusableFile, atomic_write, kind_of, read_regular
 from memd.index import render_drawer, render_memory_index
-from memd.memories import DEFAULT_MAX_FILE_BYTES, INDEX_NAME, Memory, Problem, scan_dir
+from memd.memories import INDEX_NAME, Memory
+from memd.memscan import DEFAULT_MAX_FILE_BYTES, Problem, scan_dir
 from memd.searchindex import SearchIndex, SyncStats
-from memd.tree import Home, list_memory_dirs
+from memd.tree import Home
 
 log = structlog.get_logger("memd.indexer")
 
@@ -39,22 +41,28 @@ class RefreshResult:
 
 
 def _current_bytes(path: Path) -> bytes | None:
-    """The file's bytes, or None when absent; never follows a symlink."""
+    """The file's bytes, or None when absent; never follows a symlink, never opens a FIFO or
+    device (`fsutil.read_regular`: a FIFO planted as MEMORY.md would block the read forever)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        return read_regular(path, follow=False)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
 
 
 def write_if_changed(path: Path, text: str) -> bool:
     """Atomically replace `path` with `text` unless it already holds exactly that.
 
-    A symlink in its place is refused (OSError), like every atomic write.
+    A symlink in its place is refused (OSError), like every atomic write, and so is anything
+    else that is not a regular file (a FIFO, a socket, a directory): one line, left as it is.
     """
     if path.is_symlink():
         raise OSError(f"{path}: is a symlink; not replaced")
+    try:
+        mode = path.lstat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise UnusableFile(f"{path}: {kind_of(mode)}, not a regular file; not replaced")
     data = text.encode("utf-8")
     if _current_bytes(path) == data:
         return False

@@ -16,18 +16,19 @@ start, and the session's `generation` goes up so the jobs restart their cursors.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import sqlite3
+import stat as stat_mod
 from dataclasses import dataclass, field
 from typing import Any
 
-import hashlib
-import stat as stat_mod
-
 import orjson
 
-from memd.transcripts import Folder, Tally, UsageBook, read_chunks
-from memd.tree import Home, SessionFile, discover_sessions, list_project_keys
+from memd.discovery import SessionFile, discover_sessions, list_project_keys
+from memd.transcripts import Folder, LineReader, Tally, UsageBook
+from memd.tree import Home
 
 FP_WINDOW = 4096
 
@@ -52,7 +53,8 @@ class IngestResult:
 
     key: str
     session_id: str
-    bytes_read: int = 0
+    bytes_read: int = 0  # how far the offsets advanced
+    bytes_scanned: int = 0  # bytes read from the files (an unterminated tail is scanned, not consumed)
     records: int = 0
     reset: bool = False
     changed: bool = False
@@ -108,7 +110,7 @@ def _file_rows(conn: sqlite3.Connection, sid: int, sf: SessionFile) -> list[_Fil
                 _FileRow(
                     path, rel, role, r["dev"], r["inode"], r["size"], r["mtime_ns"], r["offset"],
                     r["line_no"], r["bad_lines"], r["format"], True, r["fp"],
-                )  # fmt: skip
+                )
             )
     return out
 
@@ -145,8 +147,12 @@ def _tally_of(row: sqlite3.Row) -> Tally:
     t.pending = list(carry.get("pending", []))
     t.last_msg_id = carry.get("last_msg_id")
     t.last_pause_uuid = carry.get("last_pause_uuid")
+    ts = carry.get("pending_ts")
+    t.pending_ts = ts if isinstance(ts, str) else None
+    tails = carry.get("long_tails")
+    t.long_tails = dict(tails) if isinstance(tails, dict) else {}
     cost = carry.get("cost_state")
-    t.cost_state = tuple(cost) if isinstance(cost, list) and len(cost) == 4 else None  # type: ignore[assignment]
+    t.cost_state = (cost[0], cost[1], cost[2], cost[3]) if isinstance(cost, list) and len(cost) == 4 else None
     unknown = carry.get("unknown_types")
     t.unknown_types = dict(unknown) if isinstance(unknown, dict) else {}
     return t
@@ -256,13 +262,11 @@ class IngestStuck(Exception):
 
 def record_error(conn: sqlite3.Connection, sf: SessionFile, reason: str, now_iso: str) -> None:
     """Keep why a session could not advance, so status shows it failing rather than green."""
-    try:
+    with contextlib.suppress(sqlite3.Error):  # the database itself is what failed: the caller's error says so
         conn.execute(
             "UPDATE sessions SET ingest_error=?, ingest_error_ts=? WHERE key=? AND session_id=?",
             (reason[:500], now_iso, sf.key, sf.session_id),
         )
-    except sqlite3.Error:
-        pass  # the database itself is what failed: the caller's error says so
 
 
 def _clear_error(conn: sqlite3.Connection, sf: SessionFile) -> None:
@@ -327,7 +331,7 @@ def _ingest_once(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: A
             continue
         folder = Folder(tally, book, seen_tool, main=f.role == "main", fmt=f.format)
         _read_file(f, st, folder, result, log)
-        folder.finish()
+        folder.finish(f.offset)
         f.format = folder.fmt
         new_tools.extend(folder.new_tools)
         if f.role == "main":
@@ -359,34 +363,32 @@ def _lookups(conn: sqlite3.Connection, sid: int, prior: bool) -> tuple[Any, Any]
 
 
 def _read_file(f: _FileRow, st: os.stat_result, folder: Folder, result: IngestResult, log: Any) -> None:
-    """Fold the file's complete lines from its offset; the hot loop of ingest."""
+    """Fold the file's complete lines from its offset; the hot loop of ingest is `Folder.fold`."""
     logged = 0
     start = f.offset
-    loads, bad_json, feed = orjson.loads, orjson.JSONDecodeError, folder.feed
+    tails = folder.t.long_tails
+    reader = LineReader(f.path, f.offset, resume=_resume_at(f, st, tails.get(f.rel)))
+    fold = folder.fold
     try:
-        for lines, batch_end in read_chunks(f.path, f.offset):
-            end = f.offset
-            line_no = f.line_no
-            records = 0
-            for data in lines:
-                end += len(data) + 1
-                line_no += 1
-                if not data or data.isspace():
-                    continue
-                try:
-                    rec = loads(data)
-                except bad_json as exc:
+        for lines, batch_end, skipped in reader:
+            if skipped:  # a line over the limit: scanned for its newline, never loaded
+                f.line_no += 1
+                f.bad_lines += 1
+                reason = f"line of {skipped:,} bytes is longer than the {reader.limit >> 20} MiB limit: skipped"
+                result.problems.append(FileProblem(f.path, f.line_no, reason))
+                if log is not None and logged < MAX_BAD_LINE_LOGS:
+                    logged += 1
+                    log.warning("transcript.line_skipped", file=f.path, line=f.line_no, reason=reason)
+            else:
+                bad: list[tuple[int, str]] = []
+                result.records += fold(lines, f.offset, bad)
+                for i, why in bad:
                     f.bad_lines += 1
                     if log is not None and logged < MAX_BAD_LINE_LOGS:
                         logged += 1
-                        reason = str(exc).split(":", 1)[0][:120]
-                        log.warning("transcript.line_skipped", file=f.path, line=line_no, reason=reason)
-                    result.problems.append(FileProblem(f.path, line_no, "unparseable line"))
-                    continue
-                records += 1
-                feed(rec, end)
-            result.records += records
-            f.line_no = line_no
+                        log.warning("transcript.line_skipped", file=f.path, line=f.line_no + i + 1, reason=why)
+                    result.problems.append(FileProblem(f.path, f.line_no + i + 1, "unparseable line"))
+                f.line_no += len(lines)
             f.offset = batch_end
             result.changed = True
     except OSError as exc:
@@ -394,6 +396,16 @@ def _read_file(f: _FileRow, st: os.stat_result, folder: Folder, result: IngestRe
         if log is not None:
             log.warning("transcript.read_failed", file=f.path, reason=str(exc.strerror or exc))
     result.bytes_read += f.offset - start
+    result.bytes_scanned += reader.bytes_read
+    tail = None
+    if reader.tail_scan is not None:  # remember how far the search for that line's newline got
+        tail = [f.offset, reader.tail_scan, fingerprint(f.path, reader.tail_scan)]
+    if tails.get(f.rel) != tail:
+        if tail is None:
+            tails.pop(f.rel, None)
+        else:
+            tails[f.rel] = tail
+        result.changed = True
     f.dev, f.inode, f.size, f.mtime_ns = st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
     if f.offset != start or f.fp is None:
         f.fp = fingerprint(f.path, f.offset)
@@ -401,6 +413,15 @@ def _read_file(f: _FileRow, st: os.stat_result, folder: Folder, result: IngestRe
         # An unterminated tail: remember the size we saw so the next stat still
         # notices growth, but never the mtime, so a rewrite of the tail is read.
         f.mtime_ns = -1
+
+
+def _resume_at(f: _FileRow, st: os.stat_result, tail: Any) -> int | None:
+    """Where to go on scanning an over-long unterminated line, if the bytes scanned are still there."""
+    if not (isinstance(tail, list) and len(tail) == 3 and tail[0] == f.offset and isinstance(tail[1], int)):
+        return None
+    if st.st_size < tail[1] or fingerprint(f.path, tail[1]) != tail[2]:
+        return None
+    return tail[1]
 
 
 def _commit(
@@ -550,3 +571,16 @@ def stuck_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         "ORDER BY ingest_error_ts DESC LIMIT 50"
     )
     return [{"key": r[0], "session_id": r[1], "reason": r[2], "since": r[3]} for r in rows]
+
+
+def held_back(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Sessions whose safe offset is behind what was read because a tool call waits for its result
+    (SPEC §7.2), with the timestamp of the record that made the call (`since`), oldest first."""
+    rows = conn.execute(
+        "SELECT s.key, s.session_id, s.safe_offset, f.offset, s.tool_pending, json_extract(s.carry, '$.pending_ts') "
+        "FROM sessions s JOIN files f ON f.session = s.id AND f.role = 'main' "
+        "WHERE s.is_subagent = 0 AND s.tool_pending > 0 AND s.safe_offset < f.offset "
+        "ORDER BY 6, s.key, s.session_id"
+    )
+    return [{"key": r[0], "session_id": r[1], "safe_offset": r[2], "read_offset": r[3], "held_bytes": r[3] - r[2],
+             "pending": r[4], "since": r[5]} for r in rows]  # fmt: skip

@@ -1,11 +1,12 @@
-"""The one place every model call goes through.
+"""The one place every model call goes through: `LLM`, its retries and its deadline.
 
 DESIGN "Models": the timeout, the retry policy, the daily token budget, the
 redaction of secrets and the usage record are applied here, so no job can
 forget one of them. Without an API key memd still runs: `complete` raises
 `ModelUnavailable` and model jobs wait, visibly, unless the `offline`
 provider is chosen (whose gate and extraction logic live with the jobs; this
-module makes no offline "calls").
+module makes no offline "calls"). The settings, answers, errors and the
+pure retry policy are in `memd.llmtypes`.
 
 Invariants:
 
@@ -44,223 +45,43 @@ Invariants:
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
 import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from memd.errors import ModelAPIError
+from memd.llmtypes import (
+    RETRY_AFTER_MAX_S,
+    Availability,
+    BudgetExceeded,
+    Completion,
+    Failure,
+    LLMConfig,
+    ModelCallFailed,
+    ModelCallStopped,
+    ModelUnavailable,
+    Tier,
+    backoff_delay,
+    completion_of,
+    status_failure,
+)
 from memd.redact import redact
 
 if TYPE_CHECKING:  # pragma: no cover - typing only, never imported at run time
     import anthropic
 
-__all__ = [
-    "LLM",
-    "PROVIDERS",
-    "RETRYABLE_STATUS",
-    "TIERS",
-    "Availability",
-    "BudgetExceeded",
-    "Completion",
-    "LLMConfig",
-    "ModelCallFailed",
-    "ModelCallStopped",
-    "ModelError",
-    "ModelUnavailable",
-    "backoff_delay",
-    "parse_retry_after",
-]
+__all__ = ["LLM"]
 
 log = structlog.get_logger("memd.llm")
 
-PROVIDERS = ("anthropic", "offline", "auto")
-TIERS = ("small", "strong")
-Tier = Literal["small", "strong"]
-
-# 408/504 are timeouts by another name; 429 rate limit; 5xx and 529 overload.
-RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 529})
-BACKOFF_BASE_S = 1.0
-BACKOFF_CAP_S = 30.0
-# A server asking for a longer wait than this is not waited for in a worker
-# thread: the call fails and the job is retried by the scheduler later.
-RETRY_AFTER_MAX_S = 120.0
-API_MESSAGE_MAX = 200
 # How often a backoff wait asks `should_stop`: a stop request is noticed this fast between attempts.
 STOP_POLL_S = 0.25
-
-
-# --- errors ------------------------------------------------------------------------
-
-
-class ModelError(ModelAPIError):
-    """A model call did not produce an answer. Exit code 4 (README's table)."""
-
-
-class ModelUnavailable(ModelError):
-    """No model can be called (no key, or the offline provider): model jobs wait, visibly."""
-
-
-class BudgetExceeded(ModelError):
-    """Today's token budget is spent: model jobs are deferred to tomorrow."""
-
-    def __init__(self, message: str, *, used: int = 0, budget: int = 0) -> None:
-        super().__init__(message)
-        self.used = used
-        self.budget = budget
-
-
-class ModelCallFailed(ModelError):
-    """The call failed for good: not retryable, or still failing after every retry.
-
-    `status` is the last HTTP status (None for timeouts, connection errors and
-    unusable responses); `retryable` says whether trying again later may help.
-    """
-
-    def __init__(self, message: str, *, status: int | None = None, attempts: int = 0, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.status = status
-        self.attempts = attempts
-        self.retryable = retryable
-
-
-class ModelCallStopped(ModelError):
-    """The caller is stopping (the daemon got SIGTERM): no attempt was started after it asked.
-
-    Not a failure of the model: the runner records the run as deferred, and
-    the work is redone from its cursor after the restart.
-    """
-
-
-# --- configuration and results ----------------------------------------------------
-
-
-@dataclass
-class LLMConfig:
-    """memd's model settings (SPEC §8.2); every field has a default that needs no file.
-
-    `base_url` None falls back to `ANTHROPIC_BASE_URL`, then to the SDK's
-    default; `api_key` None falls back to `ANTHROPIC_API_KEY`. The key is
-    kept out of `repr`, so a logged config never shows it.
-    """
-
-    provider: str = "auto"  # "anthropic" | "offline" | "auto" (anthropic if a key is configured)
-    small_model: str = "claude-haiku-4-5"
-    strong_model: str = "claude-sonnet-4-6"
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    timeout_s: float = 60.0
-    max_retries: int = 4
-    daily_token_budget: int = 2_000_000  # 0 = unlimited
-    max_output_tokens: int = 4096
-
-    def __post_init__(self) -> None:
-        if self.provider not in PROVIDERS:
-            raise ValueError(f"llm provider: {self.provider!r} is not one of {', '.join(PROVIDERS)}")
-        for name in ("timeout_s", "max_retries", "daily_token_budget", "max_output_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"llm {name}: {value!r} is not a non-negative number")
-        if self.timeout_s <= 0 or self.max_output_tokens <= 0:
-            raise ValueError("llm timeout_s and max_output_tokens must be positive")
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A model's answer and what it cost."""
-
-    text: str
-    model: str
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    stop_reason: str | None = None  # "max_tokens" means the answer was cut off
-    attempts: int = 1
-
-
-@dataclass(frozen=True)
-class Availability:
-    """Whether `complete` can be called now, and why not.
-
-    Truthy only when it can (a plain tuple would always be truthy). `reason`
-    is machine-readable: "ok", "offline", "no-key" or "budget".
-    """
-
-    ok: bool
-    why: str
-    reason: str
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """One failed attempt, described without any prompt or key."""
-
-    message: str
-    retryable: bool
-    status: int | None = None
-    retry_after: float | None = None
-
-
-# --- pure policy --------------------------------------------------------------------
-
-
-def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
-    """Seconds to wait before retry number `attempt` (1-based) without a server hint.
-
-    Exponential, capped, with "equal jitter": never less than half the step,
-    so retries spread out without collapsing to zero.
-    """
-    step = min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** max(0, attempt - 1)))
-    return step / 2 + (rng or random).random() * step / 2
-
-
-def parse_retry_after(headers: Any, now: float) -> float | None:
-    """The server's requested wait in seconds: `retry-after-ms`, else `retry-after`.
-
-    `retry-after` may be seconds or an HTTP date; anything unparseable is None
-    (the caller falls back to its own backoff).
-    """
-    if headers is None:
-        return None
-    raw_ms = headers.get("retry-after-ms")
-    if raw_ms:
-        try:
-            return max(0.0, float(raw_ms) / 1000)
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    if not raw:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - now)
-
-
-def _short(text: str | None, limit: int = API_MESSAGE_MAX) -> str:
-    """One redacted line of at most `limit` characters, for error messages."""
-    line = " ".join(str(text or "").split())
-    line = redact(line)
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-# --- the model layer ---------------------------------------------------------------
 
 
 class LLM:
@@ -377,7 +198,7 @@ class LLM:
         if self._stopping():
             raise ModelCallStopped(f"{job}: not calling {model}: memd is stopping")
         attempts_allowed = int(self.config.max_retries) + 1
-        failure: _Failure | None = None
+        failure: Failure | None = None
         attempt = 0
         started = time.monotonic()
         for attempt in range(1, attempts_allowed + 1):
@@ -397,7 +218,7 @@ class LLM:
             if not failure.retryable or attempt == attempts_allowed:
                 break
             if failure.retry_after is not None and failure.retry_after > RETRY_AFTER_MAX_S:
-                failure = _Failure(
+                failure = Failure(
                     f"{failure.message}; server asks to wait {failure.retry_after:.0f} s",
                     retryable=True, status=failure.status,
                 )  # fmt: skip
@@ -494,15 +315,15 @@ class LLM:
         except Exception as exc:  # closing is best effort; the attempt already failed
             log.debug("model.close_failed", error=type(exc).__name__)
 
-    def _attempt(self, client: anthropic.Anthropic, request: dict[str, Any], timeout: float) -> Completion | _Failure:
+    def _attempt(self, client: anthropic.Anthropic, request: dict[str, Any], timeout: float) -> Completion | Failure:
         """One attempt, bounded whole by `timeout`: the HTTP call runs on a daemon thread (module docstring)."""
-        box: list[Completion | _Failure] = []
+        box: list[Completion | Failure] = []
 
         def work() -> None:
             try:
                 box.append(self._call(client, request, timeout))
             except BaseException as exc:  # a bug in the SDK's path must not end the thread silently
-                box.append(_Failure(f"client error ({type(exc).__name__})", retryable=False))
+                box.append(Failure(f"client error ({type(exc).__name__})", retryable=False))
 
         worker = threading.Thread(target=work, name="memd-model-call", daemon=True)
         worker.start()
@@ -510,61 +331,28 @@ class LLM:
         if box:
             return box[0]
         self._retire(client)
-        return _Failure(f"timed out after {timeout:g} s", retryable=True)
+        return Failure(f"timed out after {timeout:g} s", retryable=True)
 
-    def _call(self, client: anthropic.Anthropic, request: dict[str, Any], timeout: float) -> Completion | _Failure:
-        """One HTTP call; every SDK error is turned into a `_Failure` here, inside the except."""
+    def _call(self, client: anthropic.Anthropic, request: dict[str, Any], timeout: float) -> Completion | Failure:
+        """One HTTP call; every SDK error is turned into a `Failure` here, inside the except."""
         import anthropic
 
         try:
             response = client.messages.create(**request, timeout=timeout)
         except anthropic.APIStatusError as exc:
-            return self._status_failure(exc)
+            return status_failure(exc, self._clock())
         except anthropic.APITimeoutError:
-            return _Failure(f"timed out after {timeout:g} s", retryable=True)
+            return Failure(f"timed out after {timeout:g} s", retryable=True)
         except anthropic.APIConnectionError as exc:
             cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "unknown cause"
-            return _Failure(f"connection error ({cause})", retryable=True)
+            return Failure(f"connection error ({cause})", retryable=True)
         except anthropic.APIResponseValidationError:
-            return _Failure("malformed response: it does not match the Messages API schema", retryable=False)
+            return Failure("malformed response: it does not match the Messages API schema", retryable=False)
         except json.JSONDecodeError:
-            return _Failure("malformed response: the body is not valid JSON", retryable=False)
+            return Failure("malformed response: the body is not valid JSON", retryable=False)
         except anthropic.AnthropicError as exc:
-            return _Failure(f"client error ({type(exc).__name__})", retryable=False)
-        return self._completion(response, request["model"])
-
-    def _status_failure(self, exc: Any) -> _Failure:
-        status = int(getattr(exc, "status_code", 0) or 0)
-        err_type = getattr(exc, "type", None) or "error"
-        api_message = getattr(exc, "api_message", None)
-        text = f"HTTP {status} {err_type}"
-        if api_message:
-            text += f": {_short(api_message)}"
-        if status == 401:
-            text += " (check the API key)"
-        response = getattr(exc, "response", None)
-        retry_after = parse_retry_after(getattr(response, "headers", None), self._clock())
-        return _Failure(text, retryable=status in RETRYABLE_STATUS, status=status, retry_after=retry_after)
-
-    @staticmethod
-    def _completion(response: Any, requested_model: str) -> Completion | _Failure:
-        """Read an answer defensively: a response that parsed may still lack its parts."""
-        content = getattr(response, "content", None)
-        usage = getattr(response, "usage", None)
-        if not isinstance(content, list) or usage is None:
-            return _Failure("malformed response: no content or usage", retryable=False)
-        text = "".join(
-            getattr(block, "text", "") or "" for block in content if getattr(block, "type", None) == "text"
-        )
-        return Completion(
-            text=text,
-            model=str(getattr(response, "model", None) or requested_model),
-            input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
-            output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-            cache_read_tokens=int(getattr(usage, "cache_read_input_tokens", 0) or 0),
-            cache_write_tokens=int(getattr(usage, "cache_creation_input_tokens", 0) or 0),
-            stop_reason=getattr(response, "stop_reason", None),
-        )
+            return Failure(f"client error ({type(exc).__name__})", retryable=False)
+        return completion_of(response, request["model"])
 
     def _record(self, job: str, tier: str, model: str, done: Completion | None, *, ok: bool, error: str | None) -> None:
         """Hand one usage record to the sink; a failing sink must not lose a paid answer."""

@@ -93,8 +93,14 @@ def lock_path(home: Home, scope: Scope) -> Path:
 
 
 def ensure_locks_dir(home: Home) -> Path:
-    """The locks directory, private, and not a symlink (a planted link would move every lock)."""
-    ensure_private_dir(home.memd_dir)
+    """The locks directory, private, and not a symlink (a planted link would move every lock);
+    nor is memd's own directory above it (`fsutil.ensure_own_dir`)."""
+    from memd.fsutil import UnusableFile, ensure_own_dir
+
+    try:
+        ensure_own_dir(home.memd_dir, home.memd_dir)
+    except UnusableFile as exc:
+        raise UnsafeLockPath(str(exc)) from None
     d = home.locks_dir
     if d.is_symlink():
         raise UnsafeLockPath(f"{d}: the locks directory is a symlink; refusing to use it")

@@ -1,5 +1,9 @@
 """Structured logs: one JSON object per line, for people, journald and `memd status` (DESIGN "Logs").
 
+This module sets the pipeline up (`configure`, `cli_defaults`, `get_logger`, `lazy_logger`)
+and holds its steps (redaction, time stamp, key order). The log file's handler is
+`memd.logfile`; reading the log back (`memd logs`, rotation, following) is `memd.logread`.
+
 Invariants this module keeps:
 
 * Every event — from structlog or from a stdlib logger such as APScheduler's —
@@ -13,28 +17,22 @@ Invariants this module keeps:
 * `configure` may be called again (tests, `memd run` after `memd status`
   checks); it replaces its own handlers and leaves foreign ones alone.
 * Importing this module is cheap: structlog and logging.handlers are imported
-  by `configure`, so `memd status` can read logs without paying for them.
+  by `configure`, so `memd status` can import it without paying for them.
 """
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Callable, MutableMapping
+from datetime import UTC, datetime
+from typing import IO, Any
 
-from memd.fsutil import PRIVATE_FILE, ensure_private_dir
+from memd.fsutil import UnusableFile, ensure_own_dir
 from memd.tree import Home
-
-if TYPE_CHECKING:
-    from logging.handlers import RotatingFileHandler
 
 MAX_BYTES = 10 * 1024 * 1024
 BACKUP_COUNT = 5
@@ -147,7 +145,7 @@ def stamp(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -
     if "ts" not in event_dict:
         record = event_dict.get("_record")
         created = record.created if isinstance(record, logging.LogRecord) else time.time()
-        ts = datetime.fromtimestamp(created, timezone.utc).isoformat(timespec="microseconds")
+        ts = datetime.fromtimestamp(created, UTC).isoformat(timespec="microseconds")
         event_dict["ts"] = ts.replace("+00:00", "Z")
     return event_dict
 
@@ -165,7 +163,7 @@ def _order_keys(_logger: object, _method: str, event_dict: MutableMapping[str, A
 # --- configuration ---------------------------------------------------------------------
 
 
-def _level_no(name: str) -> int:
+def level_no(name: str) -> int:
     name = name.lower()
     if name not in LEVELS:
         raise ValueError(f"log level {name!r} is not one of {', '.join(LEVELS)}")
@@ -216,52 +214,6 @@ def _console_formatter(colors: bool) -> logging.Formatter:
     )
 
 
-def _private_rotating_handler(path: Path, max_bytes: int, backups: int) -> RotatingFileHandler:
-    from logging.handlers import RotatingFileHandler
-
-    class PrivateRotatingFileHandler(RotatingFileHandler):
-        """Size-rotated, 0600, never through a symlink, and tolerant of a second writer.
-
-        `memd run-now` in a shell and the daemon both append to the same file
-        (O_APPEND keeps each line whole). If the other process rotated, our
-        descriptor points at the renamed file: reopen the new one instead of
-        rotating a second time.
-        """
-
-        def _open(self) -> io.TextIOWrapper:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
-            fd = os.open(self.baseFilename, flags | getattr(os, "O_CLOEXEC", 0), PRIVATE_FILE)
-            try:
-                if os.fstat(fd).st_mode & 0o777 != PRIVATE_FILE:
-                    os.fchmod(fd, PRIVATE_FILE)
-            except OSError:
-                pass
-            stream = os.fdopen(fd, "a", encoding=self.encoding or "utf-8", errors=self.errors)
-            assert isinstance(stream, io.TextIOWrapper)
-            return stream
-
-        def _moved(self) -> bool:
-            if self.stream is None:
-                return False
-            try:
-                disk = os.stat(self.baseFilename)
-            except FileNotFoundError:
-                return True
-            return not os.path.samestat(disk, os.fstat(self.stream.fileno()))
-
-        def emit(self, record: logging.LogRecord) -> None:
-            try:
-                if self._moved() and self.stream is not None:
-                    self.stream.close()
-                    self.stream = self._open()
-            except OSError:
-                self.handleError(record)
-                return
-            super().emit(record)
-
-    return PrivateRotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
-
-
 def _tag(handler: logging.Handler) -> logging.Handler:
     setattr(handler, _HANDLER_TAG, True)
     return handler
@@ -295,14 +247,21 @@ def configure(
     """
     import structlog
 
-    file_level = _level_no(level)
-    err_level = _level_no(stderr_level or os.environ.get(STDERR_LEVEL_ENV) or level)
+    from memd.logfile import private_rotating_handler  # here, not at import: `memd status` never needs it
+
+    file_level = level_no(level)
+    err_level = level_no(stderr_level or os.environ.get(STDERR_LEVEL_ENV) or level)
     root = logging.getLogger()
     _remove_own_handlers(root)
     levels: list[int] = []
+    fh: logging.Handler | None = None
     if file:
-        ensure_private_dir(home.logs_dir)
-        fh = _private_rotating_handler(home.log_file, max_bytes, backups)
+        try:  # memd/logs is memd's own: never through a link; the log itself only a regular file
+            ensure_own_dir(home.logs_dir, home.memd_dir)
+            fh = private_rotating_handler(home.log_file, max_bytes, backups)
+        except UnusableFile as exc:
+            sys.stderr.write(f"memd: {exc}; logging to stderr only\n")  # one line, and memd goes on
+    if fh is not None:
         fh.setFormatter(_json_formatter())
         fh.setLevel(file_level)
         root.addHandler(_tag(fh))
@@ -354,203 +313,15 @@ def get_logger(name: str = "memd", **initial: Any) -> Any:
     return structlog.get_logger(name, **initial)
 
 
-# --- reading ---------------------------------------------------------------------------
-
-
-def log_files(home: Home) -> list[Path]:
-    """The current log and its rotations, oldest first (memd.jsonl.5 … .1, memd.jsonl)."""
-    base = home.log_file
-    rotated: list[tuple[int, Path]] = []
-    try:
-        for entry in os.scandir(base.parent):
-            suffix = entry.name[len(base.name) + 1:]
-            if entry.name.startswith(base.name + ".") and suffix.isdigit():
-                rotated.append((int(suffix), Path(entry.path)))
-    except OSError:
-        return []
-    files = [p for _, p in sorted(rotated, reverse=True)]
-    if base.exists():
-        files.append(base)
-    return files
-
-
-def parse_ts(value: object) -> datetime | None:
-    """A record's `ts` as an aware UTC datetime, or None if absent or unparsable."""
-    if not isinstance(value, str):
-        return None
-    try:
-        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
-
-
-def make_filter(
-    *, job: str | None = None, level: str | None = None, since: datetime | None = None
-) -> Callable[[dict[str, Any]], bool]:
-    """A predicate over records. `level` is a minimum (warning keeps warning, error, critical);
-    a naive `since` is taken as UTC. Pure, so `memd logs` and `memd status` share it."""
-    min_level = _level_no(level) if level else None
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=timezone.utc)
-
-    def keep(rec: dict[str, Any]) -> bool:
-        if job is not None and rec.get("job") != job:
-            return False
-        if min_level is not None:
-            name = str(rec.get("level", "")).lower()
-            if name not in LEVELS or _level_no(name) < min_level:
-                return False
-        if since is not None:
-            ts = parse_ts(rec.get("ts"))
-            if ts is None or ts < since:
-                return False
-        return True
-
-    return keep
-
-
-def parse_line(line: bytes | str) -> dict[str, Any] | None:
-    """One record, or None for a malformed line (a crash mid-write, a hand edit)."""
-    try:
-        rec = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return rec if isinstance(rec, dict) else None
-
-
-def _records(lines: Iterable[bytes], keep: Callable[[dict[str, Any]], bool]) -> Iterator[dict[str, Any]]:
-    for line in lines:
-        rec = parse_line(line)
-        if rec is not None and keep(rec):
-            yield rec
-
-
-def read_log(
-    home: Home, *, job: str | None = None, level: str | None = None, since: datetime | None = None
-) -> Iterator[dict[str, Any]]:
-    """Every record in the current and rotated logs, oldest first, malformed lines skipped.
-
-    A file rotated away while we read it is skipped, never an error: logs are
-    best-effort history, the state database is the record of truth.
-    """
-    keep = make_filter(job=job, level=level, since=since)
-    for path in log_files(home):
-        try:
-            with open(path, "rb") as fh:
-                yield from _records(fh, keep)
-        except FileNotFoundError:
-            continue
-
-
-def follow_log(
-    home: Home,
-    *,
-    job: str | None = None,
-    level: str | None = None,
-    since: datetime | None = None,
-    from_start: bool = False,
-    poll_interval: float = 0.5,
-    should_stop: Callable[[], bool] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-) -> Iterator[dict[str, Any]]:
-    """`memd logs --follow`: records as they are appended, surviving rotation.
-
-    Starts at the end of the current file (or, with `from_start`, with every
-    record already logged). Polls rather than watches so it works on any file
-    system. A line is yielded only once its newline is written. On rotation the
-    old file is drained before the new one is opened. Stops when `should_stop()`
-    returns true (checked every poll); otherwise runs until the consumer stops.
-    """
-    keep = make_filter(job=job, level=level, since=since)
-    tail = _Tail(home.log_file)
-    if from_start:
-        for path in log_files(home)[:-1] if home.log_file.exists() else log_files(home):
-            try:
-                with open(path, "rb") as fh:
-                    yield from _records(fh, keep)
-            except FileNotFoundError:
-                continue
-    tail.open(at_end=not from_start)
-    try:
-        while True:
-            yield from _records(tail.read_lines(), keep)
-            if should_stop is not None and should_stop():
-                return
-            sleep(poll_interval)
-    finally:
-        tail.close()
-
-
-class _Tail:
-    """A poll-based `tail -F` of one path: complete lines only, reopened on rotation or truncation."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.fh: IO[bytes] | None = None
-        self.partial = b""
-
-    def open(self, *, at_end: bool) -> None:
-        try:
-            self.fh = open(self.path, "rb")
-        except FileNotFoundError:
-            self.fh = None
-            return
-        if at_end:
-            self.fh.seek(0, os.SEEK_END)
-
-    def close(self) -> None:
-        if self.fh is not None:
-            self.fh.close()
-            self.fh = None
-
-    def _replaced(self) -> bool:
-        assert self.fh is not None
-        try:
-            disk = os.stat(self.path)
-        except FileNotFoundError:
-            return False  # mid-rotation: keep draining the old file, look again next poll
-        mine = os.fstat(self.fh.fileno())
-        return not os.path.samestat(disk, mine) or disk.st_size < self.fh.tell()
-
-    def _drain(self) -> list[bytes]:
-        assert self.fh is not None
-        data = self.partial + self.fh.read()
-        *lines, self.partial = data.split(b"\n")
-        return [ln for ln in lines if ln.strip()]
-
-    def read_lines(self) -> list[bytes]:
-        if self.fh is None:
-            self.open(at_end=False)  # created since: everything in it is new
-            if self.fh is None:
-                return []
-        lines = self._drain()
-        if self._replaced():
-            lines += self._drain()
-            if self.partial.strip():
-                lines.append(self.partial)  # the old file is finished; its last line is whole or never will be
-            self.partial = b""
-            self.close()
-            self.open(at_end=False)
-            if self.fh is not None:
-                lines += self._drain()
-        return lines
-
-
 __all__ = [
     "BACKUP_COUNT",
     "LEVELS",
     "MAX_BYTES",
     "REDACTED",
     "configure",
-    "follow_log",
     "get_logger",
     "is_secret_key",
-    "log_files",
-    "make_filter",
-    "parse_line",
-    "parse_ts",
-    "read_log",
+    "level_no",
     "redact",
     "redact_secrets",
     "shutdown",

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memd.errors import UsageError
-from memd.memories import Memory, scan_dir
+from memd.memories import Memory
+from memd.memscan import scan_dir
 from memd.tree import Home, Place
 
 if TYPE_CHECKING:

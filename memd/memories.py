@@ -1,13 +1,10 @@
-"""Memory files: Markdown with YAML front matter (SPEC §2), read and written safely.
+"""Memory files: Markdown with YAML front matter (SPEC §2): parse, render, write, delete.
 
 A memory directory is shared with the user, who may edit, add or break files by
-hand at any time (§1.2). So reading is defensive and *never destructive*: a file
-memd cannot parse is reported as a `Problem` naming the file and the reason, and
-left exactly where it is. Scanning never follows a symlink (a link planted in a
-memory directory must not pull outside files into an agent's context), never
-reads an oversized file whole, and reads every file through a descriptor opened
-with `O_NOFOLLOW`, so a file swapped for a link between listing and reading is
-still not followed.
+hand at any time (§1.2). Parsing a file memd cannot use raises `MemoryParseError`
+with one line naming the reason; nothing here moves or deletes a file it cannot
+parse. Reading a whole directory (symlinks, oversized files, duplicate names) is
+`memd.memscan.scan_dir`.
 
 Writing goes through `fsutil.atomic_write` (§1.3): a reader sees the old or the
 new file, never half of one.
@@ -15,28 +12,24 @@ new file, never half of one.
 
 from __future__ import annotations
 
-import errno
-import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
 import yaml
+
+from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
+from memd.logs import lazy_logger
 
 # libyaml's safe loader parses front matter ~10x faster than the pure-Python one; same safety.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
-
-log = structlog.get_logger("memd.memories")
+log = lazy_logger("memd.memories")  # structlog on first use: the hook commands never pay for it
 
 TYPES: tuple[str, ...] = ("user", "feedback", "project", "reference")
 INDEX_NAME = "MEMORY.md"
-DEFAULT_MAX_FILE_BYTES = 1024 * 1024
 SUFFIX = ".md"
 # File names are capped in bytes, not characters: CJK names take 3 bytes a
 # character and most file systems stop at 255 bytes.
@@ -74,23 +67,6 @@ class Memory:
     scope: str = "global"
     project_key: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A file a scan could not use, and why; the file is left in place."""
-
-    path: Path
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.reason}"
-
-
-@dataclass
-class ScanResult:
-    memories: list[Memory] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -188,7 +164,7 @@ def parse_memory(
     try:
         head, body = _split_front_matter(text)
         try:
-            front = yaml.load(head, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader, libyaml's when present
+            front = yaml.load(head, Loader=_SAFE_LOADER)  # a safe loader, libyaml's when present
         except RecursionError:
             raise ValueError("front matter is nested too deeply") from None
         except yaml.YAMLError as exc:
@@ -243,7 +219,7 @@ _Dumper.add_representer(str, _represent_str)
 def render_memory(
     name: str,
     description: str,
-    type: str,  # noqa: A002 - the SPEC's field name
+    type: str,  # the SPEC's field name
     body: str,
     metadata_extra: Mapping[str, Any] | None = None,
 ) -> str:
@@ -275,137 +251,14 @@ def render_memory(
     return f"---\n{head}---\n\n{body}\n" if body else f"---\n{head}---\n"
 
 
-def _is_candidate_name(name: str) -> bool:
+# --------------------------------------------------------------------------- writing
+
+
+def is_candidate_name(name: str) -> bool:
     """Only visible `.md` files other than the index can be memories."""
     if name == INDEX_NAME or name.startswith((".", "#")) or name.endswith(_TEMP_SUFFIXES):
         return False
     return name.endswith(SUFFIX)
-
-
-def _read_capped(path: Path, cap: int) -> bytes:
-    """Read at most `cap + 1` bytes without following a symlink at the last hop."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    try:
-        chunks: list[bytes] = []
-        left = cap + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _human_size(n: int) -> str:
-    if n >= 1024 * 1024:
-        return f"{n / (1024 * 1024):.1f} MB"
-    if n >= 1024:
-        return f"{n / 1024:.1f} KB"
-    return f"{n} B"
-
-
-def _load_entry(
-    entry: os.DirEntry[str],
-    scope: str,
-    project_key: str | None,
-    max_bytes: int,
-    known: Mapping[str, Memory] | None = None,
-) -> Memory | Problem | None:
-    """One directory entry as a Memory, a Problem, or None when it is not a candidate.
-
-    `known` holds memories parsed before (the search index's rows): one whose size
-    and mtime still match is reused without reading the file again.
-    """
-    path = Path(entry.path)
-    if entry.is_symlink():
-        return Problem(path, "symlink not followed")
-    try:
-        st = entry.stat(follow_symlinks=False)
-    except OSError as exc:
-        return Problem(path, f"cannot stat: {exc.strerror or exc}")
-    if stat.S_ISDIR(st.st_mode):
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return Problem(path, "not a regular file")
-    cached = known.get(entry.path) if known else None
-    if cached is not None and cached.size == st.st_size and cached.mtime == st.st_mtime:
-        return cached
-    if st.st_size > max_bytes:
-        return Problem(path, f"too large ({_human_size(st.st_size)} > {_human_size(max_bytes)} cap); not read")
-    try:
-        data = _read_capped(path, max_bytes)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return Problem(path, "symlink not followed")
-        return Problem(path, f"cannot read: {exc.strerror or exc}")
-    if len(data) > max_bytes:
-        return Problem(path, f"too large (grew past the {_human_size(max_bytes)} cap while reading); not read")
-    try:
-        return parse_memory(path, data, mtime=st.st_mtime, size=len(data), scope=scope, project_key=project_key)
-    except MemoryParseError as exc:
-        return Problem(path, exc.reason)
-
-
-def _flag_duplicates(memories: list[Memory]) -> list[Problem]:
-    """Names are unique within a directory (§2.2). Both files stay (neither is
-    discarded behind the user's back); the later one in file-name order is
-    reported so the user or dream can merge them."""
-    first: dict[str, Memory] = {}
-    problems: list[Problem] = []
-    for mem in memories:
-        key = mem.name.casefold()
-        if key in first:
-            other = first[key].path.name
-            other = other if other.isprintable() else repr(other)  # a reason is one line, whatever the file name holds
-            problems.append(Problem(mem.path, f"duplicate name {mem.name!r} (also in {other})"))
-        else:
-            first[key] = mem
-    return problems
-
-
-def scan_dir(
-    directory: Path | str,
-    scope: str = "global",
-    project_key: str | None = None,
-    *,
-    max_bytes: int = DEFAULT_MAX_FILE_BYTES,
-    known: Mapping[str, Memory] | None = None,
-) -> ScanResult:
-    """Every memory of one directory, plus a Problem for every file it could not use.
-
-    `known` (path → Memory parsed before) spares re-reading unchanged files.
-
-    A missing directory is an empty one (the global drawer may not exist yet).
-    Nothing is ever modified or deleted here.
-    """
-    directory = Path(directory)
-    result = ScanResult()
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except FileNotFoundError:
-        return result
-    except OSError as exc:
-        result.problems.append(Problem(directory, f"cannot list directory: {exc.strerror or exc}"))
-        return result
-    for entry in entries:
-        if not _is_candidate_name(entry.name):
-            continue
-        loaded = _load_entry(entry, scope, project_key, max_bytes, known)
-        if isinstance(loaded, Memory):
-            result.memories.append(loaded)
-        elif isinstance(loaded, Problem):
-            result.problems.append(loaded)
-    result.problems.extend(_flag_duplicates(result.memories))
-    for problem in result.problems:
-        log.warning("memory.rejected", path=str(problem.path), reason=problem.reason)
-    log.debug("memories.scanned", dir=str(directory), count=len(result.memories), problems=len(result.problems))
-    return result
-
-
-# --------------------------------------------------------------------------- writing
 
 
 def memory_path(directory: Path | str, slug: str) -> Path:
@@ -440,7 +293,7 @@ def delete_memory(path: Path | str) -> bool:
     as a link; its target is never touched.
     """
     path = Path(path)
-    if not _is_candidate_name(path.name):
+    if not is_candidate_name(path.name):
         raise ValueError(f"{path}: not a memory file")
     try:
         path.unlink()

@@ -35,8 +35,8 @@ from memd.memories import (
     delete_memory,
     memory_path,
     render_memory,
-    scan_dir,
 )
+from memd.memscan import scan_dir
 from memd.tree import Place
 
 

@@ -16,7 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memd.tree import Home, Place, list_project_keys, memory_key_for_session, session_cwd
+from memd.discovery import list_project_keys, session_cwd
+from memd.keys import memory_key_for_session
+from memd.tree import Home, Place
 
 DONE_KEY = "migration:memory-keys:1"
 LOCK_WAIT = 5.0

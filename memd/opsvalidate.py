@@ -48,9 +48,9 @@ __all__ = [
     "Operation",
     "UnsafePath",
     "confine",
+    "log_rejections",
     "parse_model_json",
     "slugify",
-    "log_rejections",
     "strip_controls",
     "token_like",
     "validate_operations",
@@ -316,7 +316,8 @@ def _validate_one(raw: Any, allowed_scopes: Collection[str], caps: Caps) -> Oper
     if not isinstance(name, tuple):
         return name
     name_text, slug = name
-    reason = _one_line(strip_controls(raw.get("reason") if isinstance(raw.get("reason"), str) else ""))
+    said = raw.get("reason")
+    reason = _one_line(strip_controls(said if isinstance(said, str) else ""))
     reason = redact(reason)[: caps.max_reason].encode("utf-8", "replace").decode("utf-8")
     if op == "delete":
         return Operation(op, scope, name_text, slug, "", None, "", reason)

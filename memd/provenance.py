@@ -45,7 +45,7 @@ def merged_from(m: Memory) -> list[str]:
 
 def find_transcript(home: Home, session_id: str) -> Path | None:
     """The main transcript of a session, by id."""
-    from memd.tree import list_project_keys, session_file
+    from memd.discovery import list_project_keys, session_file
 
     if not _SESSION_ID.match(session_id) or session_id in (".", ".."):
         return None

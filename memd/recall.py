@@ -17,8 +17,13 @@ critical path. Hence the shape, after MewCode's selector:
   budget, timeout, HTTP error, malformed answer) returns an empty selection
   and a warning: an agent without recall is only less informed, an agent
   waiting on recall is stuck.
-* **Offline** (the `offline` provider) there is no selector: the top search
-  hits are the selection.
+* **Offline** (the `offline` provider) there is no selector: search ranks,
+  with a relevance floor so that nothing unrelated pads the answer. The
+  query's content words (stopwords and words under three letters left out;
+  text in scripts without spaces as character pairs) are searched one by one;
+  a word found in more than half of the memories in scope says nothing about
+  any of them and is dropped; a memory is recalled only if it holds one of the
+  words left, best bm25 rank first. A query with no such word recalls nothing.
 
 Pure parts (candidate ordering, prompt, answer parsing, surfaced-set merging)
 are plain functions of their inputs; `recall` is the thin I/O shell, with the
@@ -27,6 +32,7 @@ monotonic clock injected.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -35,14 +41,11 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import structlog
-
-from memd.jobctx import JobContext
-from memd.search import Hit, query_index
-
-log = structlog.get_logger("memd.recall")
+if TYPE_CHECKING:  # the recall hook imports this module: only what a call needs is imported, when it is
+    from memd.jobctx import JobContext
+    from memd.search import Hit
 
 JOB = "recall"
 MAX_CANDIDATES = 200
@@ -137,6 +140,89 @@ def order_candidates(
 def top_hits(hits: Iterable[Candidate], surfaced: Collection[str], limit: int) -> list[Candidate]:
     """The offline selection: the best search hits not surfaced yet."""
     return order_candidates(hits, (), surfaced, limit)
+
+
+# Words that say nothing about which memory a prompt needs. Lower case; words under
+# three letters are dropped anyway, so they are not listed.
+STOPWORDS = frozenset((
+    "about", "above", "after", "again", "against", "all", "also", "and", "any", "are", "aren", "because", "been",
+    "before", "being", "below", "between", "both", "but", "can", "cannot", "could", "did", "didn", "does",
+    "doesn", "doing", "don", "down", "during", "each", "few", "for", "from", "further", "had", "hadn", "has",
+    "hasn", "have", "haven", "having", "her", "here", "hers", "herself", "him", "himself", "his", "how", "into",
+    "isn", "its", "itself", "just", "let", "lets", "more", "most", "mustn", "myself", "nor", "not", "now", "off",
+    "once", "only", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "shouldn",
+    "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these",
+    "they", "this", "those", "through", "too", "under", "until", "very", "was", "wasn", "were", "weren", "what",
+    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "won", "would", "wouldn", "you",
+    "your", "yours", "yourself", "yourselves", "please", "thanks", "thank", "hey", "hello", "okay", "yes", "yeah",
+    "sure", "want", "wants", "need", "needs", "tell", "show", "give", "get", "got", "like", "might", "must",
+    "shall", "may", "still", "even", "really", "maybe"
+))  # fmt: skip
+# Characters of spaceless scripts that rarely carry a topic (particles, pronouns, question words).
+_CJK_STOP = frozenset("的了是在我你他她它们吗呢吧啊和与就都也还这那有个么怎什请把被给要会能可以为")
+_WORD = re.compile(r"[^\W_]+")
+MAX_TERMS = 24
+COMMON_SHARE = 0.5  # a word in more than this share of the memories in scope is not evidence
+COMMON_MIN_SCOPE = 4  # ... when the scope holds at least this many memories
+
+
+def content_terms(query: str, limit: int = MAX_TERMS) -> list[str]:
+    """The words of `query` that can tell memories apart, lower case, each once, in order.
+
+    Words of three letters or more that are not stopwords; runs of a spaceless
+    script (Chinese, Japanese, Thai...) become overlapping character pairs,
+    leaving out pairs with a particle or pronoun (one character alone is kept
+    when the run is one character long). At most `limit`.
+    """
+    out: list[str] = []
+    for word in _WORD.findall(query.lower()):
+        for piece in _split_spaceless(word):
+            if piece not in out:
+                out.append(piece)
+            if len(out) >= limit:
+                return out
+    return out
+
+
+@functools.cache
+def _spaceless_run() -> re.Pattern[str]:
+    from memd.search import _SPACELESS  # the one list of scripts written without spaces (its segmenter's)
+
+    return re.compile(f"[{_SPACELESS}]+")
+
+
+def _split_spaceless(word: str) -> list[str]:
+    if word.isascii():  # the common case, without compiling the scripts' character class
+        return _spaced_word(word)
+    pieces: list[str] = []
+    pos = 0
+    for m in _spaceless_run().finditer(word):
+        pieces += _spaced_word(word[pos : m.start()])
+        run = m.group()
+        if len(run) == 1:
+            pieces += [] if run in _CJK_STOP else [run]
+        else:
+            pieces += [run[i : i + 2] for i in range(len(run) - 1) if not (set(run[i : i + 2]) & _CJK_STOP)]
+        pos = m.end()
+    pieces += _spaced_word(word[pos:])
+    return pieces
+
+
+def _spaced_word(word: str) -> list[str]:
+    return [word] if len(word) >= 3 and word not in STOPWORDS and not word.isdigit() else []
+
+
+def fts_term(term: str, prefix: bool = False) -> str:
+    """One term as an FTS5 string (a phrase, so AND/OR/NEAR are words), optionally a prefix."""
+    from memd.search import segment
+
+    return '"' + segment(term).replace('"', "") + '"' + ("*" if prefix else "")
+
+
+def telling_terms(doc_freq: dict[str, int], scope_size: int) -> list[str]:
+    """The terms found at all, minus those found in most of the scope (they tell nothing apart)."""
+    common = scope_size >= COMMON_MIN_SCOPE
+    return [t for t, n in doc_freq.items() if n > 0 and not (common and n > COMMON_SHARE * scope_size)]
 
 
 def _one_line(text: str) -> str:
@@ -264,10 +350,46 @@ def fetch_candidates(
     The recency query is limited to what the cap can use: even if every hit
     and every surfaced file came first in it, 200 others remain.
     """
+    from memd.search import query_index
+
     hits = [candidate_from_hit(h) for h in query_index(search, query, project_key=project_key, limit=MAX_CANDIDATES)]
     room = MAX_CANDIDATES + len(hits) + len(surfaced)
     rest = [Candidate(*row) for row in search.execute(_ROWS_SQL, (project_key, room))]
     return order_candidates(hits, rest, surfaced), hits
+
+
+_SCOPE_SQL = "SELECT COUNT(*) FROM memories WHERE scope = 'global' OR project_key = ?"
+_DF_SQL = (
+    "SELECT COUNT(*) FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+    "WHERE memories_fts MATCH ? AND (m.scope = 'global' OR m.project_key = ?)"
+)
+
+
+def offline_pick(
+    search: sqlite3.Connection, query: str, project_key: str, surfaced: Collection[str], limit: int = MAX_PICKS
+) -> list[Candidate]:
+    """The offline selection: search ranking with a relevance floor (see the module docstring).
+
+    Exact words first; when none of them is found, words of four letters or
+    more as prefixes ("friday" finds "Fridays": there is no stemming).
+    """
+    from memd.search import query_index
+
+    terms = content_terms(query)
+    if not terms:
+        return []
+    scope_size = int(search.execute(_SCOPE_SQL, (project_key,)).fetchone()[0])
+    for prefix in (False, True):
+        forms = {t: fts_term(t, prefix) for t in terms if not prefix or len(t) >= 4}
+        df = {form: int(search.execute(_DF_SQL, (form, project_key)).fetchone()[0]) for form in forms.values()}
+        if not any(df.values()):
+            continue
+        telling = telling_terms(df, scope_size)
+        if not telling:
+            return []
+        hits = query_index(search, " OR ".join(telling), project_key=project_key, limit=limit + len(surfaced))
+        return top_hits([candidate_from_hit(h) for h in hits], surfaced, limit)
+    return []
 
 
 def with_bodies(search: sqlite3.Connection, picks: Sequence[Candidate]) -> list[Candidate]:
@@ -317,7 +439,7 @@ def call_with_deadline(fn: Callable[[], Any], seconds: float) -> Any:
     def target() -> None:
         try:
             box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+        except BaseException as exc:
             box["error"] = exc
 
     worker = threading.Thread(target=target, name="memd-recall", daemon=True)
@@ -363,8 +485,10 @@ def ask_model(
     prompt = render_prompt(query, candidates)
     try:
         completion = call_with_deadline(
-            lambda: llm.complete(job=JOB, tier="small", system=SYSTEM_PROMPT, user=prompt,
-                                 max_tokens=MAX_ANSWER_TOKENS, timeout_s=remaining),  # fmt: skip
+            lambda: llm.complete(
+                job=JOB, tier="small", system=SYSTEM_PROMPT, user=prompt, max_tokens=MAX_ANSWER_TOKENS,
+                timeout_s=remaining,
+            ),
             remaining + DEADLINE_GRACE_S,
         )
     finally:
@@ -389,53 +513,59 @@ def recall(
     session: str | None = None,
     limit: int = MAX_PICKS,
     bodies: bool = False,
+    provider: str | None = None,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> Recall:
     """At most `limit` (≤ 5) memories for `query` in the project and the global drawer.
 
     `ctx` is a `JobContext` (its state connection records the surfaced set
-    and model usage; its model layer's provider decides offline or not);
-    `search` a read-only connection to the search DB. Never raises for a
-    model failure: the result is empty with a `warning`, logged as
-    `recall.failed`.
+    and model usage; its logger says how it went); `search` a read-only
+    connection to the search DB. `provider` ("offline" or not) is the model
+    layer's unless given: the hooks pass the settings' answer, so an offline
+    recall never builds the model layer. Never raises for a model failure:
+    the result is empty with a `warning`, logged as `recall.failed`.
     """
-    from memd.llm import ModelError
-
     started = monotonic()
     deadline = started + TIMEOUT_S
     limit = max(1, min(limit, MAX_PICKS))
     surfaced = read_surfaced(ctx.conn, project_key, session)
-    candidates, hits = fetch_candidates(search, query, project_key, surfaced)
-    offline = ctx.llm.provider == "offline"
+    offline = (provider or ctx.llm.provider) == "offline"
     source: Source = "offline" if offline else "model"
     warning: str | None = None
     picks: list[Candidate] = []
-    if not candidates:
-        source = "none"
-    elif offline:
-        picks = top_hits(hits, surfaced, limit)
+    if offline:
+        picks = offline_pick(search, query, project_key, surfaced, limit)
+        n_candidates = len(picks)
+        source = "offline" if picks else "none"
     else:
-        try:
-            picks = ask_model(ctx, query, candidates, limit=limit, deadline=deadline, monotonic=monotonic)
-        except (RecallFailed, ModelError) as exc:
-            warning = f"recall returned nothing: {exc}"
+        from memd.llmtypes import ModelError
+
+        candidates, _hits = fetch_candidates(search, query, project_key, surfaced)
+        n_candidates = len(candidates)
+        if not candidates:
             source = "none"
+        else:
+            try:
+                picks = ask_model(ctx, query, candidates, limit=limit, deadline=deadline, monotonic=monotonic)
+            except (RecallFailed, ModelError) as exc:
+                warning = f"recall returned nothing: {exc}"
+                source = "none"
     elapsed = monotonic() - started
     if warning:
-        log.warning("recall.failed", project_key=project_key, session=session, candidates=len(candidates),
-                    error=warning, elapsed_ms=int(elapsed * 1000))  # fmt: skip
+        ctx.log.warning("recall.failed", project_key=project_key, session=session, candidates=n_candidates,
+                        error=warning, elapsed_ms=int(elapsed * 1000))  # fmt: skip
     if picks and session:
-        _record_quietly(ctx.conn, project_key, session, [p.file for p in picks])
+        _record_quietly(ctx, project_key, session, [p.file for p in picks])
     if bodies and picks:
         picks = with_bodies(search, picks)
-    log.info("recall.finished", project_key=project_key, session=session, source=source,
-             candidates=len(candidates), picked=len(picks), elapsed_ms=int(elapsed * 1000))  # fmt: skip
-    return Recall(picks, source, len(candidates), warning, elapsed)
+    ctx.log.info("recall.finished", project_key=project_key, session=session, source=source,
+                 candidates=n_candidates, picked=len(picks), elapsed_ms=int(elapsed * 1000))  # fmt: skip
+    return Recall(picks, source, n_candidates, warning, elapsed)
 
 
-def _record_quietly(state_conn: sqlite3.Connection, project_key: str, session: str, files: list[str]) -> None:
+def _record_quietly(ctx: JobContext, project_key: str, session: str, files: list[str]) -> None:
     """Recording is best effort: a busy state DB must not turn a good selection into nothing."""
     try:
-        record_surfaced(state_conn, project_key, session, files)
+        record_surfaced(ctx.conn, project_key, session, files)
     except sqlite3.Error as exc:
-        log.warning("recall.unrecorded", project_key=project_key, session=session, error=str(exc))
+        ctx.log.warning("recall.unrecorded", project_key=project_key, session=session, error=str(exc))

@@ -27,13 +27,23 @@ def _classify(exc: BaseException) -> RunResult:
         return RunResult("deferred", f"lock busy: {exc.scope}")
     if isinstance(exc, Deferred):
         return RunResult("deferred", str(exc))
-    from memd import llm
+    from memd import llmtypes
 
-    if isinstance(exc, (llm.ModelUnavailable, llm.BudgetExceeded, llm.ModelCallStopped)):
+    if isinstance(exc, (llmtypes.ModelUnavailable, llmtypes.BudgetExceeded, llmtypes.ModelCallStopped)):
         return RunResult("deferred", str(exc))
-    if isinstance(exc, llm.ModelError):
+    if isinstance(exc, llmtypes.ModelError):
         return RunResult("failed", str(exc))
-    return RunResult("failed", f"{type(exc).__name__}: {exc}")
+    from memd.errors import MemdError
+
+    if isinstance(exc, MemdError):  # its message is the one line (a FIFO in a file's place, a damaged ledger)
+        return RunResult("failed", _one_line(str(exc)))
+    return RunResult("failed", _one_line(f"{type(exc).__name__}: {exc}"))
+
+
+def _one_line(text: str) -> str:
+    """A reason is one line (a path may hold a newline), of bounded length."""
+    text = " ".join(text.split())
+    return text if len(text) <= 1000 else text[:999] + "…"
 
 
 def run_job(
@@ -59,6 +69,8 @@ def run_job(
         refused = refusal(ctx, job)
         if refused is not None:
             result = RunResult("deferred", refused)
+        elif (unfit := precheck(ctx, job, target)) is not None:
+            result = unfit
         else:
             with acquire(ctx.home, job.scopes(target), timeout=timeout, on_wait=on_wait):
                 result = job.run(ctx, target, force)
@@ -124,12 +136,50 @@ def refusal(ctx: JobContext, job: ModuleType) -> str | None:
     return None
 
 
+# Jobs that write memories after a model call: their memory directories are checked before it.
+WRITES_MEMORY_AFTER_MODEL = frozenset({"extract"})
+
+
+def precheck(ctx: JobContext, job: ModuleType, target: Target) -> RunResult | None:
+    """A run that cannot succeed, found cheaply before any model call (issue 16: a memory
+    directory that is a file used to fail only after the paid gate and extraction calls, with a
+    traceback, then again at every retry): the session's transcript is gone (skipped), or a
+    memory directory the run writes is something other than a directory (failed, one line)."""
+    if getattr(job, "NAME", None) not in WRITES_MEMORY_AFTER_MODEL or target.kind != "session" or not target.key:
+        return None
+    import stat
+
+    from memd.fsutil import kind_of
+
+    row = ctx.conn.execute("SELECT path FROM sessions WHERE key=? AND session_id=? AND is_subagent=0",
+                           (target.key, target.session_id)).fetchone()  # fmt: skip
+    if row is not None and row[0] and not os.path.lexists(row[0]):
+        return RunResult("skipped", _one_line(f"{row[0]}: the transcript is gone"))
+    for d in (ctx.home.global_memory, ctx.home.project_memory(target.key)):
+        try:
+            mode = os.lstat(d).st_mode
+        except FileNotFoundError:
+            continue  # created on the first write
+        except OSError as exc:
+            return RunResult("failed", _one_line(f"{d}: cannot use the memory directory ({exc.strerror or exc})"))
+        if not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):  # a link is judged where it is used
+            return RunResult("failed", _one_line(f"{d}: {kind_of(mode)}, not a directory; memd cannot write memories "
+                                                 "there (move it aside)"))  # fmt: skip
+    return None
+
+
 def _expected(exc: BaseException) -> bool:
-    """Failures a user can act on from their one-line reason: no traceback in the log."""
-    from memd import llm
+    """Failures a user can act on from their one-line reason: no traceback in the log.
+
+    Besides lock, deferral and model failures, every OSError (a memory directory that is a file,
+    a transcript deleted mid-run, a mode-000 file, a full disk) and every MemdError (a FIFO in a
+    file's place, a damaged state database): the reason names the file and what is wrong.
+    """
+    from memd import llmtypes
+    from memd.errors import MemdError
     from memd.locks import LockError
 
-    return isinstance(exc, (LockError, Deferred, llm.ModelError))
+    return isinstance(exc, (LockError, Deferred, llmtypes.ModelError, OSError, MemdError))
 
 
 def _record_start(ctx: JobContext, job: str, target: str, run_id: str) -> int:

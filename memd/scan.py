@@ -16,7 +16,8 @@ from memd import ledger, state
 from memd.clock import iso, system_clock
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from memd.tree import Home, SessionFile
+    from memd.discovery import SessionFile
+    from memd.tree import Home
 
 PARALLEL_MIN_BYTES = 64 << 20
 BAR_MIN_BYTES = 32 << 20

@@ -169,8 +169,21 @@ def _clean_snippet(raw: str | None, open_mark: str, close_mark: str) -> str:
 def open_readonly(path: Path | str) -> sqlite3.Connection:
     """Open the search DB as an agent does: read-only URI, never able to write.
 
-    Raises `sqlite3.OperationalError` when the database does not exist yet.
+    Raises `sqlite3.OperationalError` when the database does not exist yet, and
+    `sqlite3.DatabaseError` when something other than a regular file is in its place
+    (SQLite would block on a FIFO forever).
     """
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = None  # absent (or unreachable): SQLite's own error says so
+    if mode is not None and not stat.S_ISREG(mode):
+        from memd.fsutil import kind_of
+
+        raise sqlite3.DatabaseError(f"{path}: {kind_of(mode)}, not a regular file; memd opens only regular files")
     uri = Path(path).absolute().as_uri() + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
     conn.execute("PRAGMA query_only = 1")

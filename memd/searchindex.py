@@ -3,20 +3,28 @@
 Only memd writes here, through one `SearchIndex` per process; the reader side
 (`open_readonly`, `query_index`, query parsing, snippets) and the contract for
 read-only readers are in memd/search.py, which does not import this module. The
-database is derived data: on a schema or segmenter mismatch, or a file that is
-not a database, it is dropped and rebuilt from the memory files.
+database is derived data: on a schema or segmenter mismatch it is dropped and
+rebuilt; when SQLite cannot use it at all — not a database, truncated, a damaged
+page anywhere (found at open or by any later statement), a FIFO or directory in
+its place — it is moved aside (`search.sqlite.corrupt-<time>`, the last few
+kept for a look) and rebuilt from the memory files, and the statement is retried
+once. A database created afresh (first use, or after a kill left a half-made
+one) is filled from every memory directory on its first sync, not only from the
+directory that sync names, so search is whole without waiting for an index run.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from memd.fsutil import PRIVATE_FILE, ensure_private_dir
+from memd.fsutil import PRIVATE_FILE, UnusableFile, check_regular_or_absent, ensure_private_dir
 from memd.logs import lazy_logger
 from memd.memories import Memory
 from memd.search import BUSY_TIMEOUT_S, SEGMENTER, Hit, query_index, segment
@@ -60,6 +68,86 @@ class SyncStats:
         return bool(self.added or self.updated or self.removed)
 
 
+# --------------------------------------------------------------------------- damage
+
+T = TypeVar("T")
+KEEP_CORRUPT = 3  # damaged copies kept beside the database, newest first
+
+
+def damaged(exc: BaseException) -> bool:
+    """Whether an error means the database file itself is unusable (so: set it aside and rebuild),
+    as opposed to a busy or locked database, a full disk or a read-only one (the same file works
+    later), or a bug (a constraint, API misuse). A non-regular file in its place counts."""
+    if isinstance(exc, UnusableFile):
+        return True
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+        return False
+    text = str(exc)
+    return not any(w in text for w in ("locked", "busy", "full", "readonly", "read-only", "interrupted"))
+
+
+def set_aside(path: Path | str, reason: str) -> Path | None:
+    """Move a damaged search database (and its -wal and -shm, which belong to it) to
+    `<name>.corrupt-<UTC time>`, keep the last `KEEP_CORRUPT` such copies, and say so in one log
+    line. Returns where it went (None: nothing was there). A failure to move is an OSError."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        for suffix in ("-wal", "-shm"):  # left without their database: a new one must not adopt them
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while os.path.lexists(dest):
+        n += 1
+        dest = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    os.rename(path, dest)
+    _private(dest)  # it holds memory text: as private as the database was meant to be
+    for suffix in ("-wal", "-shm"):
+        side = Path(f"{path}{suffix}")
+        if os.path.lexists(side):
+            try:
+                os.rename(side, f"{dest}{suffix}")
+                _private(Path(f"{dest}{suffix}"))
+            except OSError:
+                side.unlink(missing_ok=True)
+    _prune_corrupt(path)
+    log.warning("search_db.set_aside", path=str(path), moved_to=str(dest), reason=" ".join(reason.split())[:300])
+    return dest
+
+
+def _private(path: Path) -> None:
+    try:
+        if path.is_symlink():
+            return
+        os.chmod(path, 0o700 if path.is_dir() else PRIVATE_FILE)
+    except OSError:
+        pass
+
+
+def _prune_corrupt(path: Path) -> None:
+    prefix = f"{path.name}.corrupt-"
+    try:
+        names = sorted((n for n in os.listdir(path.parent) if n.startswith(prefix) and not n.endswith(("-wal", "-shm"))),
+                       reverse=True)  # fmt: skip
+    except OSError:
+        return
+    for name in names[KEEP_CORRUPT:]:
+        for suffix in ("", "-wal", "-shm"):
+            victim = path.parent / f"{name}{suffix}"
+            try:
+                if victim.is_dir() and not victim.is_symlink():
+                    import shutil
+
+                    shutil.rmtree(victim)
+                else:
+                    victim.unlink(missing_ok=True)
+            except OSError:
+                continue
+
+
 # --------------------------------------------------------------------------- writing
 
 
@@ -85,18 +173,21 @@ class SearchIndex:
         self.path = Path(path)
         self.root = Path(root) if root is not None else self.path.parent.parent
         self._root_prefix = str(self.root).rstrip("/") + "/"
+        self._fresh = False  # created (or re-created) by this object: its first sync fills it from every directory
+        self.repaired = 0  # how many times a damaged database was set aside and rebuilt
         try:
             self._conn = self._open()
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError):
-                raise  # locked, unreadable, ...: not ours to destroy
-            # Not a database, or a malformed one: it is a cache, start afresh.
-            log.warning("search_db.discarded", path=str(self.path), error=str(exc))
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        except (sqlite3.DatabaseError, UnusableFile) as exc:
+            if not damaged(exc):
+                raise  # locked, full, read-only: not ours to destroy
+            # Not a database, a malformed one, a FIFO: it is a cache, start afresh.
+            set_aside(self.path, str(exc))
+            self.repaired += 1
             self._conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
+        for suffix in ("", "-wal", "-shm"):
+            check_regular_or_absent(f"{self.path}{suffix}")  # SQLite would block on a FIFO forever
         _create_private(self.path)
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
@@ -108,6 +199,32 @@ class SearchIndex:
             conn.close()
             raise
         return conn
+
+    def _recovering(self, what: str, fn: Callable[[], T]) -> T:
+        """`fn()`; if the database turns out damaged (any statement may find a bad page), set it
+        aside, rebuild it from the memory files, and run `fn` once more on the new one."""
+        try:
+            return fn()
+        except (sqlite3.DatabaseError, UnusableFile) as exc:
+            if not damaged(exc):
+                raise
+            with suppress(sqlite3.Error):
+                self._conn.close()
+            set_aside(self.path, f"{what}: {exc}")
+            self.repaired += 1
+            self._conn = self._open()
+        return fn()
+
+    def _unnamed(self, named: Mapping[DirKey, Sequence[Memory]]) -> dict[DirKey, list[Memory]]:
+        """For a database this object created (it holds nothing yet): the memories of every memory
+        directory `named` leaves out, so a partial sync leaves no directory missing from search."""
+        from memd.discovery import list_memory_dirs
+        from memd.memscan import scan_dir
+
+        out = {(scope, key): scan_dir(d, scope, key).memories
+               for scope, key, d in list_memory_dirs(Home(self.root)) if (scope, key) not in named}  # fmt: skip
+        log.info("search_db.filled", path=str(self.path), directories=len(out))
+        return out
 
     @classmethod
     def for_home(cls, home: Home) -> SearchIndex:
@@ -144,6 +261,7 @@ class SearchIndex:
             ]
             if tables:
                 log.info("search_db.rebuilt", path=str(self.path), reason="schema or segmenter changed")
+            self._fresh = True
             for name in tables:
                 self._conn.execute(f'DROP TABLE IF EXISTS "{name}"')
             # Statement by statement: executescript() would COMMIT the open transaction.
@@ -215,15 +333,19 @@ class SearchIndex:
         The indexer passes these to `scan_dir`, which reuses a row whose size and
         mtime still match its file instead of reading and parsing the file again.
         """
-        rows = self._conn.execute(
-            "SELECT file, name, description, type, body, mtime, size FROM memories WHERE scope = ? AND project_key IS ?",
-            (scope, project_key),
-        )
-        out: dict[str, Memory] = {}
-        for file, name, desc, mtype, body, mtime, size in rows:
-            path = self.root / file
-            out[str(path)] = Memory(path, name, desc, mtype, body, mtime, size, scope, project_key, {})
-        return out
+        def read() -> dict[str, Memory]:
+            rows = self._conn.execute(
+                "SELECT file, name, description, type, body, mtime, size FROM memories "
+                "WHERE scope = ? AND project_key IS ?",
+                (scope, project_key),
+            )
+            out: dict[str, Memory] = {}
+            for file, name, desc, mtype, body, mtime, size in rows:
+                path = self.root / file
+                out[str(path)] = Memory(path, name, desc, mtype, body, mtime, size, scope, project_key, {})
+            return out
+
+        return self._recovering("reading rows", read)
 
     def sync(self, memories_by_dir: Mapping[DirKey, Sequence[Memory]], *, prune: bool = False) -> SyncStats:
         """Make the rows of the given directories match their memories.
@@ -235,6 +357,16 @@ class SearchIndex:
         refresh, where a vanished project must leave the index). One
         transaction: a reader sees the old state or the new one.
         """
+
+        def run() -> SyncStats:
+            extra = self._unnamed(memories_by_dir) if self._fresh and not prune else {}
+            stats = self._sync({**extra, **memories_by_dir}, prune=prune)
+            self._fresh = False
+            return stats
+
+        return self._recovering("syncing", run)
+
+    def _sync(self, memories_by_dir: Mapping[DirKey, Sequence[Memory]], *, prune: bool) -> SyncStats:
         added = updated = removed = unchanged = 0
         with self._transaction() as conn:
             rows = {
@@ -268,27 +400,41 @@ class SearchIndex:
     def sync_one(self, memory: Memory) -> str:
         """Insert or rewrite one memory's row now; returns "added" or "updated"."""
         file = self.relative(memory.path)
-        with self._transaction() as conn:
-            row = conn.execute("SELECT id FROM memories WHERE file = ?", (file,)).fetchone()
-            if row is None:
-                self._insert(memory, file)
-                return "added"
-            self._update(row[0], memory)
-            return "updated"
+
+        def run() -> str:
+            if self._fresh:
+                self.sync({})
+            with self._transaction() as conn:
+                row = conn.execute("SELECT id FROM memories WHERE file = ?", (file,)).fetchone()
+                if row is None:
+                    self._insert(memory, file)
+                    return "added"
+                self._update(row[0], memory)
+                return "updated"
+
+        return self._recovering("writing a row", run)
 
     def remove(self, file: Path | str) -> bool:
         """Drop one memory's row (by home-relative file or absolute path)."""
         key = self.relative(file)
-        with self._transaction() as conn:
-            row = conn.execute("SELECT id FROM memories WHERE file = ?", (key,)).fetchone()
-            if row is None:
-                return False
-            self._delete(row[0])
-        log.info("search_db.removed", file=key)
-        return True
+
+        def run() -> bool:
+            if self._fresh:
+                self.sync({})
+            with self._transaction() as conn:
+                row = conn.execute("SELECT id FROM memories WHERE file = ?", (key,)).fetchone()
+                if row is None:
+                    return False
+                self._delete(row[0])
+            return True
+
+        done = self._recovering("removing a row", run)
+        if done:
+            log.info("search_db.removed", file=key)
+        return done
 
     def count(self) -> int:
-        return int(self._conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+        return self._recovering("counting", lambda: int(self._conn.execute("SELECT count(*) FROM memories").fetchone()[0]))
 
     def search(
         self,
@@ -300,9 +446,8 @@ class SearchIndex:
         marks: tuple[str, str] = ("**", "**"),
     ) -> list[Hit]:
         """`query_index` on the writer's connection (see there)."""
-        return query_index(
-            self._conn, query, project_key=project_key, limit=limit, all_scopes=all_scopes, marks=marks
-        )
+        return self._recovering("searching", lambda: query_index(
+            self._conn, query, project_key=project_key, limit=limit, all_scopes=all_scopes, marks=marks))  # fmt: skip
 
 
 __all__ = [
@@ -310,4 +455,6 @@ __all__ = [
     "DirKey",
     "SearchIndex",
     "SyncStats",
+    "damaged",
+    "set_aside",
 ]

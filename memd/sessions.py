@@ -17,6 +17,8 @@ from typing import Any
 # (`pause.effective` in Python).
 from memd.pause import PAUSED_SQL  # noqa: E402 - the one pause rule, in SQL
 
+_NO_HOOKS = '{"context":0,"prompts":0,"recalls":0,"memories":0,"compacts":0}'
+
 # (JSON field, SQL expression). "usage.input" is `input` inside the `usage` object.
 FIELDS: tuple[tuple[str, str], ...] = (
     ("key", "key"),
@@ -41,6 +43,8 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("last_ts", "last_ts"),
     ("safe_offset", "safe_offset"),
     ("natural_break", "natural_break"),
+    # What memd's agent hooks did in the session (memd.hooks keeps the counts in kv).
+    ("hooks", f"json(COALESCE((SELECT v FROM kv WHERE k = 'hooks:' || session_id), '{_NO_HOOKS}'))"),
 )
 BOOLEANS = frozenset({"paused", "natural_break"})
 ORDER = "ORDER BY key, first_ts, session_id"
@@ -88,12 +92,21 @@ def list_sessions(conn: sqlite3.Connection, key: str | None = None) -> list[dict
     return rows
 
 
-def session_json(row: Any) -> dict[str, Any]:
-    """One ledger row (from `ledger.session_rows`) in the `memd sessions --json` form."""
+def session_json(row: Any, conn: sqlite3.Connection | None = None) -> dict[str, Any]:
+    """One ledger row (from `ledger.session_rows`) in the `memd sessions --json` form.
+
+    `hooks` lives in the state's kv, not in the row: without `conn` it reads as none.
+    """
     from memd.pause import effective
     from memd.transcripts import tokens_of
 
-    computed = {"tokens": lambda r: tokens_of(r["conv_chars"]), "paused": effective}
+    def hooks(r: Any) -> dict[str, int]:
+        import json
+
+        found = conn.execute("SELECT v FROM kv WHERE k = ?", (f"hooks:{r['session_id']}",)).fetchone() if conn else None
+        return dict(json.loads(found[0] if found else _NO_HOOKS))
+
+    computed = {"tokens": lambda r: tokens_of(r["conv_chars"]), "paused": effective, "hooks": hooks}
     out: dict[str, Any] = {}
     for name, expr in FIELDS:
         value = computed[name](row) if name in computed else row[expr]

@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from memd.errors import MemdError
-from memd.fsutil import ensure_private_dir
+from memd.fsutil import check_own_tree, check_regular_or_absent, ensure_own_dir
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -191,29 +192,139 @@ class StateError(MemdError):
     """The state database is locked beyond the wait, corrupt, or from a newer memd."""
 
 
+class StateDamaged(StateError, sqlite3.DatabaseError):
+    """The state database cannot be read as one: damaged pages, a broken schema, text that is not
+    UTF-8. One line naming the file (never a traceback); still a `sqlite3.DatabaseError`, so
+    code that tolerates a failing database (`except sqlite3.Error`) goes on tolerating it."""
+
+
+class StateUnavailable(StateError, sqlite3.OperationalError):
+    """The state database cannot be written now, through no fault of its own: a full disk, a
+    read-only file or mount. One line; still a `sqlite3.OperationalError`."""
+
+
+_MOVE_ASIDE = "stop memd and move the file aside to start a fresh ledger"
+
+
+def damage(path: Path | str, exc: BaseException) -> StateError | None:
+    """The one-line error for a database failure: `StateDamaged` when it is the file's fault,
+    `StateUnavailable` for a full disk or a read-only file; None for a busy or locked database
+    (callers wait on those) and for a constraint or API misuse (a bug, which keeps its traceback)."""
+    if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+        return None
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, sqlite3.OperationalError):
+        if "locked" in text or "busy" in text:
+            return None
+        if any(w in text for w in ("full", "readonly", "read-only", "interrupted")):
+            return StateUnavailable(f"{path}: {text}")
+    if isinstance(exc, UnicodeDecodeError):
+        text = "a text value is not UTF-8"
+    return StateDamaged(f"{path}: {text} ({_MOVE_ASIDE})")
+
+
+class _Cursor(sqlite3.Cursor):
+    """A cursor whose failures from a damaged file are `StateDamaged` (see `damage`)."""
+
+    def _fail(self, exc: BaseException) -> BaseException:
+        conn = self.connection
+        return damage(getattr(conn, "path", "state database"), exc) or exc
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:
+        try:
+            return super().execute(sql, parameters)
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise self._fail(exc) from exc
+
+    def executemany(self, sql: str, seq: Any, /) -> _Cursor:
+        try:
+            return super().executemany(sql, seq)
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise self._fail(exc) from exc
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise self._fail(exc) from exc
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        try:
+            return super().fetchmany(self.arraysize if size is None else size)
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise self._fail(exc) from exc
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise self._fail(exc) from exc
+
+    def __next__(self) -> Any:
+        try:
+            return super().__next__()
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise self._fail(exc) from exc
+
+
+class _Connection(sqlite3.Connection):
+    """The state database's connection: every statement runs on a `_Cursor`."""
+
+    path = ""
+
+    def cursor(self, factory: Any = _Cursor) -> Any:
+        return super().cursor(factory)
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> Any:
+        return self.cursor().executemany(sql, parameters)
+
+
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open (and migrate, unless read-only) the state database."""
+    """Open (and migrate, unless read-only) the state database.
+
+    Only a regular file is opened (a FIFO would block SQLite's open forever); a writer never
+    reaches its directory, memd's own, through a symlink (`fsutil.ensure_own_dir`). A file
+    SQLite cannot use — not a database, a damaged schema, pages that fail later — is one
+    line, `StateDamaged`, naming it.
+    """
     try:
         if readonly:
             if not path.exists():
                 raise StateError(f"{path}: no state yet (memd has not run on this home)")
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+            check_regular_or_absent(path)
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                                   factory=_Connection)  # fmt: skip
         else:
-            ensure_private_dir(path.parent)
+            ensure_own_dir(path.parent, path.parent)
+            check_own_tree(path.parent)
+            for suffix in ("", "-wal", "-shm"):
+                check_regular_or_absent(f"{path}{suffix}")
             _create_private(path)
-            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, factory=_Connection)
+        assert isinstance(conn, _Connection)
+        conn.path = str(path)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # parses the schema: a damaged one fails here
         if not readonly:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
             migrate(conn)
         else:
-            _check_version(conn)
+            version = _check_version(conn)
+            if version < len(MIGRATIONS):
+                conn.close()
+                what = "empty" if version == 0 else f"at schema {version} of {len(MIGRATIONS)}"
+                raise StateError(f"{path}: {what}; `memd scan` (or the daemon) brings it up to date")
         return conn
     except sqlite3.DatabaseError as exc:
-        raise StateError(f"{path}: {exc} (move the file aside to start a fresh ledger)") from exc
+        if isinstance(exc, StateError):
+            raise
+        raise (damage(path, exc) or StateError(f"{path}: {exc} (another memd process holds it; try again)")) from exc
 
 
 def _create_private(path: Path) -> None:

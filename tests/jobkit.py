@@ -13,8 +13,9 @@ import structlog
 from memd import ledger, settings as st, state
 from memd.clock import iso
 from memd.context import llm_config, record_call, tokens_today
+from memd.discovery import discover_sessions
 from memd.jobctx import JobContext
-from memd.tree import Home, discover_sessions
+from memd.tree import Home
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

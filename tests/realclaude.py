@@ -392,8 +392,8 @@ def run_claude(
 
 # --- project keys: memd's own implementation, checked here against the binary ----------
 
-from memd.tree import canonical_root as claude_memory_root  # noqa: E402
-from memd.tree import key_for_root as claude_key  # noqa: E402
+from memd.keys import canonical_root as claude_memory_root  # noqa: E402
+from memd.keys import key_for_root as claude_key  # noqa: E402
 
 
 def git_root(path: str | os.PathLike[str]) -> Path | None:

@@ -2,6 +2,11 @@
 
 Written apart from memd.transcripts on purpose (whole-file reads, stdlib json,
 no shared helpers) so that agreement between the two means something.
+
+Pending tool calls follow the same rule as memd (a call no longer waits once a
+later human turn or a later, different assistant response exists) but are found
+the other way round: not by a state machine clearing a set as records arrive,
+but afterwards, by looking forward from each unanswered call over the whole file.
 """
 
 from __future__ import annotations
@@ -53,11 +58,13 @@ def claude_counts(main: Path, subs: list[Path] = ()) -> dict[str, Any]:
     human = 0
     turn_ids: list[Any] = []
     tool_ids: set[str] = set()
+    calls: list[tuple[str, int, Any]] = []  # (id, position, message id) of every tool_use
+    moved_on: list[tuple[int, Any, bool]] = []  # (position, message id, is a human turn)
     answered: set[str] = set()
     chars = 0
     compactions = 0
     paused = False
-    for r in good:
+    for pos, r in enumerate(good):
         t = r.get("type")
         if t == "system" and r.get("subtype") == "compact_boundary":
             compactions += 1
@@ -69,6 +76,7 @@ def claude_counts(main: Path, subs: list[Path] = ()) -> dict[str, Any]:
             mid = msg.get("id")
             if not turn_ids or mid is None or turn_ids[-1] != mid:
                 turn_ids.append(mid)
+            moved_on.append((pos, mid or None, False))
             if isinstance(content, str):
                 chars += len(content)
             for b in content if isinstance(content, list) else []:
@@ -76,6 +84,8 @@ def claude_counts(main: Path, subs: list[Path] = ()) -> dict[str, Any]:
                     chars += len(b.get("text") or "")
                 elif b.get("type") == "tool_use":
                     chars += _tool_len(b)
+                    if b["id"] not in tool_ids:  # a call is its first appearance
+                        calls.append((b["id"], pos, mid or None))
                     tool_ids.add(b["id"])
             continue
         if r.get("isCompactSummary") is True:
@@ -100,6 +110,7 @@ def claude_counts(main: Path, subs: list[Path] = ()) -> dict[str, Any]:
         if s.startswith("<command-") or s.startswith("<local-command-") or not s:
             continue
         human += 1
+        moved_on.append((pos, None, True))
     usage: dict[str, tuple[int, tuple[int, ...]]] = {}
     anon = [0, 0, 0, 0]
 
@@ -136,9 +147,22 @@ def claude_counts(main: Path, subs: list[Path] = ()) -> dict[str, Any]:
         "human_turns": human,
         "assistant_turns": len(turn_ids),
         "tool_calls": len(tool_ids),
-        "tool_calls_pending": len(tool_ids - answered),
+        "tool_calls_pending": len(_still_waiting(calls, answered, moved_on)),
         "tokens": (chars + 3) // 4,
         "usage": dict(zip(("input", "output", "cache_creation", "cache_read"), totals)),
         "compactions": compactions,
         "paused": paused,
     }
+
+
+def _still_waiting(calls: list[tuple[str, int, Any]], answered: set[str], moved_on: list[tuple[int, Any, bool]]) -> set[str]:
+    """Unanswered calls after which nothing moved the conversation on: no human turn, and no
+    assistant record of another response (parallel calls share their response's message id)."""
+    waiting = set()
+    for tid, pos, mid in calls:
+        if tid in answered:
+            continue
+        later = [(m, human) for p, m, human in moved_on if p > pos]
+        if not any(human or mid is None or m is None or m != mid for m, human in later):
+            waiting.add(tid)
+    return waiting

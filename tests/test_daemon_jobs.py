@@ -6,7 +6,7 @@ import json
 import signal
 from pathlib import Path
 
-from memd.memories import scan_dir
+from memd.memscan import scan_dir
 from tests.fakeapi import op, ops_text
 from tests.jobkit import write_session
 from tests.procs import DaemonProc, FakeApiProc, log_records, memd_env, wait_for, wait_log

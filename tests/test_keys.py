@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memd.tree import canonical_root, cwd_key, djb2, key_for_root, memory_key_for_session, project_key
+from memd.keys import canonical_root, cwd_key, djb2, key_for_root, memory_key_for_session, project_key
 
 JS_KEY = r"""
 const p = require('fs').readFileSync(0, 'utf8');

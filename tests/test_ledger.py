@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from memd import ledger, state
+from memd.discovery import discover_sessions
 from memd.sessions import session_json
-from memd.tree import Home, discover_sessions
+from memd.tree import Home
 from tests.conftest import CORPUS, corpus_sessions, memd_cmd, require_corpus
 from tests.reference import claude_counts
 

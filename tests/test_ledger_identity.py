@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from memd import ledger, state
-from memd.tree import Home, discover_sessions
+from memd.discovery import discover_sessions
+from memd.tree import Home
 from tests.procs import memd_cmd
 
 NOW = "2026-12-01T10:00:00.000Z"
@@ -154,9 +155,10 @@ def test_migration_makes_old_absolute_paths_relative(tmp_path: Path) -> None:
     conn.execute("UPDATE files SET path=?, fp=NULL", (str(home / rel),))
     conn.execute("PRAGMA user_version=2")
     conn.execute("ALTER TABLE files DROP COLUMN fp")
-    for col in ("generation", "ingest_error", "ingest_error_ts"):
+    for col in ("generation", "ingest_error", "ingest_error_ts", "pause_cli_parity"):
         conn.execute(f"ALTER TABLE sessions DROP COLUMN {col}")
-    conn.execute("DROP TABLE record_types")
+    for table in ("record_types", "judged", "pause_events"):
+        conn.execute(f"DROP TABLE {table}")
     conn.close()
     conn, results = ingest_all(home)
     assert conn.execute("SELECT path FROM files").fetchone()[0] == rel

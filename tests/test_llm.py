@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from memd.llm import (
+from memd.llm import LLM
+from memd.llmtypes import (
     BACKOFF_CAP_S,
-    LLM,
     BudgetExceeded,
     LLMConfig,
     ModelCallFailed,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import memd
-from memd import logs
+from memd import logread, logs
 from memd.tree import Home
 
 REPO = Path(memd.__file__).resolve().parent.parent
@@ -233,12 +233,12 @@ def test_rotation_keeps_a_bounded_number_of_private_files(home: Home) -> None:
     log = logs.get_logger("memd.test")
     for i in range(300):
         log.info("tick.logged", seq=i, pad="x" * 40)
-    files = logs.log_files(home)
+    files = logread.log_files(home)
     assert [p.name for p in files] == ["memd.jsonl.3", "memd.jsonl.2", "memd.jsonl.1", "memd.jsonl"]
     for p in files:
         assert p.stat().st_size <= 2000
         assert stat.S_IMODE(p.stat().st_mode) == 0o600
-    seqs = [r["seq"] for r in logs.read_log(home)]
+    seqs = [r["seq"] for r in logread.read_log(home)]
     assert seqs == sorted(seqs) and seqs[-1] == 299  # oldest first, newest last
     assert len(seqs) < 300  # the oldest were rotated away
 
@@ -251,7 +251,7 @@ def test_a_second_writer_that_rotated_is_followed_not_rotated_again(home: Home) 
     os.rename(home.log_file, home.logs_dir / "memd.jsonl.1")  # what the other process's rollover does
     log.info("after")
     assert [r["event"] for r in _lines(home)] == ["after"]
-    assert [r["event"] for r in logs.read_log(home)] == ["before", "after"]
+    assert [r["event"] for r in logread.read_log(home)] == ["before", "after"]
 
 
 def _write(path: Path, lines: list[str]) -> None:
@@ -276,7 +276,7 @@ def test_read_log_filters_and_skips_malformed_lines(home: Home) -> None:
         _rec("2025-01-02T11:00:00+00:00", "info", "job.finished", job="dream"),
         '{"ts": "2025-01-02T12:00:00Z", "level": "info", "event": "half a li',
     ])
-    events = lambda **kw: [r["event"] for r in logs.read_log(home, **kw)]  # noqa: E731
+    events = lambda **kw: [r["event"] for r in logread.read_log(home, **kw)]  # noqa: E731
     assert events() == ["job.finished", "job.failed", "lock.busy", "job.finished"]
     assert events(job="dream") == ["job.finished", "lock.busy", "job.finished"]
     assert events(level="warning") == ["job.failed", "lock.busy"]
@@ -286,7 +286,7 @@ def test_read_log_filters_and_skips_malformed_lines(home: Home) -> None:
 
 
 def test_read_log_of_a_home_without_logs_is_empty(home: Home) -> None:
-    assert list(logs.read_log(home)) == []
+    assert list(logread.read_log(home)) == []
 
 
 def _driver(steps: list[Callable[[], None]]):
@@ -317,7 +317,7 @@ def test_follow_log_survives_rotation_and_waits_for_whole_lines(home: Home) -> N
         lambda: None,
     ]
     sleep, stop = _driver(steps)
-    got = [r["event"] for r in logs.follow_log(home, sleep=sleep, should_stop=stop, poll_interval=0)]
+    got = [r["event"] for r in logread.follow_log(home, sleep=sleep, should_stop=stop, poll_interval=0)]
     assert got == ["a", "b", "c", "d-late-in-old-file", "e-new-file"]
 
 
@@ -331,7 +331,7 @@ def test_follow_log_from_start_filters_and_handles_truncation(home: Home) -> Non
         lambda: None,
     ]
     sleep, stop = _driver(steps)
-    got = [r["event"] for r in logs.follow_log(home, job="dream", from_start=True, sleep=sleep,
+    got = [r["event"] for r in logread.follow_log(home, job="dream", from_start=True, sleep=sleep,
                                                should_stop=stop, poll_interval=0)]
     assert got == ["r1", "c2", "t1"]
 
@@ -342,7 +342,7 @@ def test_follow_log_waits_for_a_log_that_does_not_exist_yet(home: Home) -> None:
         lambda: None,
     ]
     sleep, stop = _driver(steps)
-    assert [r["event"] for r in logs.follow_log(home, sleep=sleep, should_stop=stop)] == ["first"]
+    assert [r["event"] for r in logread.follow_log(home, sleep=sleep, should_stop=stop)] == ["first"]
 
 
 def test_importing_logs_and_locks_stays_cheap() -> None:

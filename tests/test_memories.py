@@ -18,9 +18,9 @@ from memd.memories import (
     delete_memory,
     parse_memory,
     render_memory,
-    scan_dir,
     write_memory,
 )
+from memd.memscan import scan_dir
 
 GOOD = """---
 name: prefers-tabs

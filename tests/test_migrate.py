@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from memd.tree import cwd_key, project_key
+from memd.keys import cwd_key, project_key
 from tests.conftest import memd_cmd
 from tests.procs import DaemonProc, memd_env, wait_for
 from tests.test_keys import git, make_repo

@@ -25,7 +25,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memd.redact import RULES, find_secrets, is_placeholder, may_hold_secret, redact
+from memd.redact import find_secrets, may_hold_secret, redact
+from memd.secretrules import RULES
+from memd.secretvetting import is_placeholder
 
 DATA = Path(__file__).parent / "data" / "secrets_corpus.jsonl"
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_secrets.py"

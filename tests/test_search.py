@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from memd.discovery import list_memory_dirs
 from memd.indexer import refresh_all, refresh_dir
-from memd.memories import Memory, render_memory, scan_dir, write_memory
+from memd.memories import Memory, render_memory, write_memory
+from memd.memscan import scan_dir
 from memd.search import ZWSP, open_readonly, query_index, segment
 from memd.searchindex import SearchIndex
-from memd.tree import Home, list_memory_dirs
+from memd.tree import Home
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = "-work-app"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memd import settings as st
-from memd.tree import find_repo_root, key_for_root, project_key
+from memd.keys import find_repo_root, key_for_root, project_key
 from tests.conftest import memd_cmd
 
 

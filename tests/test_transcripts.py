@@ -7,9 +7,10 @@ import shutil
 from pathlib import Path
 
 from memd import ledger, state
+from memd.discovery import discover_sessions
 from memd.sessions import session_json
 from memd.transcripts import detect_format, read_lines, slash_command
-from memd.tree import Home, discover_sessions
+from memd.tree import Home
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mewcode"
 NOW = "2026-11-30T00:00:00.000Z"
@@ -47,9 +48,7 @@ def test_mewcode_session(home: Path) -> None:
     chars = 0
     for r in recs:
         c = r["content"]
-        if r["type"] == "user":
-            chars += len(c)
-        elif r["type"] == "tool_result":
+        if r["type"] in ("user", "tool_result"):
             chars += len(c)
         elif r["type"] == "assistant":
             if isinstance(c, str):

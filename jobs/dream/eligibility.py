@@ -3,6 +3,14 @@
 Both thresholds must hold: `minHours` since the scope's last consolidation and
 `minSessions` sessions touched since. The last consolidation (and the last
 failure, for the back-off) is kept in the cursors table under job "dream".
+
+Times are clamped to now (issue 16): a last consolidation or failure recorded in
+the future (a clock that was wrong, a hand edit: `2099-…`) would keep every
+dream of the scope waiting until then, so it is taken as now, and kept as now
+where the database can be written (minHours then count from when it was found);
+a session's time is never later than when memd read it (the ledger's
+`updated_at`), so a future-dated transcript counts once, not after every
+consolidation; a future-dated memory file starts the count now.
 """
 
 from __future__ import annotations
@@ -71,7 +79,7 @@ def scope_lock(ctx: JobContext, target: Target) -> Iterator[Held]:
 
 
 def targets(ctx: JobContext) -> list[Target]:
-    from memd.tree import list_memory_dirs
+    from memd.discovery import list_memory_dirs
 
     return [Target("global") if s == "global" else Target("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
 
@@ -153,16 +161,38 @@ def oldest_memory_mtime(directory: Path) -> float | None:
 
 def baseline_of(ctx: JobContext, target: Target) -> Baseline:
     cur = _cursor(ctx, target)
+    now = ctx.now()
     last = _when(cur.get("last"))
     failed = _when(cur.get("failed_at"))
+    if (last is not None and last > now) or (failed is not None and failed > now):
+        last, failed = _clamp(ctx, target, cur, now, last, failed)
     if failed is not None and last is not None and failed <= last:
         failed = None
     run_id = cur.get("run") if isinstance(cur.get("run"), str) else None
     if last is not None:
         return Baseline(last, True, failed, run_id)
     oldest = oldest_memory_mtime(scope_ref(target).memory_dir(ctx.home))
-    at = None if oldest is None else datetime.fromtimestamp(oldest, UTC)
+    at = None if oldest is None else min(datetime.fromtimestamp(oldest, UTC), now)
     return Baseline(at, False, failed, run_id)
+
+
+def _clamp(ctx: JobContext, target: Target, cur: dict[str, Any], now: datetime, last: datetime | None,
+           failed: datetime | None) -> tuple[datetime | None, datetime | None]:  # fmt: skip
+    """A last consolidation or failure in the future, taken as now and kept as now (once: the
+    count of minHours starts when the bad time was found, instead of waiting until 2099)."""
+    import sqlite3
+
+    was = {k: cur.get(k) for k in ("last", "failed_at") if cur.get(k) is not None}
+    if last is not None and last > now:
+        last, cur = now, {**cur, "last": iso(now)}
+    if failed is not None and failed > now:
+        failed, cur = now, {**cur, "failed_at": iso(now)}
+    try:
+        set_cursor(ctx.conn, NAME, str(target), {**cur, "clamped_from": was}, iso(now))
+        ctx.log.warning("dream.time_clamped", target=str(target), was=was, now=iso(now))
+    except sqlite3.Error:
+        pass  # a read-only look (`memd status`): clamped for this answer only
+    return last, failed
 
 
 def _hours(now: datetime, then: datetime | None) -> float | None:
@@ -182,7 +212,7 @@ def epoch(ts: Any) -> float | None:
 
 
 _SESSIONS_SINCE = (
-    "SELECT key, last_ts FROM sessions WHERE is_subagent=0 AND human_turns>0 AND last_ts IS NOT NULL "
+    "SELECT key, last_ts, updated_at FROM sessions WHERE is_subagent=0 AND human_turns>0 AND last_ts IS NOT NULL "
     "AND (last_ts >= ? OR last_ts NOT LIKE '____-__-__T%Z')"
 )
 
@@ -193,7 +223,9 @@ def sessions_since(conn: Any, baselines: dict[Target, datetime]) -> dict[Target,
     The SQL prefix test (`last_ts >= <baseline to the second>`) returns a
     superset for ISO timestamps ending in Z; other forms are always returned;
     the exact comparison is done on parsed times. Rows are few unless a
-    baseline is old, and even 10,000 rows take milliseconds.
+    baseline is old, and even 10,000 rows take milliseconds. A session's time is
+    clamped to when memd last read it (`updated_at`): a transcript dated in the
+    future must not count as new after every consolidation.
     """
     if not baselines:
         return {}
@@ -203,10 +235,13 @@ def sessions_since(conn: Any, baselines: dict[Target, datetime]) -> dict[Target,
     proj = {t.key: (t, b.timestamp()) for t, b in baselines.items() if t.kind == "project"}
     cur = conn.cursor()
     cur.row_factory = None
-    for key, ts in cur.execute(_SESSIONS_SINCE, (iso(lo)[:19],)):
+    for key, ts, seen in cur.execute(_SESSIONS_SINCE, (iso(lo)[:19],)):
         x = epoch(ts)
         if x is None:
             continue
+        read = epoch(seen)
+        if read is not None and x > read:
+            x = read
         for t, b in glob:
             if x > b:
                 out[t] += 1

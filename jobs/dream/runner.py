@@ -106,7 +106,7 @@ def _label(ref: ScopeRef) -> str:
 
 
 def _model_plan(ctx: JobContext, ref: ScopeRef, memories: list[Memory], rules: Rules, base: Baseline) -> Plan:
-    from memd.llm import ModelCallFailed
+    from memd.llmtypes import ModelCallFailed
     from memd.opsvalidate import ModelOutputError, parse_model_json
 
     directory = ref.memory_dir(ctx.home)
@@ -173,7 +173,7 @@ def _plan_and_apply(ctx: JobContext, target: Target, ref: ScopeRef, base: Baseli
     """Plan under no memory lock (every write to the directory is atomic, so the scan reads whole
     files, and `sig0`, taken before it, says what the plan was made on), then apply under the lock."""
     from memd import history
-    from memd.memories import scan_dir
+    from memd.memscan import scan_dir
 
     directory = ref.memory_dir(ctx.home)
     scan = scan_dir(directory, ref.kind, ref.key)
@@ -188,8 +188,9 @@ def _plan_and_apply(ctx: JobContext, target: Target, ref: ScopeRef, base: Baseli
         plan = _model_plan(ctx, ref, scan.memories, rules, base)
     details: dict[str, Any] = {"provider": provider, "memories": len(scan.memories), "proposed": len(plan.ops),
                                "rejected": len(plan.rejected)}  # fmt: skip
-    for idx, reason in plan.rejected:
-        ctx.log.warning("operation.rejected", index=idx, reason=reason)
+    from memd.opsvalidate import log_rejections
+
+    log_rejections(ctx.log, "operation.rejected", plan.rejected)  # a runaway answer: one summary line
     if plan.error:
         note_failure(ctx, target, plan.error)
         return RunResult("failed", plan.error, details)

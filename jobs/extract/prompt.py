@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from memd.jobctx import JobContext
-from memd.memories import Memory, scan_dir
+from memd.memories import Memory
+from memd.memscan import scan_dir
 
 SPAN_BUDGET_CHARS = 24_000
 RELATED_BODIES = 8

@@ -76,7 +76,8 @@ def _plan(ctx: JobContext, target: Target, row: dict[str, Any], cur: dict[str, A
     """What this run judges: the span since the cursor, minus what was said while paused and,
     after a rewrite, minus the user texts already judged before it."""
     from memd import pause
-    from memd.tree import memory_key_for_session, session_cwd
+    from memd.discovery import session_cwd
+    from memd.keys import memory_key_for_session
 
     start = int(cur.get("offset", 0))
     span = read_span(row["path"], start, row["safe_offset"], row["format"])
@@ -112,8 +113,9 @@ def _apply(ctx: JobContext, target: Target, cur: dict[str, Any], plan: Plan, ops
     with acquire(ctx.home, places, timeout=float(ctx.settings.get("memd.lockTimeoutSeconds"))):
         if _cursor_moved(ctx, target, cur):
             return RunResult("skipped", "another run handled this span meanwhile")
-        for idx, reason in rejected:
-            ctx.log.warning("operation.rejected", index=idx, reason=reason)
+        from memd.opsvalidate import log_rejections
+
+        log_rejections(ctx.log, "operation.rejected", rejected)  # a runaway answer: one summary line
         applied = memwrite.apply(ctx, plan.memory_key, ops, provider=provider, session_id=target.session_id or "",
                                  shown=shown, sources=sources)  # fmt: skip
         details = {"gate": "yes", "applied": applied.counts(), "rejected": len(rejected) + len(applied.refused)}
@@ -208,7 +210,7 @@ def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tupl
     try:
         accepted, rejected, answer = _ask(ctx, f"{context}\n\n{conversation}")
     except ModelOutputError as exc:
-        from memd.llm import ModelCallFailed
+        from memd.llmtypes import ModelCallFailed
 
         raise ModelCallFailed(f"extraction answer refused: {exc}") from exc
     unseen = unseen_targets(ctx, plan.memory_key, accepted, shown)

@@ -57,8 +57,12 @@ def _row(ctx: JobContext, target: Target) -> Any:
 
 def read_previous(path: Path) -> Summary | None:
     """The summary on disk (a user may have edited it: their words stand), or None."""
+    import os
+
+    from memd.fsutil import open_regular
+
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO in its place is refused, never waited on
             raw = fh.read(MAX_PREVIOUS_BYTES)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None

@@ -15,7 +15,7 @@ from memd.errors import ConfigError
 @click.argument("path", required=False, type=click.Path())
 def key_cmd(path: str | None) -> None:
     """Print the project key of PATH (default: the current directory)."""
-    from memd.tree import project_key
+    from memd.keys import project_key
 
     click.echo(project_key(path or "."))
 

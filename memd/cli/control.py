@@ -13,7 +13,7 @@ from memd.errors import UsageError
 
 def _target(key: str | None, cwd: str | None, glob: bool) -> tuple[str, str | None]:
     """(project key, forced scope) from `--project KEY | --cwd PATH | --global`."""
-    from memd.tree import project_key
+    from memd.keys import project_key
 
     if sum(bool(x) for x in (key, cwd, glob)) > 1:
         raise UsageError("give one of --project, --cwd, --global")
@@ -232,7 +232,8 @@ def readonly_cmd(ctx: click.Context, switch: str | None, keys: tuple[str, ...], 
     from memd import readonly
     from memd import settings as st
     from memd.clock import system_clock
-    from memd.tree import Place, project_key
+    from memd.keys import project_key
+    from memd.tree import Place
 
     home = get_home(ctx)
     projects = list(keys) + ([project_key(cwd)] if cwd else [])

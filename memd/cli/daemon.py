@@ -153,7 +153,7 @@ def jobs_cmd(as_json: bool) -> None:
 def logs_cmd(ctx: click.Context, job: str | None, level: str | None, since: str | None, follow: bool,
              as_json: bool) -> None:  # fmt: skip
     """Show memd's log (memd/logs/memd.jsonl and its rotations)."""
-    from memd.logs import follow_log, read_log
+    from memd.logread import follow_log, read_log
 
     home = get_home(ctx)
     when = parse_since(since)

@@ -144,12 +144,19 @@ def check_locks(home: Any) -> Check:
 
 
 def check_db(path: Any, what: str) -> Check:
-    if not path.exists():
+    if not os.path.lexists(path):
         return Check(what, True, f"{path} not created yet")
+    mode = os.lstat(path).st_mode
+    if not stat.S_ISREG(mode):  # SQLite would block on a FIFO forever
+        from memd.fsutil import kind_of
+
+        return Check(what, False, f"{path}: {kind_of(mode)}, not a regular file",
+                     f"stop memd, move {path} aside; memd rebuilds it")  # fmt: skip
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        conn.text_factory = lambda b: b.decode("utf-8", "replace")  # a damaged page's garbage, shown, not raised
         try:
-            res = conn.execute("PRAGMA quick_check").fetchone()[0]
+            res = " ".join(str(conn.execute("PRAGMA quick_check").fetchone()[0]).split())[:300]
         finally:
             conn.close()
     except sqlite3.Error as exc:
@@ -159,7 +166,31 @@ def check_db(path: Any, what: str) -> Check:
     return Check(what, ok, f"{path}: {res}", fix)
 
 
-CHECKS: list[Callable[..., Check]] = [check_home, check_private_files, check_settings, check_service, check_locks]
+def check_links(home: Any) -> Check:
+    """The one rule for links (README, "Files memd writes"): memd's own directory (`memd/`) is
+    never followed through a link, so one there is a failure; the user's `memory/` and
+    `projects/` may be links, and this check says where they lead (memd writes there)."""
+    from memd.fsutil import own_links
+
+    inside = own_links(home.memd_dir)
+    if inside:
+        return Check("links", False, f"{inside[0]} is a symlink" + (f" (and {len(inside) - 1} more)" if len(inside) > 1 else "")
+                     + "; memd refuses to follow links in its own directory",
+                     f"replace it with a real directory: mv {inside[0]} {inside[0]}.link && mkdir -m 700 {inside[0]}")  # fmt: skip
+    led = [f"{p.name}/ → {os.path.realpath(p)}" for p in (home.global_memory, home.projects) if os.path.islink(p)]
+    try:
+        skipped = [f"projects/{e.name}/memory" for e in os.scandir(home.projects)
+                   if e.is_dir() and os.path.islink(os.path.join(e.path, "memory"))]  # fmt: skip
+    except OSError:
+        skipped = []
+    detail = "; ".join(led) if led else "no linked directories"
+    if skipped:
+        detail += f"; not followed (a project's memory directory is never a link): {', '.join(skipped[:3])}"
+    return Check("links", True, detail)
+
+
+CHECKS: list[Callable[..., Check]] = [check_home, check_private_files, check_links, check_settings, check_service,
+                                      check_locks]  # fmt: skip
 
 
 @command("doctor")
@@ -170,7 +201,7 @@ def doctor_cmd(ctx: click.Context, call: bool, as_json: bool) -> None:
     """Check the home, settings, provider and key, the service, locks and databases."""
     home = get_home(ctx)
     checks = [f(home) for f in CHECKS]
-    checks.insert(3, check_provider(home, call))
+    checks.insert(4, check_provider(home, call))
     checks += [check_db(home.state_db, "state"), check_db(home.search_db, "search")]
     if as_json:
         json_out([c.__dict__ for c in checks])

@@ -5,7 +5,8 @@ runs, oldest first, each `{"run", "scope", "kind": "dream"|"undo"|"write", "job"
 "reason", "time", "provider", "model", "forced", "undo_of", "memories_before",
 "memories_after", "counts", "changes", "path"}` (`write` runs: every other memd
 write — extraction, remember, forget, MCP, migrations — with `changes` listing
-added/updated/deleted file names); `undo` prints the undo's own run record, or a
+added/updated/deleted file names; `damaged`: an entry whose run.json cannot be read,
+with the reason, which cannot be undone); `undo` prints the undo's own run record, or a
 list of them when one run changed several scopes.
 """
 
@@ -69,6 +70,8 @@ def render_run(r: dict[str, Any]) -> list[str]:
     elif r["kind"] == "write":
         who = f"{r.get('job') or 'write'}: {r.get('reason') or ''}".rstrip(": ")
     lines = [f"{r['run']}  {r['scope']}  {who}  {r['time'] or ''}".rstrip()]
+    if r["kind"] == "damaged":
+        return [*lines, f"  {r.get('reason') or 'run.json is damaged'}"]
     c = r["changes"]
     if r["kind"] == "write":
         for key in ("added", "updated", "deleted"):
@@ -101,7 +104,7 @@ def history_cmd(ctx: click.Context, key: str | None, glob: bool, as_json: bool) 
     from memd.history import list_runs
 
     home = get_home(ctx)
-    rows = [run_json(r) for r in list_runs(home, _scope(key, glob))]
+    rows = [run_json(r) for r in list_runs(home, _scope(key, glob), damaged=True)]  # a damaged entry is shown
     if as_json:
         json_out(rows)
         return

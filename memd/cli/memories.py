@@ -2,27 +2,42 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import click
 
 from memd.cli import command, get_home, json_out
-from memd.errors import UsageError
+from memd.errors import MemdError, UsageError
 
 
 def resolve_key(key: str | None, cwd: str | None) -> str:
     """`--project KEY`, else the key of `--cwd PATH`, else of the current directory."""
-    from memd.tree import project_key
+    from memd.keys import project_key
 
     if key and cwd:
         raise UsageError("give --project or --cwd, not both")
     return key or project_key(cwd or ".")
 
 
-def ensure_search_db(home: Any) -> None:
-    """A home never indexed gets its index built first, through the index job's own path."""
-    if home.search_db.exists():
+def ensure_search_db(home: Any, damaged: str | None = None) -> None:
+    """A home never indexed gets its index built first, through the index job's own path; so does
+    one whose index is damaged (`damaged`: what failed) or is not a regular file (a FIFO, a
+    directory): it is a cache, set aside first (`search.sqlite.corrupt-<time>`) and rebuilt."""
+    import os
+    import stat
+
+    try:
+        mode: int | None = os.lstat(home.search_db).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISREG(mode) and damaged is None:
         return
+    if mode is not None:
+        from memd.fsutil import kind_of
+        from memd.searchindex import set_aside
+
+        set_aside(home.search_db, damaged or f"{kind_of(mode)}, not a regular file")
     from memd import registry
     from memd import settings as st
     from memd.context import make_context
@@ -36,6 +51,14 @@ def ensure_search_db(home: Any) -> None:
             run_job(ctx, job, t)
     finally:
         ctx.conn.close()
+
+
+def echo(text: str, err: bool = False) -> None:
+    """Print what memories hold without terminal control sequences (a model's answer, a file written
+    by hand: `ESC ] 0 ; … BEL` would retitle the terminal); `--json` output is escaped by JSON itself."""
+    from memd.opsvalidate import strip_controls
+
+    click.echo(strip_controls(text), err=err)
 
 
 def hit_json(h: Any, now: Any) -> dict[str, Any]:
@@ -63,11 +86,26 @@ def search_cmd(ctx: click.Context, query: str, key: str | None, cwd: str | None,
     home = get_home(ctx)
     pkey = resolve_key(key, cwd)
     ensure_search_db(home)
-    conn = open_readonly(home.search_db)
+
+    def search() -> list[Any]:
+        conn = open_readonly(home.search_db)
+        try:
+            return query_index(conn, query, project_key=pkey, limit=limit)
+        finally:
+            conn.close()
+
     try:
-        hits = query_index(conn, query, project_key=pkey, limit=limit)
-    finally:
-        conn.close()
+        hits = search()
+    except sqlite3.DatabaseError as exc:  # truncated, garbage, a bad page, a wrong schema: rebuild, try once more
+        from memd.searchindex import damaged
+
+        if not damaged(exc):
+            raise
+        ensure_search_db(home, damaged=str(exc))
+        try:
+            hits = search()
+        except sqlite3.DatabaseError as again:
+            raise MemdError(f"{home.search_db}: unusable even rebuilt ({again}); `memd doctor` checks it") from None
     now = system_clock()
     rows = [hit_json(h, now) for h in hits]
     if as_json:
@@ -77,14 +115,14 @@ def search_cmd(ctx: click.Context, query: str, key: str | None, cwd: str | None,
         click.echo(f"no memory matches {query!r} (project {pkey} and the global drawer)")
         return
     for r in rows:
-        click.echo(f"{r['file']}  [{r['type']}, {r['scope']}]  {r['name']} — {r['description']}")
-        click.echo(f"    {r['snippet']}")
+        echo(f"{r['file']}  [{r['type']}, {r['scope']}]  {r['name']} — {r['description']}")
+        echo(f"    {r['snippet']}")
         if r["stale"]:
             click.echo(f"    ⚠ {r['stale']}")
 
 
 def _scopes(home: Any, pkey: str | None, everything: bool) -> list[tuple[str, str | None, Any]]:
-    from memd.tree import list_memory_dirs
+    from memd.discovery import list_memory_dirs
 
     dirs = list_memory_dirs(home)
     if everything:
@@ -93,7 +131,7 @@ def _scopes(home: Any, pkey: str | None, everything: bool) -> list[tuple[str, st
 
 
 def _memories(home: Any, pkey: str | None, everything: bool) -> tuple[list[Any], list[Any]]:
-    from memd.memories import scan_dir
+    from memd.memscan import scan_dir
 
     mems, problems = [], []
     for scope, k, path in _scopes(home, pkey, everything):
@@ -133,9 +171,9 @@ def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: b
         return
     for r in rows:
         where = "global" if r["scope"] == "global" else r["project_key"]
-        click.echo(f"{r['type']:<9} {r['name']:<32} {where}  — {r['description']}")
+        echo(f"{r['type']:<9} {r['name']:<32} {where}  — {r['description']}")
     for p in problems:
-        click.echo(f"problem: {p.path}: {p.reason}", err=True)
+        echo(f"problem: {p.path}: {p.reason}", err=True)
     if not rows:
         click.echo("no memories yet")
 
@@ -167,11 +205,11 @@ def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, as
         return
     if data["stale"]:
         click.echo(f"⚠ {data['stale']}\n")
-    click.echo(f"# {m.name}  ({m.type}, {data['file']})\n{m.description}\n")
-    click.echo(m.body.rstrip())
+    echo(f"# {m.name}  ({m.type}, {data['file']})\n{m.description}\n")
+    echo(m.body.rstrip())
     click.echo("")
     for line in provenance_lines(m, age):
-        click.echo(line)
+        echo(line)
 
 
 def provenance_lines(m: Any, age: int) -> list[str]:

@@ -13,9 +13,19 @@ RECALL_HELP = """Pick at most 5 memories relevant to QUERY, or none, within 8 se
 Candidates are the front matter of at most 200 memories of the project and the
 global drawer: search hits for QUERY first, then the newest. With --session,
 files already surfaced in that session are skipped, and the ones returned are
-remembered for it. A small model selects; with the offline provider the top
-search hits are returned instead. Any failure (no key, budget, timeout, API
+remembered for it. A small model selects; with the offline provider search
+ranks instead, with a relevance floor: only memories holding one of the
+query's telling words come back (stopwords, and words found in most memories,
+do not count), never padding. Any failure (no key, budget, timeout, API
 error, malformed answer) returns nothing, exit 0, with a warning on stderr.
+
+\b
+--hook: run as Claude Code's UserPromptSubmit hook: the prompt, session and
+directory come from the hook's JSON on stdin; the memories (each with its age,
+and the staleness warning when older than a day) are answered as
+{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": ...}},
+nothing when none is relevant; never one already surfaced in the session.
+On any error it prints nothing and exits 0.
 
 \b
 --json prints a list; each element has:
@@ -58,23 +68,39 @@ def _echo_text(rows: list[dict[str, Any]], query: str) -> None:
 
 
 @command("recall", help=RECALL_HELP)
-@click.argument("query")
+@click.argument("query", required=False)
 @click.option("--project", "key", help="Project key (default: the project of the current directory).")
 @click.option("--cwd", type=click.Path(), help="Recall for the project this directory belongs to.")
 @click.option("--session", help="Session id: skip what it was already shown, and remember what is shown now.")
 @click.option("--limit", default=5, show_default=True, type=click.IntRange(1, 5), help="At most this many memories.")
 @click.option("--body", "bodies", is_flag=True, help="Include each memory's body.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (fields above).")
+@click.option("--hook", is_flag=True, help="Run as a UserPromptSubmit hook (JSON on stdin and stdout).")
 @click.pass_context
-def recall_cmd(ctx: click.Context, query: str, key: str | None, cwd: str | None, session: str | None,
-               limit: int, bodies: bool, as_json: bool) -> None:  # fmt: skip
+def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str | None, session: str | None,
+               limit: int, bodies: bool, as_json: bool, hook: bool) -> None:  # fmt: skip
+    if hook:
+        import sys
+
+        from memd import hooks
+
+        try:
+            home = get_home(ctx)
+        except Exception:
+            sys.exit(0)
+        sys.exit(hooks.run(lambda event: hooks.user_prompt(home, event)))
+    if not query:
+        from memd.errors import UsageError
+
+        raise UsageError("recall needs a QUERY (or --hook, which reads the prompt from stdin)")
     from memd import settings as st
     from memd.cli.memories import ensure_search_db, resolve_key
     from memd.context import make_context
-    from memd.logs import get_logger
+    from memd.logs import cli_defaults, get_logger
     from memd.recall import recall
     from memd.search import open_readonly
 
+    cli_defaults()  # a fast command: logging is set up only off the hook path
     home = get_home(ctx)
     pkey = resolve_key(key, cwd)
     ensure_search_db(home)

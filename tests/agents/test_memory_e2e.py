@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memd.tree import cwd_key, project_key
+from memd.keys import cwd_key, project_key
 from tests.fakeapi import FakeAnthropic, text
 from tests.procs import DaemonProc, memd_env, wait_for
 from tests.realclaude import ClaudeInstall, run_claude

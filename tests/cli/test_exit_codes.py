@@ -63,16 +63,16 @@ def test_help_states_the_same_codes() -> None:
 
 
 def _library_errors() -> list[tuple[type[BaseException], type[errors.MemdError]]]:
-    from memd import daemonlock, history, llm, locks, opsvalidate, service, state
+    from memd import daemonlock, history, llmtypes, locks, opsvalidate, service, state
 
     return [
         (history.HistoryError, errors.UsageError),
         (service.ServiceError, errors.MemdError),
         (service.UnsupportedPlatform, errors.MemdError),
-        (llm.ModelError, errors.ModelAPIError),
-        (llm.ModelUnavailable, errors.ModelAPIError),
-        (llm.BudgetExceeded, errors.ModelAPIError),
-        (llm.ModelCallFailed, errors.ModelAPIError),
+        (llmtypes.ModelError, errors.ModelAPIError),
+        (llmtypes.ModelUnavailable, errors.ModelAPIError),
+        (llmtypes.BudgetExceeded, errors.ModelAPIError),
+        (llmtypes.ModelCallFailed, errors.ModelAPIError),
         (locks.LockError, errors.MemdError),
         (locks.UnsafeLockPath, errors.MemdError),
         (locks.LockBusy, errors.BusyError),

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from jobs import dream, extract
 from memd.jobctx import Target
-from memd.memories import parse_memory, render_memory, scan_dir
+from memd.memories import parse_memory, render_memory
+from memd.memscan import scan_dir
 from memd.runner import run_job
 from tests.control.kit import GHP, KEY, SID, cli, cli_json, memory_dir, settings, write_memory
 from tests.jobkit import context, ingest, make_settings, write_session

@@ -13,11 +13,12 @@ import structlog
 
 from memd import ledger, state
 from memd.clock import iso
+from memd.discovery import discover_sessions
 from memd.indexer import refresh_dir
 from memd.jobctx import JobContext, Target
 from memd.memories import Memory, render_memory
 from memd.settings import Settings, parse_text
-from memd.tree import Home, discover_sessions
+from memd.tree import Home
 from tests.fakeapi import (
     FakeAnthropic,
 )
@@ -36,7 +37,8 @@ def mk_settings(provider: str = "offline", memd: dict[str, Any] | None = None, *
 
 
 def fake_llm(url: str) -> Any:
-    from memd.llm import LLM, LLMConfig
+    from memd.llm import LLM
+    from memd.llmtypes import LLMConfig
 
     cfg = LLMConfig(provider="anthropic", base_url=url, api_key="test-key", timeout_s=20, max_retries=0,
                     daily_token_budget=0)  # fmt: skip

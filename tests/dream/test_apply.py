@@ -21,10 +21,11 @@ import pytest
 
 from jobs import dream
 from memd import history
+from memd.discovery import classify_path, list_memory_dirs
 from memd.history import ScopeRef
 from memd.indexer import refresh_dir
 from memd.runner import run_job
-from memd.tree import Home, classify_path, list_memory_dirs
+from memd.tree import Home
 from tests.conftest import REPO, memd_cmd
 from tests.dream.helpers import (
     KEY,

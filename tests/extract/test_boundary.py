@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 from jobs import extract
+from memd.keys import cwd_key, project_key
 from memd.locks import acquire
 from memd.runner import run_job
-from memd.tree import Home, Place, cwd_key, project_key
+from memd.tree import Home, Place
 from tests.fakeapi import FakeAnthropic, delay, text
 from tests.jobkit import context, ingest, make_settings
 from tests.test_keys import git, make_repo

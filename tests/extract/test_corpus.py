@@ -20,7 +20,7 @@ from typing import Any
 from jobs.extract.gate import GATE_SYSTEM, pre_gate
 from jobs.extract.prompt import EXTRACT_SYSTEM, SPAN_BUDGET_CHARS
 from memd import state
-from memd.memories import scan_dir
+from memd.memscan import scan_dir
 from memd.pause import unpaused
 from memd.redact import redact
 from memd.spans import read_span, render

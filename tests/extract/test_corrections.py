@@ -13,7 +13,8 @@ import pytest
 from jobs import extract
 from jobs.extract import prompt
 from jobs.extract.related import rank
-from memd.memories import Memory, render_memory, scan_dir, write_memory
+from memd.memories import Memory, render_memory, write_memory
+from memd.memscan import scan_dir
 from memd.runner import run_job
 from memd.tree import Home, Place
 from tests.fakeapi import FakeAnthropic, op, ops_reply, text

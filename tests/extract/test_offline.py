@@ -13,7 +13,7 @@ import pytest
 
 from jobs import extract
 from jobs.extract.offline import find_durable, has_durable, offline_operations
-from memd.memories import scan_dir
+from memd.memscan import scan_dir
 from memd.runner import run_job
 from memd.spans import Piece
 from memd.tree import Place

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from jobs import extract
-from memd.memories import scan_dir
+from memd.memscan import scan_dir
 from memd.runner import run_job
 from memd.spans import read_span
 from memd.tree import Place

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from jobs import extract
 from memd.jobctx import Target, get_cursor
-from memd.memories import scan_dir
+from memd.memscan import scan_dir
 from memd.runner import run_job
 from tests.fakeapi import (
     FAKE_SECRET,

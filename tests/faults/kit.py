@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from memd.index import DRAWER_HEADER, DRAWER_TITLE, INDEX_HEADER
-from memd.memories import INDEX_NAME, scan_dir
+from memd.memories import INDEX_NAME
+from memd.memscan import scan_dir
 from memd.tree import Home
 from tests.procs import memd_env, wait_for
 

@@ -154,8 +154,9 @@ transcript_lines = st.one_of(
 
 def _ingest(home: Path, problems: list[Any]) -> dict[str, Any]:
     from memd import ledger, state
+    from memd.discovery import discover_sessions
     from memd.sessions import session_json
-    from memd.tree import Home, discover_sessions
+    from memd.tree import Home
 
     h = Home(home)
     conn = state.connect(h.state_db)
@@ -277,7 +278,7 @@ memory_contents = st.one_of(
 def test_fuzzed_memory_files_are_reported_never_fatal_and_never_touched(files: dict[str, bytes], scope: str) -> None:
     from memd.index import INDEX_HEADER, index_line
     from memd.indexer import refresh_dir
-    from memd.memories import scan_dir
+    from memd.memscan import scan_dir
     from memd.tree import Home
 
     COUNTS["fuzz: memory directories tried"] += 1

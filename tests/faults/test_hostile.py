@@ -31,7 +31,7 @@ import jobs.extract as extract
 import jobs.index as index_job
 import jobs.summary as summary
 from memd.jobctx import Target
-from memd.memories import scan_dir
+from memd.memscan import scan_dir
 from memd.runner import run_job
 from tests.fakeapi import FakeAnthropic, op, ops_reply, text
 from tests.faults.kit import FakeModel, RecordingLog, build_corpus, one_line, snapshot, turn_group, walk, write_settings

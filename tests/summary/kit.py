@@ -25,9 +25,10 @@ from jobs.summary.document import (
 )
 from jobs.summary.trigger import Thresholds
 from memd import ledger, state
+from memd.discovery import discover_sessions
 from memd.jobctx import JobContext
 from memd.settings import Settings, parse_text
-from memd.tree import Home, discover_sessions
+from memd.tree import Home
 from tests.reference import _result_len, _text, _tool_len
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -52,7 +53,7 @@ def offline_llm(ctx: JobContext) -> Any:
 
 
 def _config(provider: str, base_url: str | None) -> Any:
-    from memd.llm import LLMConfig
+    from memd.llmtypes import LLMConfig
 
     return LLMConfig(
         provider=provider, small_model="claude-haiku-4-5", strong_model="claude-sonnet-4-6", base_url=base_url,

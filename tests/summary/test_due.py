@@ -9,9 +9,9 @@ import pytest
 from jobs import summary
 from jobs.summary.trigger import Cursor, Facts, Thresholds, summary_due
 from memd import ledger
+from memd.discovery import SessionFile
 from memd.jobctx import JobContext, Target, get_cursor
 from memd.runner import run_job
-from memd.tree import SessionFile
 from tests.conftest import corpus_sessions, require_corpus
 from tests.summary.kit import (
     NOW_ISO,

@@ -142,8 +142,10 @@ from memd import ledger, state
 from memd.jobctx import JobContext, Target
 from memd.runner import run_job
 from memd.settings import parse_text
-from memd.tree import Home, SessionFile
-from memd.llm import LLM, LLMConfig
+from memd.discovery import SessionFile
+from memd.tree import Home
+from memd.llm import LLM
+from memd.llmtypes import LLMConfig
 
 home, seed = Path(sys.argv[1]), int(sys.argv[2])
 rng = random.Random(seed)
