@@ -311,8 +311,7 @@ def _ingest_once(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: A
         tally = Tally(pending=[])
         prior = False
     else:
-        tally = _tally_of(row)
-        tally.paused = effective_pause(row)
+        tally = _tally_of(row)  # its `paused` is the transcript's own parity; CLI words are memd.pause's
         prior = any(f.offset > 0 for f in files)
     lookup_usage, seen_tool = _lookups(conn, sid, prior)
     book = UsageBook(lookup_usage)
@@ -532,7 +531,7 @@ LIST_COLUMNS = (
     "assistant_turns", "tool_calls", "tool_pending", "conv_chars", "usage_input", "usage_output",
     "usage_cache_creation", "usage_cache_read", "compactions", "paused_transcript", "pause_toggled_ts",
     "pause_cli", "pause_cli_ts", "first_ts", "last_ts", "safe_offset", "natural_break", "safe_human_turns",
-    "safe_conv_chars", "safe_tool_calls", "pause_offset", "last_compaction_offset",
+    "safe_conv_chars", "safe_tool_calls", "pause_offset", "last_compaction_offset", "pause_cli_parity",
 )  # fmt: skip
 
 

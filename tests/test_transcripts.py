@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from memd import ledger, state
+from memd import ledger, pause, state
 from memd.discovery import discover_sessions
 from memd.sessions import session_json
 from memd.transcripts import detect_format, read_lines, slash_command
@@ -99,15 +99,22 @@ def test_cli_pause_and_later_transcript_toggle(home: Path) -> None:
     conn = state.connect(h.state_db)
     for sf in discover_sessions(h):
         ledger.ingest(conn, sf, NOW)
-    assert ledger.set_cli_pause(conn, None, "s", True, "2026-06-01T00:00:00.000Z") == 1
+    assert pause.say(conn, None, "s", True, "2026-06-01T00:00:00.000Z") == 1
     assert session_json(ledger.session_rows(conn)[0])["paused"] is True
+    with open(p, "a") as fh:  # more talk, no toggle: still paused, and the transcript's parity is untouched
+        fh.write(json.dumps({"type": "user", "uuid": "c", "timestamp": "2026-06-02T00:00:00Z",
+                             "message": {"role": "user", "content": "more"}}) + "\n")  # fmt: skip
+    for sf in discover_sessions(h):
+        ledger.ingest(conn, sf, NOW)
+    assert session_json(ledger.session_rows(conn)[0])["paused"] is True
+    assert conn.execute("SELECT paused_transcript FROM sessions").fetchone()[0] == 0
     with open(p, "a") as fh:  # the user toggles back in the agent, after the CLI pause
         fh.write(json.dumps({"type": "user", "uuid": "b", "timestamp": "2026-07-01T00:00:00Z",
                              "message": {"role": "user", "content": "<command-name>/toggle-memory</command-name>"}}) + "\n")  # fmt: skip
     for sf in discover_sessions(h):
         ledger.ingest(conn, sf, NOW)
     assert session_json(ledger.session_rows(conn)[0])["paused"] is False
-    assert ledger.set_cli_pause(conn, None, "nope", True, NOW) == 0
+    assert pause.say(conn, None, "nope", True, NOW) == 0
 
 
 def test_detect_format() -> None:
