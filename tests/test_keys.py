@@ -126,3 +126,16 @@ def test_session_memory_key_falls_back_to_the_transcript_directory(tmp_path: Pat
     assert memory_key_for_session(str(tmp_path / "gone"), "transcript-key") == "transcript-key"
     assert memory_key_for_session(None, "transcript-key") == "transcript-key"
     assert memory_key_for_session("relative/path", "transcript-key") == "transcript-key"
+
+
+def test_cli_key_json(tmp_path: Path) -> None:
+    import json
+
+    from tests.conftest import memd_cmd
+
+    repo = make_repo(tmp_path / "repo")
+    (repo / "src").mkdir()
+    r = subprocess.run([*memd_cmd(), "key", "--json", str(repo / "src")], capture_output=True, text=True, check=True)
+    data = json.loads(r.stdout)
+    assert data["memory_key"] == project_key(repo) and data["transcript_key"] == cwd_key(repo / "src")
+    assert data["root"] == str(repo.resolve())

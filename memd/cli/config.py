@@ -13,11 +13,21 @@ from memd.errors import ConfigError
 
 @command("key")
 @click.argument("path", required=False, type=click.Path())
-def key_cmd(path: str | None) -> None:
-    """Print the project key of PATH (default: the current directory)."""
-    from memd.keys import project_key
+@click.option("--json", "as_json", is_flag=True, help="Also the transcript key, the realpath and the root.")
+def key_cmd(path: str | None, as_json: bool) -> None:
+    """Print the memory key of PATH (default: the current directory): its canonical git root's,
+    the directory the agent reads MEMORY.md from."""
+    from memd.keys import canonical_root, cwd_key, project_key
 
-    click.echo(project_key(path or "."))
+    target = path or "."
+    if not as_json:
+        click.echo(project_key(target))
+        return
+    import os
+
+    json_out({"path": os.path.abspath(target), "realpath": os.path.realpath(target),
+              "transcript_key": cwd_key(target), "root": str(canonical_root(target)),
+              "memory_key": project_key(target)})  # fmt: skip
 
 
 @command("config")
