@@ -502,7 +502,8 @@ def _write_session(
 
 
 def set_cli_pause(conn: sqlite3.Connection, key: str | None, session_id: str, paused: bool, now_iso: str) -> int:
-    """Record `memd pause/resume`; returns how many sessions matched (0 = unknown id)."""
+    """Record a CLI pause on the row only (0 = unknown id). `memd pause` goes through `memd.pause.say`,
+    which also keeps the word's offset and the transcript's parity then; this stays for old callers."""
     if key is None:
         cur = conn.execute(
             "UPDATE sessions SET pause_cli=?, pause_cli_ts=? WHERE session_id=?", (int(paused), now_iso, session_id)
@@ -516,7 +517,8 @@ def set_cli_pause(conn: sqlite3.Connection, key: str | None, session_id: str, pa
 
 
 def effective_pause(row: sqlite3.Row | dict[str, Any]) -> bool:
-    """The later word wins: the transcript's last toggle or the CLI's pause/resume."""
+    """The older rule (the later timestamp wins); `memd.pause.effective` is the one rule now and the
+    ledger no longer uses this: the tally's `paused` is the transcript's own parity."""
     cli = row["pause_cli"]
     if cli is None:
         return bool(row["paused_transcript"])
