@@ -61,7 +61,7 @@ def _children_cpu() -> float:
 def ingest_in_process(home: Path) -> tuple[float, float]:
     """(wall, CPU) seconds of `ledger.ingest` over every session from a fresh ledger, in this
     process: the reading and folding without the `memd scan` process's start and imports."""
-    from memd import ledger, state
+    from memd import ledger, ledgerfiles, state
     from memd.tree import Home
 
     shutil.rmtree(home / "memd", ignore_errors=True)
@@ -69,7 +69,7 @@ def ingest_in_process(home: Path) -> tuple[float, float]:
     conn = state.connect(h.state_db)
     try:
         t, c = time.perf_counter(), time.process_time()
-        for sf in ledger.stale_sessions(conn, h):
+        for sf in ledgerfiles.stale_sessions(conn, h):
             ledger.ingest(conn, sf, "2026-01-01T00:00:00.000Z")
         return time.perf_counter() - t, time.process_time() - c
     finally:
@@ -80,7 +80,10 @@ def breakdown(home: Path) -> dict:
     """CPU seconds of each stage of the ingest over the same bytes, best of three, in this process:
     reading and splitting lines, + the typed decode (with the UTF-8 check), + the fold, the whole
     `ledger.ingest` (+ the ledger's SQLite writes); and orjson parse-only over the same split lines."""
-    from memd.transcripts import _RECORD, Folder, LineReader, Tally, UsageBook, _utf8
+    from memd.fold import Folder
+    from memd.linereader import LineReader
+    from memd.records import RECORD, utf8
+    from memd.tally import Tally, UsageBook
 
     files = sorted((home / "projects").rglob("*.jsonl"))
 
@@ -98,11 +101,11 @@ def breakdown(home: Path) -> dict:
                 pass
 
     def decode() -> None:
-        dec = _RECORD.decode
+        dec = RECORD.decode
         for p in files:
             for lines, _end, _skipped in LineReader(p, 0):
                 for line in lines:
-                    if line.isascii() or _utf8(line):
+                    if line.isascii() or utf8(line):
                         dec(line)
 
     def fold() -> None:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memd import ledger, registry, settings as settings_mod, state
+from memd import ledger, ledgerfiles, registry, settings as settings_mod, state
 from memd.clock import Clock, iso, system_clock
 from memd.context import make_context
 from memd.daemonlock import DaemonLock
@@ -281,7 +281,7 @@ class Daemon:
     def _ingest_one(self, key: str, sid: str | None) -> None:
         if sid is None:  # a stray agent file: find its session by listing the project
             for sf in discover_sessions(self.home, key):
-                if ledger.needs_read(self.conn, sf):
+                if ledgerfiles.needs_read(self.conn, sf):
                     self._ingest(sf)
             return
         sf = session_file(self.home, key, sid)
@@ -299,7 +299,7 @@ class Daemon:
             self._session_due(sf.key, sf.session_id)
 
     def _scan_all(self) -> None:
-        for sf in ledger.stale_sessions(self.conn, self.home):
+        for sf in ledgerfiles.stale_sessions(self.conn, self.home):
             if self.stop_requested:
                 return
             self._ingest(sf)

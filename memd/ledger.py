@@ -17,20 +17,18 @@ start, and the session's `generation` goes up so the jobs restart their cursors.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sqlite3
-import stat as stat_mod
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from memd.discovery import SessionFile, discover_sessions, list_project_keys
-from memd.transcripts import Folder, LineReader, Tally, UsageBook
-from memd.tree import Home
-
-FP_WINDOW = 4096
+from memd.discovery import SessionFile
+from memd.fold import Folder
+from memd.ledgerfiles import FileRow, file_rows, fingerprint, reset_needed, resume_at, stat
+from memd.linereader import LineReader
+from memd.tally import Tally, UsageBook
 
 MAX_BAD_LINE_LOGS = 5
 SESSION_COLUMNS = (
@@ -61,80 +59,19 @@ class IngestResult:
     problems: list[FileProblem] = field(default_factory=list)
 
 
-@dataclass
-class _FileRow:
-    path: str  # absolute, for reading
-    rel: str  # under the home, the file's identity in the ledger
-    role: str
-    dev: int = 0
-    inode: int = 0
-    size: int = 0
-    mtime_ns: int = 0
-    offset: int = 0
-    line_no: int = 0
-    bad_lines: int = 0
-    format: str | None = None
-    known: bool = False
-    fp: str | None = None
-
-
 class _Retry(Exception):
     """Another ingester moved this session's offsets while we read."""
 
 
 def _session_row(conn: sqlite3.Connection, sf: SessionFile) -> sqlite3.Row:
-    row = conn.execute(
-        "SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)
-    ).fetchone()
+    row = conn.execute("SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)).fetchone()
     if row is None:
         conn.execute(
             "INSERT OR IGNORE INTO sessions(key, session_id, path) VALUES (?, ?, ?)",
             (sf.key, sf.session_id, sf.main),
         )
-        row = conn.execute(
-            "SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)
-        ).fetchone()
+        row = conn.execute("SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)).fetchone()
     return row
-
-
-def _file_rows(conn: sqlite3.Connection, sid: int, sf: SessionFile) -> list[_FileRow]:
-    known = {r["path"]: r for r in conn.execute("SELECT * FROM files WHERE session=?", (sid,))}
-    out = []
-    for path, role in [(sf.main, "main"), *((str(p), "sub") for p in sf.subagents)]:
-        rel = sf.rel(path)
-        r = known.get(rel)
-        if r is None:
-            out.append(_FileRow(path, rel, role))
-        else:
-            out.append(
-                _FileRow(
-                    path, rel, role, r["dev"], r["inode"], r["size"], r["mtime_ns"], r["offset"],
-                    r["line_no"], r["bad_lines"], r["format"], True, r["fp"],
-                )
-            )
-    return out
-
-
-def fingerprint(path: str, offset: int) -> str | None:
-    """What the first `offset` bytes of a file looked like: their first and last 4 KiB, hashed.
-
-    Two preads, not a re-hash of everything read, so it can be checked on every append;
-    an edit strictly inside a long transcript's middle goes unnoticed (the agent only appends).
-    """
-    if offset <= 0:
-        return None
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        head = os.pread(fd, min(FP_WINDOW, offset), 0)
-        tail = os.pread(fd, min(FP_WINDOW, offset), max(0, offset - FP_WINDOW))
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return hashlib.blake2b(head + b"\0" + tail + str(offset).encode(), digest_size=10).hexdigest()
 
 
 def _tally_of(row: sqlite3.Row) -> Tally:
@@ -156,88 +93,6 @@ def _tally_of(row: sqlite3.Row) -> Tally:
     unknown = carry.get("unknown_types")
     t.unknown_types = dict(unknown) if isinstance(unknown, dict) else {}
     return t
-
-
-def _stat(path: str) -> os.stat_result | None:
-    try:
-        return os.stat(path)
-    except OSError:
-        return None
-
-
-FileSig = tuple[int, int, int]
-
-
-def known_files(conn: sqlite3.Connection, key: str | None = None) -> dict[str, FileSig]:
-    """(size, mtime_ns, inode) of every file the ledger has read, by path under the home, in one query."""
-    if key is None:
-        rows = conn.execute("SELECT path, size, mtime_ns, inode FROM files")
-    else:
-        rows = conn.execute(
-            "SELECT f.path, f.size, f.mtime_ns, f.inode FROM files f JOIN sessions s ON s.id=f.session WHERE s.key=?",
-            (key,),
-        )
-    return {r[0]: (r[1], r[2], r[3]) for r in rows}
-
-
-def _changed_in(home: Home, rel_dir: str, known: dict[str, FileSig]) -> bool:
-    """Whether any regular `.jsonl` directly in `rel_dir` (under the home) differs from what the ledger read."""
-    try:
-        with os.scandir(os.path.join(home.root, rel_dir)) as it:
-            for e in it:
-                if not e.name.endswith(".jsonl"):
-                    continue
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                sig = (st.st_size, st.st_mtime_ns, st.st_ino)
-                if stat_mod.S_ISREG(st.st_mode) and known.get(f"{rel_dir}/{e.name}") != sig:
-                    return True
-    except OSError:
-        return False
-    return False
-
-
-def project_changed(home: Home, key: str, known: dict[str, FileSig]) -> bool:
-    """One pass of `stat`s over a project's transcripts (sub-agent and MewCode ones included),
-    building nothing: an idle home of 10,000 sessions is checked without a SessionFile each."""
-    rel = f"projects/{key}"
-    if _changed_in(home, rel, known) or _changed_in(home, f"{rel}/.mewcode/sessions", known):
-        return True
-    try:
-        with os.scandir(os.path.join(home.projects, key)) as it:
-            subdirs = [e.name for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
-    except OSError:
-        return False
-    return any(_changed_in(home, f"{rel}/{d}/subagents", known) for d in subdirs if d != "memory")
-
-
-def stale_sessions(conn: sqlite3.Connection, home: Home, key: str | None = None) -> list[SessionFile]:
-    """The sessions with bytes the ledger has not read; projects with nothing new cost only stats."""
-    known = known_files(conn, key)
-    out: list[SessionFile] = []
-    for k in [key] if key else list_project_keys(home):
-        if project_changed(home, k, known):
-            out.extend(sf for sf in discover_sessions(home, k) if needs_read(conn, sf, known))
-    return out
-
-
-def needs_read(conn: sqlite3.Connection, sf: SessionFile, known: dict[str, FileSig] | None = None) -> bool:
-    """Cheap check (stat only) whether a session has bytes the ledger has not seen.
-
-    Pass `known` (from `known_files`) when checking many sessions: one query
-    instead of one per session.
-    """
-    if known is None:
-        known = known_files(conn, sf.key)
-    for p in sf.paths():
-        st = sf.stats.get(p) or _stat(p)
-        if st is None:
-            continue
-        if known.get(sf.rel(p)) != (st.st_size, st.st_mtime_ns, st.st_ino):
-            return True
-    return False
 
 
 def ingest(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: Any = None) -> IngestResult:
@@ -277,37 +132,16 @@ def _clear_error(conn: sqlite3.Connection, sf: SessionFile) -> None:
     )
 
 
-def _reset_needed(files: list[_FileRow], stats: list[os.stat_result | None]) -> bool:
-    """Whether a known file no longer starts with the bytes the ledger read (shrunk or rewritten).
-
-    A new inode alone is not a rewrite (a copied or restored home): the fingerprint decides.
-    Rows from before fingerprints fall back to the inode rule once.
-    """
-    for f, st in zip(files, stats):
-        if not f.known or st is None or f.offset <= 0:
-            continue
-        if st.st_size < f.offset:
-            return True
-        if f.fp is None:
-            if st.st_ino != f.inode or st.st_dev != f.dev:
-                return True
-            continue
-        unchanged = st.st_size == f.size and st.st_mtime_ns == f.mtime_ns and st.st_ino == f.inode
-        if not unchanged and fingerprint(f.path, f.offset) != f.fp:
-            return True
-    return False
-
-
 def _ingest_once(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: Any) -> IngestResult:
     result = IngestResult(sf.key, sf.session_id)
     row = _session_row(conn, sf)
     sid = int(row["id"])
-    files = _file_rows(conn, sid, sf)
+    files = file_rows(conn, sid, sf)
     start_offsets = {f.rel: (f.offset, f.inode) for f in files if f.known}
-    stats = [_stat(f.path) for f in files]
-    if _reset_needed(files, stats):
+    stats = [stat(f.path) for f in files]
+    if reset_needed(files, stats):
         result.reset = True
-        files = [_FileRow(f.path, f.rel, f.role) for f in files]
+        files = [FileRow(f.path, f.rel, f.role) for f in files]
         tally = Tally(pending=[])
         prior = False
     else:
@@ -361,12 +195,12 @@ def _lookups(conn: sqlite3.Connection, sid: int, prior: bool) -> tuple[Any, Any]
     return usage, tool
 
 
-def _read_file(f: _FileRow, st: os.stat_result, folder: Folder, result: IngestResult, log: Any) -> None:
+def _read_file(f: FileRow, st: os.stat_result, folder: Folder, result: IngestResult, log: Any) -> None:
     """Fold the file's complete lines from its offset; the hot loop of ingest is `Folder.fold`."""
     logged = 0
     start = f.offset
     tails = folder.t.long_tails
-    reader = LineReader(f.path, f.offset, resume=_resume_at(f, st, tails.get(f.rel)))
+    reader = LineReader(f.path, f.offset, resume=resume_at(f, st, tails.get(f.rel)))
     fold = folder.fold
     try:
         for lines, batch_end, skipped in reader:
@@ -414,20 +248,11 @@ def _read_file(f: _FileRow, st: os.stat_result, folder: Folder, result: IngestRe
         f.mtime_ns = -1
 
 
-def _resume_at(f: _FileRow, st: os.stat_result, tail: Any) -> int | None:
-    """Where to go on scanning an over-long unterminated line, if the bytes scanned are still there."""
-    if not (isinstance(tail, list) and len(tail) == 3 and tail[0] == f.offset and isinstance(tail[1], int)):
-        return None
-    if st.st_size < tail[1] or fingerprint(f.path, tail[1]) != tail[2]:
-        return None
-    return tail[1]
-
-
 def _commit(
     conn: sqlite3.Connection,
     sid: int,
     row: sqlite3.Row,
-    files: list[_FileRow],
+    files: list[FileRow],
     start_offsets: dict[str, tuple[int, int]],
     tally: Tally,
     book: UsageBook,
@@ -461,7 +286,9 @@ def _commit(
                  f.fp),
             )  # fmt: skip
         _write_types(conn, sid, tally.unknown_types)
-        conn.executemany("INSERT OR IGNORE INTO seen_tools(session, tool_id) VALUES (?, ?)", [(sid, t) for t in new_tools])
+        conn.executemany(
+            "INSERT OR IGNORE INTO seen_tools(session, tool_id) VALUES (?, ?)", [(sid, t) for t in new_tools]
+        )
         conn.executemany(
             "INSERT OR REPLACE INTO usage_msgs(session, msg_id, prio, input, output, cache_creation, cache_read) "
             "VALUES (?,?,?,?,?,?,?)",
@@ -474,7 +301,7 @@ def _commit(
 
 
 def _write_session(
-    conn: sqlite3.Connection, sid: int, files: list[_FileRow], t: Tally, book: UsageBook, now_iso: str
+    conn: sqlite3.Connection, sid: int, files: list[FileRow], t: Tally, book: UsageBook, now_iso: str
 ) -> None:
     main = files[0]
     # Claude Code's own running total (cost-state) includes compaction calls no assistant record shows.
@@ -499,33 +326,6 @@ def _write_session(
     )
     cols = ", ".join(f"{k}=?" for k in values)
     conn.execute(f"UPDATE sessions SET {cols} WHERE id=?", (*values.values(), sid))
-
-
-def set_cli_pause(conn: sqlite3.Connection, key: str | None, session_id: str, paused: bool, now_iso: str) -> int:
-    """Record a CLI pause on the row only (0 = unknown id). `memd pause` goes through `memd.pause.say`,
-    which also keeps the word's offset and the transcript's parity then; this stays for old callers."""
-    if key is None:
-        cur = conn.execute(
-            "UPDATE sessions SET pause_cli=?, pause_cli_ts=? WHERE session_id=?", (int(paused), now_iso, session_id)
-        )
-    else:
-        cur = conn.execute(
-            "UPDATE sessions SET pause_cli=?, pause_cli_ts=? WHERE key=? AND session_id=?",
-            (int(paused), now_iso, key, session_id),
-        )
-    return cur.rowcount
-
-
-def effective_pause(row: sqlite3.Row | dict[str, Any]) -> bool:
-    """The older rule (the later timestamp wins); `memd.pause.effective` is the one rule now and the
-    ledger no longer uses this: the tally's `paused` is the transcript's own parity."""
-    cli = row["pause_cli"]
-    if cli is None:
-        return bool(row["paused_transcript"])
-    toggled = row["pause_toggled_ts"]
-    if toggled is not None and row["pause_cli_ts"] is not None and str(toggled) > str(row["pause_cli_ts"]):
-        return bool(row["paused_transcript"])
-    return bool(cli)
 
 
 LIST_COLUMNS = (
@@ -557,31 +357,3 @@ def _write_types(conn: sqlite3.Connection, sid: int, counts: dict[str, int]) -> 
             "ON CONFLICT(session, type) DO UPDATE SET count=excluded.count",
             [(sid, t, n) for t, n in counts.items()],
         )
-
-
-def unknown_record_types(conn: sqlite3.Connection) -> dict[str, int]:
-    """Every unrecognised record type of the home with how often it was seen."""
-    rows = conn.execute("SELECT type, SUM(count) FROM record_types GROUP BY type ORDER BY 2 DESC, 1")
-    return {str(r[0]): int(r[1]) for r in rows}
-
-
-def stuck_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Sessions whose last ingest failed: the ledger cannot advance them (health is progress)."""
-    rows = conn.execute(
-        "SELECT key, session_id, ingest_error, ingest_error_ts FROM sessions WHERE ingest_error IS NOT NULL "
-        "ORDER BY ingest_error_ts DESC LIMIT 50"
-    )
-    return [{"key": r[0], "session_id": r[1], "reason": r[2], "since": r[3]} for r in rows]
-
-
-def held_back(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Sessions whose safe offset is behind what was read because a tool call waits for its result
-    (SPEC §7.2), with the timestamp of the record that made the call (`since`), oldest first."""
-    rows = conn.execute(
-        "SELECT s.key, s.session_id, s.safe_offset, f.offset, s.tool_pending, json_extract(s.carry, '$.pending_ts') "
-        "FROM sessions s JOIN files f ON f.session = s.id AND f.role = 'main' "
-        "WHERE s.is_subagent = 0 AND s.tool_pending > 0 AND s.safe_offset < f.offset "
-        "ORDER BY 6, s.key, s.session_id"
-    )
-    return [{"key": r[0], "session_id": r[1], "safe_offset": r[2], "read_offset": r[3], "held_bytes": r[3] - r[2],
-             "pending": r[4], "since": r[5]} for r in rows]  # fmt: skip

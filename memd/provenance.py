@@ -106,8 +106,8 @@ def read_records(path: Path, uuids: Iterable[str], offsets: Iterable[int]) -> tu
     line counts once whichever names it."""
     import orjson
 
+    from memd.linereader import read_lines
     from memd.redact import redact
-    from memd.transcripts import read_lines
 
     want_u = {u for u in uuids if isinstance(u, str)}
     want_o = {o for o in offsets if isinstance(o, int) and not isinstance(o, bool)}

@@ -8,14 +8,17 @@ daemon) never count a span twice.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from memd import ledger, state
+from memd import ledger, ledgerfiles, state
 from memd.clock import iso, system_clock
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from collections.abc import Callable
+
     from memd.discovery import SessionFile
     from memd.tree import Home
 
@@ -23,16 +26,32 @@ PARALLEL_MIN_BYTES = 64 << 20
 BAR_MIN_BYTES = 32 << 20
 
 
+class DeferredLog:
+    """A logger made by `setup` on its first event: a scan with nothing to warn about never sets
+    logging up, so `memd scan` does not import structlog (and asyncio with it) to read transcripts."""
+
+    def __init__(self, setup: Callable[[], Any]) -> None:
+        self._setup = setup
+        self._log: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if self._log is None:
+            self._log = self._setup()
+        return getattr(self._log, attr)
+
+
 def scan_home(home: Home, *, key: str | None = None, progress: bool = False, log: Any = None) -> dict[str, Any]:
     """Ingest whatever is new in every session (or one project's); returns totals."""
     conn = state.connect(home.state_db)
     try:
-        todo = ledger.stale_sessions(conn, home, key)
+        todo = ledgerfiles.stale_sessions(conn, home, key)
         totals: dict[str, Any] = {"sessions": 0, "read": 0, "bytes": 0, "records": 0, "problems": 0}
         bar = _bar(todo) if progress else None
         workers = _workers(todo)
-        results = _ingest_parallel(home, todo, workers, log) if workers > 1 else (
-            ledger.ingest(conn, sf, iso(system_clock()), log) for sf in todo
+        results = (
+            _ingest_parallel(home, todo, workers, log)
+            if workers > 1
+            else (ledger.ingest(conn, sf, iso(system_clock()), log) for sf in todo)
         )
         for sf, r in zip(todo, results):
             totals["read"] += 1
@@ -93,10 +112,8 @@ def _ingest_parallel(home: Home, todo: list[SessionFile], workers: int, log: Any
 def _size(sf: SessionFile) -> int:
     total = 0
     for p in sf.paths():
-        try:
+        with contextlib.suppress(OSError):
             total += os.stat(p).st_size
-        except OSError:
-            pass
     return total
 
 

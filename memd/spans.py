@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 import orjson
 
-from memd.transcripts import PAUSE_COMMANDS, detect_format, read_lines, slash_command, text_of
+from memd.linereader import read_lines
+from memd.transcripts import PAUSE_COMMANDS, detect_format, slash_command, text_of
 
 Kind = Literal["human", "assistant", "tool_call", "tool_result", "command", "compaction"]
 MAX_PIECE_CHARS = 4000
@@ -60,7 +61,7 @@ def read_span(path: str | os.PathLike[str], start: int, end: int, fmt: str | Non
         if line.end > end:
             break
         span.end = line.end
-        if line.skipped:  # longer than transcripts.MAX_LINE: scanned past, never loaded
+        if line.skipped:  # longer than linereader.MAX_LINE: scanned past, never loaded
             continue
         try:
             rec = orjson.loads(line.data)

@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memd import transcripts
-from memd.transcripts import Folder, Tally, UsageBook
+from memd import records
+from memd.fold import Folder
+from memd.tally import Tally, UsageBook
 from tests.conftest import corpus_sessions, require_corpus
 
 ODD = [None, True, False, 0, -1, 2**63, 2**64 + 5, -(2**63) - 1, 10**30, 1.5, -0.0, 1e300, "", "x", "\U0001f600é", [], {},
@@ -74,18 +75,18 @@ def mutated_lines(draw: st.DrawFn) -> bytes:
 def _fold(lines: list[bytes], generic: bool) -> tuple[dict[str, Any], list[int], dict[str, Any], int, int]:
     t, u = Tally(), UsageBook()
     f = Folder(t, u, lambda _tid: False, True, "claude")  # as known from an earlier read: typed from line one
-    saved = transcripts._RECORD
+    saved = records.RECORD
     if generic:
         class Refuse:
             def decode(self, _data: bytes) -> Any:
                 raise msgspec.DecodeError("forced")
 
-        transcripts._RECORD = Refuse()  # type: ignore[assignment]
+        records.RECORD = Refuse()  # type: ignore[assignment]
     try:
         bad: list[tuple[int, str]] = []
         parsed = f.fold(lines, 0, bad)
     finally:
-        transcripts._RECORD = saved
+        records.RECORD = saved
     f.finish(sum(len(x) + 1 for x in lines))
     return vars(t), u.total, dict(u.entries), parsed, len(bad)
 
@@ -101,7 +102,7 @@ def test_the_corpus_goes_the_typed_way() -> None:
     for p in corpus_sessions():
         for line in p.read_bytes().split(b"\n"):
             if line.strip():
-                assert transcripts._RECORD.decode(line).type is not None
+                assert records.RECORD.decode(line).type is not None
 
 
 @pytest.mark.parametrize("line", [
@@ -131,7 +132,7 @@ def test_nesting_orjson_refuses_stays_bad_under_a_raised_recursion_limit() -> No
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(10_000)
     try:
-        assert transcripts._msgspec_reads_too_deep()  # what the guard is for
+        assert records.msgspec_reads_too_deep()  # what the guard is for
         assert _fold([deep, fine], generic=False)[3:] == (1, 1)
     finally:
         sys.setrecursionlimit(limit)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memd import ledger, state
+from memd import ledger, ledgerfiles, ledgerquery, state
 from memd.discovery import discover_sessions
 from memd.sessions import session_json
 from memd.tree import Home
@@ -226,7 +226,7 @@ def test_listing_query_equals_the_row_form(corpus_home: Path, tmp_path: Path) ->
     shutil.copytree(corpus_home, home)
     ingest_all(home)
     conn = state.connect(Home(home).state_db)
-    ledger.set_cli_pause(conn, None, "short", True, NOW)
+    ledgerquery.set_cli_pause(conn, None, "short", True, NOW)
     assert list_sessions(conn) == [session_json(r) for r in ledger.session_rows(conn)]
     conn.close()
 
@@ -238,7 +238,7 @@ def test_json_listing_built_by_sqlite_equals_the_row_form(corpus_home: Path, tmp
     shutil.copytree(corpus_home, home)
     ingest_all(home)
     conn = state.connect(Home(home).state_db)
-    ledger.set_cli_pause(conn, None, "short", True, NOW)
+    ledgerquery.set_cli_pause(conn, None, "short", True, NOW)
     assert json.loads(sessions_json_text(conn)) == list_sessions(conn)
     assert json.loads(sessions_json_text(conn, "-corpus-spotter")) == list_sessions(conn, "-corpus-spotter")
     conn.close()
@@ -255,15 +255,15 @@ def test_stale_sessions_sees_appends_in_main_sub_agent_and_mewcode_files(home: P
     mew.write_text(json.dumps({"type": "user", "content": "hello"}) + "\n")
     h = Home(home)
     conn = state.connect(h.state_db)
-    assert {s.session_id for s in ledger.stale_sessions(conn, h)} == {"s1", "m1"}
-    for sf in ledger.stale_sessions(conn, h):
+    assert {s.session_id for s in ledgerfiles.stale_sessions(conn, h)} == {"s1", "m1"}
+    for sf in ledgerfiles.stale_sessions(conn, h):
         ledger.ingest(conn, sf, NOW)
-    assert ledger.stale_sessions(conn, h) == []
+    assert ledgerfiles.stale_sessions(conn, h) == []
     for p in (sub, mew):
         with open(p, "a") as fh:
             fh.write(p.read_text().splitlines()[0] + "\n")
-        assert [s.session_id for s in ledger.stale_sessions(conn, h)] == ["m1" if p == mew else "s1"]
-        for sf in ledger.stale_sessions(conn, h):
+        assert [s.session_id for s in ledgerfiles.stale_sessions(conn, h)] == ["m1" if p == mew else "s1"]
+        for sf in ledgerfiles.stale_sessions(conn, h):
             ledger.ingest(conn, sf, NOW)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memd import ledger, state
+from memd import ledger, ledgerquery, state
 from memd.discovery import discover_sessions
 from memd.tree import Home
 from tests.procs import memd_cmd
@@ -210,7 +210,7 @@ def test_new_record_types_are_known_and_others_counted(tmp_path: Path) -> None:
              {"type": "system", "subtype": "brand_new_subtype", "uuid": "n3", "sessionId": "s1"}]  # fmt: skip
     write(path, recs, mode="a")
     conn, _ = ingest_all(tmp_path / "h")
-    assert ledger.unknown_record_types(conn) == {"brand-new-type": 2, "system/brand_new_subtype": 1}
+    assert ledgerquery.unknown_record_types(conn) == {"brand-new-type": 2, "system/brand_new_subtype": 1}
     assert row(conn)["human_turns"] == 1
 
 
@@ -233,10 +233,10 @@ def test_a_failing_session_is_recorded_not_green(tmp_path: Path) -> None:
     conn.execute("CREATE TRIGGER boom BEFORE UPDATE OF offset ON files BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
     with pytest.raises(sqlite3.DatabaseError):
         ledger.ingest(conn, sf, NOW)
-    assert [s["reason"] for s in ledger.stuck_sessions(conn)] == ["disk says no"]
+    assert [s["reason"] for s in ledgerquery.stuck_sessions(conn)] == ["disk says no"]
     conn.execute("DROP TRIGGER boom")
     ledger.ingest(conn, sf, NOW)
-    assert ledger.stuck_sessions(conn) == []
+    assert ledgerquery.stuck_sessions(conn) == []
 
 
 def test_shutil_copytree_of_a_home_with_state(tmp_path: Path) -> None:

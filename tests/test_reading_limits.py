@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memd import ledger, state, transcripts
+from memd import ledger, linereader, state
 from memd.discovery import discover_sessions
+from memd.linereader import LineReader, read_lines
 from memd.sessions import session_json
 from memd.spans import read_span
-from memd.transcripts import LineReader, read_lines
 from memd.tree import Home
 
 NOW = "2026-11-30T00:00:00.000Z"
@@ -28,7 +28,7 @@ LIMIT = 1 * MiB  # injected for the tests: what MAX_LINE is to a real transcript
 
 @pytest.fixture
 def small_limit(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(transcripts, "MAX_LINE", LIMIT)
+    monkeypatch.setattr(linereader, "MAX_LINE", LIMIT)
     yield
 
 
@@ -143,8 +143,8 @@ def test_line_reader_equals_a_plain_split_under_any_chunking(
     p = tmp_path_factory.mktemp("lr") / "f"
     p.write_bytes(data)
     want, tail = naive(data, limit)
-    old = transcripts.CHUNK
-    transcripts.CHUNK = chunk
+    old = linereader.CHUNK
+    linereader.CHUNK = chunk
     try:
         reader = LineReader(p, 0, limit=limit)
         got: list[tuple[bytes, int]] = []
@@ -162,4 +162,4 @@ def test_line_reader_equals_a_plain_split_under_any_chunking(
             rest = [(b"", s) if s else lines for lines, _e, s in again]
             assert rest[0] == (b"", len(data) - end + resume_cut % 7) and again.bytes_read == len(extra)
     finally:
-        transcripts.CHUNK = old
+        linereader.CHUNK = old

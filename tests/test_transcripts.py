@@ -8,8 +8,9 @@ from pathlib import Path
 
 from memd import ledger, pause, state
 from memd.discovery import discover_sessions
+from memd.linereader import read_lines
 from memd.sessions import session_json
-from memd.transcripts import detect_format, read_lines, slash_command
+from memd.transcripts import detect_format, slash_command
 from memd.tree import Home
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mewcode"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memd import ledger, state
+from memd import ledger, ledgerquery, state
 from memd.discovery import discover_sessions
 from memd.sessions import session_json
 from memd.tree import Home
@@ -157,7 +157,7 @@ def test_held_back_lists_sessions_waiting_on_a_call_with_its_time(home: Path) ->
     try:
         for sf in discover_sessions(h):
             ledger.ingest(conn, sf, NOW)
-        held = ledger.held_back(conn)
+        held = ledgerquery.held_back(conn)
     finally:
         conn.close()
     assert held == [{"key": "k", "session_id": "a", "safe_offset": offsets(waiting)[1], "read_offset": len(waiting),

@@ -44,8 +44,10 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("sync", "export", "import"), "sync"),
 }
 
-# Commands that must start fast and never log: they skip importing structlog.
-FAST_COMMANDS = frozenset({"status", "sessions", "key", "jobs", "config", "context", "precompact", "recall", "mcp", None})
+# Commands that must start fast and never log: they skip importing structlog (`scan` sets logging
+# up on its first warning: memd.scan.DeferredLog).
+FAST_COMMANDS = frozenset({"status", "sessions", "key", "jobs", "config", "context", "precompact", "recall", "mcp",
+                           "scan", None})  # fmt: skip
 
 HOME_HELP = "The agent home to work on (default $DEEPCODE_HOME, else ~/.deepcode)."
 

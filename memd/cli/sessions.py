@@ -17,11 +17,15 @@ from memd.errors import UsageError
 def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
     """Ingest whatever is new in the transcripts, once."""
     from memd.logs import configure, get_logger
-    from memd.scan import scan_home
+    from memd.scan import DeferredLog, scan_home
 
     home = get_home(ctx)
-    configure(home, level="warning", stderr=True, file=True)
-    totals = scan_home(home, key=key, progress=not as_json, log=get_logger("memd.scan"))
+
+    def setup() -> object:  # on the first warning only: structlog's import is a tenth of a small scan
+        configure(home, level="warning", stderr=True, file=True)
+        return get_logger("memd.scan")
+
+    totals = scan_home(home, key=key, progress=not as_json, log=DeferredLog(setup))
     if as_json:
         json_out(totals)
     else:
