@@ -498,11 +498,11 @@ def ledger_problems(home: Path, scratch: Path) -> list[str]:
     try:
         if not _has_table(conn, "sessions"):
             return []
-        offsets = {r["path"]: r["offset"] for r in conn.execute("SELECT path, offset FROM files")}
+        offsets = {r["path"]: r["offset"] for r in conn.execute("SELECT path, offset FROM files")}  # under the home
         for row in ledger.session_rows(conn):
             path = Path(row["path"])
             data = path.read_bytes()
-            off = offsets.get(str(path), 0)
+            off = offsets.get(f"projects/{row['key']}/{path.name}", offsets.get(str(path), 0))
             if off > len(data) or (off and data[off - 1 : off] != b"\n"):
                 problems.append(f"{path.name}: ledger offset {off} is not a line end of the file ({len(data)} bytes)")
                 continue
@@ -594,7 +594,7 @@ def not_settled(home: Path, after_run_id: int = 0) -> str | None:
             return "no ledger yet"
         offsets = {r["path"]: r["offset"] for r in conn.execute("SELECT path, offset FROM files")}
         for t in home.glob("projects/*/*.jsonl"):
-            if offsets.get(str(t)) != t.stat().st_size:
+            if offsets.get(str(t.relative_to(home))) != t.stat().st_size:
                 return f"{t.name} not fully read"
         ctx = JobContext(Home(home), st.load(home / "settings.json"), conn, lambda: datetime.now(UTC), None)
         for job in (extract, summary):
