@@ -171,6 +171,9 @@ class TimedLLM:
         self.seconds = 0.0
         self.completions: list[Any] = []
 
+    def __getattr__(self, name: str) -> Any:  # provider, available(): the real layer's
+        return getattr(self.inner, name)
+
     def complete(self, **kw: Any) -> Any:
         t = time.perf_counter()
         try:
@@ -189,7 +192,7 @@ def make_ctx(home: Path, url: str | None, provider: str) -> tuple[JobContext, li
     s = parse_text(json.dumps({"memd": {"provider": provider}}))
 
     def factory(ctx: JobContext) -> TimedLLM:
-        cfg = LLMConfig(provider="anthropic", base_url=url, api_key="bench", timeout_s=60, max_retries=0,
+        cfg = LLMConfig(provider=provider, base_url=url, api_key="bench", timeout_s=60, max_retries=0,
                         daily_token_budget=0, max_output_tokens=16_000)  # fmt: skip
         llm = TimedLLM(LLM(cfg, usage_sink=lambda rec: None))
         made.append(llm)
