@@ -33,6 +33,7 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
         "model": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
                   "cache_write_tokens": 0, "failed_calls": 0, "budget": s.get("memd.dailyTokenBudget")},
         "sessions": {"count": 0, "paused": 0},
+        "ledger": {"ok": True, "stuck": [], "held_back": [], "unknown_record_types": {}},
         "hooks": {"days": []},
         "proposals": _proposals(home, now),
         "sync": _sync(home, s),
@@ -46,6 +47,7 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
         _jobs(conn, home, s, now, data)
         _model(conn, now, data)
         _sessions(conn, data)
+        _ledger(conn, now, data)
         _hooks(conn, now, data)
         _problems(conn, data)
     finally:
@@ -124,6 +126,24 @@ def _sessions(conn: Any, data: dict[str, Any]) -> None:
     data["sessions"] = counts(conn)
 
 
+HELD_SHOWN = 10
+
+
+def _ledger(conn: Any, now: datetime, data: dict[str, Any]) -> None:
+    """Health is progress: sessions the ledger cannot advance fail the status; sessions held back
+    by a tool call still waiting for its result, and record types memd did not recognise, are shown."""
+    from memd.clock import parse_iso
+    from memd.ledgerquery import held_back, stuck_sessions, unknown_record_types
+
+    stuck = stuck_sessions(conn)
+    held = held_back(conn)
+    for h in held:
+        since = parse_iso(str(h.get("since") or ""))
+        h["waiting_seconds"] = None if since is None else max(0, int((now - since).total_seconds()))
+    data["ledger"] = {"ok": not stuck, "stuck": stuck, "held_back": held[:HELD_SHOWN],
+                      "held_back_count": len(held), "unknown_record_types": unknown_record_types(conn)}  # fmt: skip
+
+
 HOOK_DAYS = 7
 
 
@@ -140,6 +160,24 @@ def _hooks(conn: Any, now: datetime, data: dict[str, Any]) -> None:
 def _problems(conn: Any, data: dict[str, Any]) -> None:
     for r in conn.execute("SELECT source, path, reason FROM problems ORDER BY source, path LIMIT 50"):
         data["warnings"].append(f"{r['path']}: {r['reason']}")
+
+
+def _ledger_lines(lg: dict[str, Any]) -> list[str]:
+    out = []
+    stuck = lg.get("stuck") or []
+    if stuck:
+        first = stuck[0]
+        out.append(f"FAILING ledger: {len(stuck)} session(s) cannot advance; {first['key']}/{first['session_id']}: "
+                   f"{first['reason']} (since {first['since']})")  # fmt: skip
+    held = lg.get("held_back") or []
+    if held:
+        longest = max((h.get("waiting_seconds") or 0) for h in held)
+        out.append(f"held back: {lg.get('held_back_count', len(held))} session(s) wait for a tool call's result "
+                   f"(longest {longest // 60} min); reading goes on once the conversation moves past it")  # fmt: skip
+    unknown = lg.get("unknown_record_types") or {}
+    if unknown:
+        out.append("unrecognised record types: " + ", ".join(f"{t} ×{n}" for t, n in list(unknown.items())[:5]))
+    return out
 
 
 def render(d: dict[str, Any]) -> str:
@@ -159,6 +197,7 @@ def render(d: dict[str, Any]) -> str:
         prov += f" — {p['waiting']}"
     out.append(prov)
     out.append(f"sessions: {d['sessions']['count']} ({d['sessions']['paused']} paused)")
+    out.extend(_ledger_lines(d.get("ledger") or {}))
     active = [x for x in d.get("hooks", {}).get("days", []) if any(x[c] for c in ("context", "prompts", "compacts"))]
     if active:
         out.append("recall by day: " + "; ".join(

@@ -248,3 +248,24 @@ def test_shutil_copytree_of_a_home_with_state(tmp_path: Path) -> None:
     conn_b, results = ingest_all(tmp_path / "B")
     assert not results[0].reset and results[0].bytes_read == 0
     assert row(conn_b)["human_turns"] == before["human_turns"]
+
+
+def test_status_shows_stuck_held_back_and_unknown(tmp_path: Path) -> None:
+    """Health is progress: a session the ledger cannot advance fails `memd status`, in both forms."""
+    home = tmp_path / "h"
+    path = make_home(home, turns=1)
+    write(path, [{"type": "brand-new-type", "uuid": "n1", "sessionId": "s1"},
+                 {"type": "assistant", "uuid": "a9", "sessionId": "s1", "timestamp": NOW,
+                  "message": {"id": "m9", "role": "assistant",
+                              "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]}}],
+          mode="a")  # fmt: skip
+    conn, _ = ingest_all(home)
+    ledger.record_error(conn, discover_sessions(Home(home))[0], "disk says no", NOW)
+    conn.close()
+    r = subprocess.run([*memd_cmd(), "--home", str(home), "status", "--json"], capture_output=True, text=True)
+    lg = json.loads(r.stdout)["ledger"]
+    assert lg["ok"] is False and lg["stuck"][0]["reason"] == "disk says no"
+    assert lg["held_back_count"] == 1 and lg["held_back"][0]["pending"] == 1
+    assert lg["unknown_record_types"] == {"brand-new-type": 1}
+    text = subprocess.run([*memd_cmd(), "--home", str(home), "status"], capture_output=True, text=True).stdout
+    assert "FAILING ledger" in text and "held back" in text and "brand-new-type" in text
