@@ -261,15 +261,25 @@ class Folder:
             self.t.note_unknown(f"system/{str(sub)[:48]}")
 
     def _cost_state(self, rec: dict[str, Any]) -> None:
-        """The session's running usage total as Claude Code keeps it, compaction calls included."""
-        usage = rec.get("usage")
-        raw = usage if isinstance(usage, dict) else rec
-        vals = (count(raw.get("inputTokens", raw.get("input_tokens"))),
-                count(raw.get("outputTokens", raw.get("output_tokens"))),
-                count(raw.get("cacheCreationInputTokens", raw.get("cache_creation_input_tokens"))),
-                count(raw.get("cacheReadInputTokens", raw.get("cache_read_input_tokens"))))  # fmt: skip
+        """The session's running usage total as Claude Code keeps it, compaction calls included.
+
+        Claude Code 2.1.332 writes `modelUsage: {model: {inputTokens, outputTokens,
+        cacheCreationInputTokens, cacheReadInputTokens, …}}` (checked against the binary by
+        tests/agents); a flat `usage` object is read too."""
+        per_model = rec.get("modelUsage")
+        if isinstance(per_model, dict):
+            parts = [u for u in per_model.values() if isinstance(u, dict)]
+        else:
+            usage = rec.get("usage")
+            parts = [usage if isinstance(usage, dict) else rec]
+        vals = [0, 0, 0, 0]
+        for raw in parts:
+            for i, (camel, snake) in enumerate((("inputTokens", "input_tokens"), ("outputTokens", "output_tokens"),
+                                                ("cacheCreationInputTokens", "cache_creation_input_tokens"),
+                                                ("cacheReadInputTokens", "cache_read_input_tokens"))):  # fmt: skip
+                vals[i] += count(raw.get(camel, raw.get(snake)))
         if any(vals):
-            self.t.cost_state = vals
+            self.t.cost_state = (vals[0], vals[1], vals[2], vals[3])
 
     def _toggle_pause(self, src: Any, end: int, echo: bool = False) -> None:
         """One pause command toggles once: an "Unknown command" echo answering the record that

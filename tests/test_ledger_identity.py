@@ -269,3 +269,17 @@ def test_status_shows_stuck_held_back_and_unknown(tmp_path: Path) -> None:
     assert lg["unknown_record_types"] == {"brand-new-type": 1}
     text = subprocess.run([*memd_cmd(), "--home", str(home), "status"], capture_output=True, text=True).stdout
     assert "FAILING ledger" in text and "held back" in text and "brand-new-type" in text
+
+
+def test_cost_state_as_claude_code_2_1_332_writes_it(tmp_path: Path) -> None:
+    """`modelUsage` per model, summed: the exact record shape the real binary wrote (tests/agents)."""
+    path = make_home(tmp_path / "h", turns=1)
+    write(path, [{"type": "cost-state", "sessionId": "s1", "totalCostUSD": 0.03,
+                  "modelUsage": {"claude-opus-5-5": {"inputTokens": 5234, "outputTokens": 33,
+                                                     "cacheReadInputTokens": 1883, "cacheCreationInputTokens": 1883},
+                                 "claude-haiku-4-5": {"inputTokens": 100, "outputTokens": 7,
+                                                      "cacheReadInputTokens": 0, "cacheCreationInputTokens": 0}}}],
+          mode="a")  # fmt: skip
+    conn, _ = ingest_all(tmp_path / "h")
+    r = row(conn)
+    assert (r["usage_input"], r["usage_output"], r["usage_cache_creation"], r["usage_cache_read"]) == (5334, 40, 1883, 1883)
