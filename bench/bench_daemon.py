@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import psutil  # noqa: E402
+import psutil
 
-from bench.common import MEMD, pct, timed  # noqa: E402
+from bench.common import MEMD, pct, timed
 
 
 def _env() -> dict[str, str]:

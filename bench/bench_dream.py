@@ -35,23 +35,26 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import structlog  # noqa: E402
+import structlog
 
-import jobs.dream as dream  # noqa: E402
-from bench.common import REPO, write_section  # noqa: E402
-from memd import ledger, state  # noqa: E402
-from memd.clock import iso  # noqa: E402
+import jobs.dream as dream
+from bench.common import REPO, write_section
+from memd import ledger, state
+from memd.clock import iso
 from memd.discovery import discover_sessions
-from memd.jobctx import JobContext, Target  # noqa: E402
-from memd.memories import render_memory  # noqa: E402
-from memd.runner import run_job  # noqa: E402
-from memd.settings import parse_text  # noqa: E402
-from memd.tree import Home  # noqa: E402
-from tests.fakeapi import FakeAnthropic, ops_text, text  # noqa: E402
+from memd.jobctx import JobContext
+from memd.memories import render_memory
+from memd.runner import run_job
+from memd.settings import parse_text
+from memd.tree import (
+    Home,
+    Place,
+)
+from tests.fakeapi import FakeAnthropic, ops_text, text
 
 SECTION_TITLE = "## Dream (issue 7)"
 KEY = "-bench-dream"
-TARGET = Target("project", KEY)
+TARGET = Place("project", KEY)
 MEMORIES = 1000
 PAIRS = 50
 DATED = 40
@@ -59,10 +62,7 @@ DELETES = 20
 SESSIONS = 30
 OVERHEAD_BUDGET_S = 2.0
 TYPES = ("user", "feedback", "project", "reference")
-WORDS = ("build cache deploy staging review branch merge lint format schema migration index query latency "
-         "budget token model prompt retry backoff queue worker lock journal snapshot rollback config secret "
-         "vault rotate nightly release tag changelog owner oncall alert dashboard metric trace span logger "
-         "parser adapter fixture harness benchmark corpus session summary drawer memory gate extract").split()  # fmt: skip
+WORDS = ["build", "cache", "deploy", "staging", "review", "branch", "merge", "lint", "format", "schema", "migration", "index", "query", "latency", "budget", "token", "model", "prompt", "retry", "backoff", "queue", "worker", "lock", "journal", "snapshot", "rollback", "config", "secret", "vault", "rotate", "nightly", "release", "tag", "changelog", "owner", "oncall", "alert", "dashboard", "metric", "trace", "span", "logger", "parser", "adapter", "fixture", "harness", "benchmark", "corpus", "session", "summary", "drawer", "memory", "gate", "extract"]  # fmt: skip
 
 
 def _lexicon() -> tuple[list[str], list[float]]:
@@ -253,7 +253,7 @@ def parts(base: Path, work: Path) -> dict[str, float]:
     t = time.perf_counter()
     scan_dir(d, "project", KEY)
     scan = time.perf_counter() - t
-    ref = history.ScopeRef("project", KEY)
+    ref = history.Place("project", KEY)
     t = time.perf_counter()
     history.snapshot(Home(work), ref, history.new_run_id(datetime.now(UTC)))
     return {"scan_s": scan, "snapshot_s": time.perf_counter() - t}

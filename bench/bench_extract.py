@@ -45,23 +45,26 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import structlog  # noqa: E402
+import structlog
 
-import jobs.extract as extract  # noqa: E402
-from bench.common import CORPUS, REPO, need_corpus, write_section  # noqa: E402
-from jobs.extract.gate import GATE_ASSISTANT_CHARS, GATE_BUDGET_CHARS, GATE_SYSTEM, human_texts, pre_gate  # noqa: E402
-from memd.pause import unpaused  # noqa: E402
-from jobs.extract.offline import find_durable, has_durable  # noqa: E402
-from jobs.extract.prompt import EXTRACT_SYSTEM, RELATED_BODIES, SPAN_BUDGET_CHARS, prompt_context  # noqa: E402
-from memd import ledger, state  # noqa: E402
-from memd.clock import iso  # noqa: E402
+import jobs.extract as extract
+from bench.common import CORPUS, REPO, need_corpus, write_section
+from jobs.extract.gate import GATE_ASSISTANT_CHARS, GATE_BUDGET_CHARS, GATE_SYSTEM, human_texts, pre_gate
+from jobs.extract.offline import find_durable, has_durable
+from jobs.extract.prompt import EXTRACT_SYSTEM, RELATED_BODIES, SPAN_BUDGET_CHARS, prompt_context
+from memd import ledger, state
+from memd.clock import iso
 from memd.discovery import session_file
-from memd.jobctx import JobContext, Target, get_cursor  # noqa: E402
-from memd.runner import run_job  # noqa: E402
-from memd.settings import defaults  # noqa: E402
-from memd.spans import Piece, read_span, render  # noqa: E402
-from memd.tree import Home  # noqa: E402
-from tests.fakeapi import FakeAnthropic, Reply, estimate_input_tokens, ops_text, request_system_text, text  # noqa: E402
+from memd.jobctx import JobContext, get_cursor
+from memd.pause import unpaused
+from memd.runner import run_job
+from memd.settings import defaults
+from memd.spans import Piece, read_span, render
+from memd.tree import (
+    Home,
+    Place,
+)
+from tests.fakeapi import FakeAnthropic, Reply, estimate_input_tokens, ops_text, request_system_text, text
 
 SECTION_TITLE = "## Gate and extraction (issue 4)"
 COMMAND = ".venv/bin/python bench/bench_extract.py"
@@ -172,7 +175,7 @@ def lay_out_subagents(home: Path) -> None:
         shutil.copytree(sub, home / "projects" / f"-corpus-{rel.parts[0]}" / Path(*rel.parts[1:]))
 
 
-def plan_pieces(ctx: JobContext, target: Target) -> list[Piece]:
+def plan_pieces(ctx: JobContext, target: Place) -> list[Piece]:
     """The span the job is about to read, reduced as the job reduces it (pause toggles honoured)."""
     row = ctx.conn.execute("SELECT path, format, safe_offset FROM sessions WHERE key=? AND session_id=?",
                            (target.key, target.session_id)).fetchone()  # fmt: skip
@@ -181,7 +184,7 @@ def plan_pieces(ctx: JobContext, target: Target) -> list[Piece]:
     return unpaused(span.pieces, bool(cur.get("paused", False)))[0]
 
 
-def baseline_call(ctx: JobContext, llm: Any, target: Target, pieces: list[Piece]) -> None:
+def baseline_call(ctx: JobContext, llm: Any, target: Place, pieces: list[Piece]) -> None:
     """The extraction request the job would make for this span, made without any gate."""
     texts = human_texts(pieces)
     context, _shown = prompt_context(ctx, target.key or "", texts, RELATED_BODIES)
@@ -194,7 +197,7 @@ def replay_session(ctx: JobContext, src: Path, home: Home, script: Script, base_
     key, sid = f"-corpus-{src.relative_to(CORPUS).parts[0]}", src.stem
     dst = home.projects / key / src.name
     dst.parent.mkdir(parents=True, exist_ok=True)
-    target = Target("session", key, sid)
+    target = Place("session", key, sid)
     with open(dst, "ab") as out:
         for line in src.read_bytes().splitlines(keepends=True):
             out.write(line)
@@ -208,7 +211,7 @@ def replay_session(ctx: JobContext, src: Path, home: Home, script: Script, base_
             tally.spans.append(run_span(ctx, target, script, base_llm, tally))
 
 
-def run_span(ctx: JobContext, target: Target, script: Script, base_llm: Any, tally: Tally) -> Span:
+def run_span(ctx: JobContext, target: Place, script: Script, base_llm: Any, tally: Tally) -> Span:
     pieces = plan_pieces(ctx, target)
     human = human_texts(pieces)
     script.human = human

@@ -31,15 +31,15 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import MEMD, pct  # noqa: E402
+from bench.common import MEMD, pct
 from memd.discovery import list_memory_dirs
-from memd.indexer import refresh_all, refresh_dir  # noqa: E402
-from memd.logs import cli_defaults  # noqa: E402
-from memd.memories import INDEX_NAME, parse_memory, render_memory  # noqa: E402
+from memd.indexer import refresh_all, refresh_dir
+from memd.logs import cli_defaults
+from memd.memories import INDEX_NAME, parse_memory, render_memory
 from memd.memscan import scan_dir
-from memd.search import open_readonly, query_index  # noqa: E402
+from memd.search import open_readonly, query_index
 from memd.searchindex import SearchIndex
-from memd.tree import Home  # noqa: E402
+from memd.tree import Home
 
 SEED = 6
 TOPICS = [

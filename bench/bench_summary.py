@@ -29,23 +29,26 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import structlog  # noqa: E402
+import structlog
 
-import jobs.summary as summary  # noqa: E402
-from bench.common import CORPUS, REPO, need_corpus, write_section  # noqa: E402
-from jobs.summary.document import finish, redact, render_summary  # noqa: E402
-from jobs.summary.offline import conversation_of, offline_summary  # noqa: E402
-from jobs.summary.prompt import MAX_OUTPUT_TOKENS, SYSTEM_PROMPT, build_user_prompt  # noqa: E402
-from jobs.summary.runner import cursor_of, read_previous  # noqa: E402
-from memd import ledger, state  # noqa: E402
+import jobs.summary as summary
+from bench.common import CORPUS, REPO, need_corpus, write_section
+from jobs.summary.document import finish, redact, render_summary
+from jobs.summary.offline import conversation_of, offline_summary
+from jobs.summary.prompt import MAX_OUTPUT_TOKENS, SYSTEM_PROMPT, build_user_prompt
+from jobs.summary.runner import cursor_of, read_previous
+from memd import ledger, state
 from memd.discovery import SessionFile
-from memd.jobctx import JobContext, Target  # noqa: E402
-from memd.runner import run_job  # noqa: E402
-from memd.settings import defaults  # noqa: E402
-from memd.spans import read_span, render  # noqa: E402
-from memd.transcripts import tokens_of  # noqa: E402
-from memd.tree import Home  # noqa: E402
-from tests.fakeapi import FakeAnthropic  # noqa: E402
+from memd.jobctx import JobContext
+from memd.runner import run_job
+from memd.settings import defaults
+from memd.spans import read_span, render
+from memd.transcripts import tokens_of
+from memd.tree import (
+    Home,
+    Place,
+)
+from tests.fakeapi import FakeAnthropic
 
 SESSION = CORPUS / "spotter" / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
 SECTION_TITLE = "## Session summary (issue 5)"
@@ -71,7 +74,7 @@ def make_llm(url: str) -> Any:
     return lambda ctx: LLM(config, usage_sink=lambda rec: None, tokens_used_today=lambda: 0)
 
 
-def scripted_reply(ctx: JobContext, target: Target, row: Any) -> str:
+def scripted_reply(ctx: JobContext, target: Place, row: Any) -> str:
     """What the offline provider would write for this update: a realistic answer size."""
     assert target.key and target.session_id
     path = ctx.home.summary_file(target.key, target.session_id)
@@ -108,7 +111,7 @@ def replay(src: Path, work: Path) -> dict[str, Any]:
         ctx = JobContext(home=h, settings=defaults(), conn=state.connect(h.state_db), now=lambda: NOW,
                          log=structlog.get_logger(), llm_factory=make_llm(fake.url))  # fmt: skip
         sf = SessionFile(key, src.stem, str(dst))
-        target = Target("session", key, src.stem)
+        target = Place("session", key, src.stem)
         with open(dst, "ab") as out:
             for n, line in enumerate(lines, 1):
                 out.write(line)

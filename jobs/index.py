@@ -13,8 +13,8 @@ from pathlib import Path
 
 from memd.discovery import list_memory_dirs
 from memd.fsutil import ensure_private_dir
-from memd.jobctx import JobContext, RunResult, Target
-from memd.locks import Scope
+from memd.jobctx import JobContext, RunResult
+from memd.tree import Place
 
 NAME = "index"
 TRIGGER = "any change in a memory directory (within a second), and a periodic reconcile"
@@ -23,20 +23,20 @@ TARGET_KINDS: tuple[str, ...] = ("project", "global")
 HAS_THRESHOLDS = False  # run-now without a target runs every scope
 
 
-def scopes(target: Target) -> list[Scope]:
-    return [Scope.global_()] if target.kind == "global" else [Scope.project(target.key or "")]
+def scopes(target: Place) -> list[Place]:
+    return [Place.global_()] if target.kind == "global" else [Place.project(target.key or "")]
 
 
-def targets(ctx: JobContext) -> list[Target]:
-    return [Target("global") if s == "global" else Target("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
+def targets(ctx: JobContext) -> list[Place]:
+    return [Place("global") if s == "global" else Place("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
 
 
-def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
+def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
     """Nothing is due by threshold: the index follows events and the reconcile."""
     return []
 
 
-def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
+def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     from memd.memwrite import refresh_scope
 
     if target.kind == "global":
@@ -49,6 +49,8 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
         if not directory.is_dir():
             return RunResult("skipped", "no memory directory")
     swept = sweep_temp_files(directory, ctx.now().timestamp())
+    if target.kind == "global":
+        _check_search_db(ctx)
     if target.kind == "global":  # the drawer render's temporary files sit in the home, memd's own in memd/
         swept += sweep_temp_files(ctx.home.root, ctx.now().timestamp(), only=f".{ctx.home.drawer_render.name}.")
         if not ctx.home.memd_dir.is_symlink():  # never through a link (memd's own directory)
@@ -60,11 +62,21 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
     record_problems(ctx, str(target), [(str(p.path), p.reason) for p in result.problems], result.index_warning)
     for p in result.problems:
         ctx.log.warning("memory.unreadable", file=str(p.path), reason=p.reason)
-    return RunResult(
-        "ok",
-        details={"memories": result.memories, "problems": len(result.problems), "changed": result.changed,
-                 "drawer": result.drawer_mode, "temp_files_swept": swept},  # fmt: skip
-    )
+    details = {"memories": result.memories, "problems": len(result.problems), "changed": result.changed,
+               "drawer": result.drawer_mode, "temp_files_swept": swept}  # fmt: skip
+    return RunResult("ok", details=details)
+
+
+def _check_search_db(ctx: JobContext) -> None:
+    """The search database is a cache readers cannot repair (agents open it read-only): damage in a
+    page no write touched (a bad sector, a copy cut short) is looked for here, at every drawer
+    refresh and reconcile, and a damaged database is set aside; the refresh rebuilds it from
+    every memory directory (`searchindex`: a new database is filled whole on its first sync)."""
+    from memd.searchindex import LAYOUT, problem, set_aside
+
+    why = problem(ctx.home.search_db)
+    if why is not None and not why.startswith(LAYOUT):
+        set_aside(ctx.home.search_db, why)
 
 
 TEMP_MAX_AGE_SECONDS = 600

@@ -18,16 +18,16 @@ import queue
 import signal
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from memd import ledger, ledgerfiles, registry, settings as settings_mod, state
+from memd import ledger, ledgerfiles, registry, state
+from memd import settings as settings_mod
 from memd.clock import Clock, iso, system_clock
-from memd.context import make_context
 from memd.daemonlock import DaemonLock
 from memd.discovery import classify_path, discover_sessions, list_memory_dirs, session_file
 from memd.dispatch import Dispatch
 from memd.hooks import take_summary_requests
+from memd.jobctx import make_context
 from memd.runner import run_job
 from memd.tree import Home, Place
 
@@ -123,7 +123,7 @@ class Daemon:
 
             for done in recover(self.home, logger=self.log):
                 self.log.warning("dream.recovered", **{k: str(v) for k, v in done.items()})
-        except Exception as exc:  # noqa: BLE001 - a recovery problem must not keep the daemon down
+        except Exception as exc:
             self.log.exception("dream.recovery_failed", reason=str(exc))
 
     def _migrate_memory_keys(self) -> None:
@@ -132,7 +132,7 @@ class Daemon:
             from memd.migrate import migrate_memory_keys
 
             migrate_memory_keys(self.home, self.settings, self.conn, self.clock(), self.log)
-        except Exception as exc:  # noqa: BLE001 - a migration problem must not keep the daemon down
+        except Exception as exc:
             self.log.exception("memory.migration_failed", reason=str(exc))
 
     def _polling(self) -> bool:
@@ -180,7 +180,7 @@ class Daemon:
             obs.daemon = True
             obs.start()
             self.observer = obs
-        except Exception as exc:  # noqa: BLE001 - e.g. inotify watch limit: fall back to polling
+        except Exception as exc:
             self.log.warning("watcher.unavailable", reason=str(exc), fallback="polling")
             self.observer = False
 
@@ -266,8 +266,8 @@ class Daemon:
         if "memsig" in kinds:
             self._memory_signatures()
         if "reconcile" in kinds:
-            for _scope, key, _p in list_memory_dirs(self.home):
-                self.submit("index", Place.memory(key))
+            for _scope, mkey, _p in list_memory_dirs(self.home):
+                self.submit("index", Place.memory(mkey))
         if "due" in kinds:
             self._due_all()
         if "sync" in kinds:  # memd.git with a remote: a sync in the background when one is due
@@ -280,18 +280,18 @@ class Daemon:
 
     def _ingest_one(self, key: str, sid: str | None) -> None:
         if sid is None:  # a stray agent file: find its session by listing the project
-            for sf in discover_sessions(self.home, key):
-                if ledgerfiles.needs_read(self.conn, sf):
-                    self._ingest(sf)
+            for each in discover_sessions(self.home, key):
+                if ledgerfiles.needs_read(self.conn, each):
+                    self._ingest(each)
             return
-        sf = session_file(self.home, key, sid)
-        if sf is not None:
-            self._ingest(sf)
+        one = session_file(self.home, key, sid)
+        if one is not None:
+            self._ingest(one)
 
     def _ingest(self, sf: Any) -> None:
         try:
             r = ledger.ingest(self.conn, sf, iso(self.clock()), self.log)
-        except Exception as exc:  # noqa: BLE001 - one bad session never stops the daemon
+        except Exception as exc:
             self.log.exception("ledger.ingest_failed", file=str(sf.path), reason=str(exc))
             return
         if r.changed or r.reset:
@@ -306,7 +306,7 @@ class Daemon:
 
     def _memory_signatures(self) -> None:
         """Polling mode: notice hand edits in memory directories by their listing."""
-        for scope, key, path in list_memory_dirs(self.home):
+        for _scope, key, path in list_memory_dirs(self.home):
             try:
                 sig = tuple(sorted((e.name, e.stat(follow_symlinks=False).st_mtime_ns, e.stat(follow_symlinks=False).st_size)
                                    for e in os.scandir(path) if e.name.endswith(".md") and e.name != "MEMORY.md"))  # fmt: skip
@@ -319,8 +319,7 @@ class Daemon:
                 self._mem_sig[place] = sig
 
     def _job_ctx(self) -> Any:
-        from memd.jobctx import JobContext
-        from memd.context import make_llm
+        from memd.jobctx import JobContext, make_llm
 
         return JobContext(self.home, self.settings, self.conn, self.clock, self.log, llm_factory=make_llm)
 
@@ -346,7 +345,7 @@ class Daemon:
         for job in registry.all_jobs():
             try:
                 targets = job.due(ctx)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.log.exception("job.due_failed", job=job.NAME, reason=str(exc))
                 continue
             for target in targets:
@@ -380,7 +379,7 @@ class Daemon:
                 result = run_job(ctx, registry.get(name), target, force=force, lock_timeout=DAEMON_LOCK_TIMEOUT)
             finally:
                 ctx.conn.close()
-        except Exception as exc:  # noqa: BLE001 - the runner records job failures; this is state trouble
+        except Exception as exc:
             self.log.exception("job.crashed", job=name, target=str(target), reason=str(exc))
         with self.mu:
             outcome = None if result is None else result.outcome

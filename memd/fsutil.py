@@ -8,6 +8,7 @@ the new bytes, never half a file, and a crash at any point leaves the old file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -211,9 +212,7 @@ def atomic_write(path: Path, data: bytes | str, mode: int = PRIVATE_FILE) -> Non
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     fsync_dir(parent)

@@ -97,7 +97,6 @@ class SpecialFile(OSError):
 # --------------------------------------------------------------------------- scopes
 
 
-ScopeRef = Place  # transitional name for the memory scope a history belongs to
 
 
 def new_run_id(now: datetime) -> str:
@@ -105,19 +104,19 @@ def new_run_id(now: datetime) -> str:
     return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
 
 
-def history_root(home: Home, ref: ScopeRef) -> Path:
+def history_root(home: Home, ref: Place) -> Path:
     return home.history_dir / ref.history_name
 
 
-def journal_path(home: Home, ref: ScopeRef) -> Path:
+def journal_path(home: Home, ref: Place) -> Path:
     return home.memd_dir / SWAPS_DIR / f"{ref.history_name}.json"
 
 
-def staging_dir(home: Home, ref: ScopeRef, run_id: str) -> Path:
+def staging_dir(home: Home, ref: Place, run_id: str) -> Path:
     return ref.memory_dir(home).parent / f"{STAGE_PREFIX}{run_id}"
 
 
-def old_dir(home: Home, ref: ScopeRef, run_id: str) -> Path:
+def old_dir(home: Home, ref: Place, run_id: str) -> Path:
     return ref.memory_dir(home).parent / f"{OLD_PREFIX}{run_id}"
 
 
@@ -268,7 +267,7 @@ def signature(directory: Path) -> Signature:
 # --------------------------------------------------------------------------- snapshot, stage, swap
 
 
-def snapshot(home: Home, ref: ScopeRef, run_id: str) -> Path:
+def snapshot(home: Home, ref: Place, run_id: str) -> Path:
     """Copy the live directory into a new history entry; returns the entry (without run.json yet)."""
     entry = history_root(home, ref) / run_id
     ensure_own_dir(entry.parent, home.memd_dir)  # memd/history is memd's own: never through a link
@@ -296,7 +295,7 @@ class Staged:
     copied: Copied
 
 
-def stage(home: Home, ref: ScopeRef, run_id: str, *, source: Path | None, link: bool) -> Staged:
+def stage(home: Home, ref: Place, run_id: str, *, source: Path | None, link: bool) -> Staged:
     """A sibling staging directory holding a copy of `source` (None: empty), same mode as live.
 
     With `link`, regular files are hard links: no data is copied and mtimes hold.
@@ -347,13 +346,13 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _write_journal(home: Home, ref: ScopeRef, data: dict[str, Any]) -> None:
+def _write_journal(home: Home, ref: Place, data: dict[str, Any]) -> None:
     path = journal_path(home, ref)
     ensure_own_dir(path.parent, home.memd_dir)
     atomic_write(path, json.dumps(data) + "\n")
 
 
-def _clear_journal(home: Home, ref: ScopeRef) -> None:
+def _clear_journal(home: Home, ref: Place) -> None:
     path = journal_path(home, ref)
     try:
         path.unlink()
@@ -362,7 +361,7 @@ def _clear_journal(home: Home, ref: ScopeRef) -> None:
     fsync_dir(path.parent)
 
 
-def swap_in(home: Home, ref: ScopeRef, run_id: str, staging: Path) -> None:
+def swap_in(home: Home, ref: Place, run_id: str, staging: Path) -> None:
     """Replace the live directory by `staging`, atomically and recoverably (see the module docstring)."""
     live = ref.memory_dir(home)
     if live.is_symlink():
@@ -388,7 +387,7 @@ def swap_in(home: Home, ref: ScopeRef, run_id: str, staging: Path) -> None:
 # --------------------------------------------------------------------------- recovery
 
 
-def _read_journal(home: Home, ref: ScopeRef) -> dict[str, Any] | None:
+def _read_journal(home: Home, ref: Place) -> dict[str, Any] | None:
     path = journal_path(home, ref)
     try:
         data = json.loads(read_regular(path, MAX_JSON_BYTES, follow=False).decode("utf-8"))
@@ -399,11 +398,11 @@ def _read_journal(home: Home, ref: ScopeRef) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else {}
 
 
-def _remove_entry(home: Home, ref: ScopeRef, run_id: str) -> None:
+def _remove_entry(home: Home, ref: Place, run_id: str) -> None:
     _rmtree(history_root(home, ref) / run_id)
 
 
-def _resolve_journal(home: Home, ref: ScopeRef, journal: dict[str, Any]) -> str:
+def _resolve_journal(home: Home, ref: Place, journal: dict[str, Any]) -> str:
     """Finish a committed swap or roll back an uncommitted one; idempotent at every step."""
     run_id = journal.get("run")
     if not isinstance(run_id, str) or not RUN_ID.match(run_id) or journal.get("scope") != str(ref):
@@ -431,7 +430,7 @@ def _resolve_journal(home: Home, ref: ScopeRef, journal: dict[str, Any]) -> str:
     return outcome
 
 
-def _sweep(home: Home, ref: ScopeRef) -> list[str]:
+def _sweep(home: Home, ref: Place) -> list[str]:
     """Remove what an interrupted run left without a journal: it never committed."""
     live = ref.memory_dir(home)
     removed: list[str] = []
@@ -472,7 +471,7 @@ def _sweep(home: Home, ref: ScopeRef) -> list[str]:
     return removed
 
 
-def recover_scope(home: Home, ref: ScopeRef, logger: Any = None) -> dict[str, Any] | None:
+def recover_scope(home: Home, ref: Place, logger: Any = None) -> dict[str, Any] | None:
     """Finish or roll back what a crash left in one scope. The caller holds the scope's lock."""
     logger = logger or log
     journal = _read_journal(home, ref)
@@ -484,7 +483,7 @@ def recover_scope(home: Home, ref: ScopeRef, logger: Any = None) -> dict[str, An
     return {"scope": str(ref), "journal": outcome, "removed": swept}
 
 
-def _needs_recovery(home: Home, ref: ScopeRef) -> bool:
+def _needs_recovery(home: Home, ref: Place) -> bool:
     """Cheap, lock-free check so start-up recovery locks only scopes with leftovers."""
     if journal_path(home, ref).exists():
         return True
@@ -501,7 +500,7 @@ def _needs_recovery(home: Home, ref: ScopeRef) -> bool:
         return False
 
 
-def _scopes_with_journals(home: Home) -> list[ScopeRef]:
+def _scopes_with_journals(home: Home) -> list[Place]:
     out = []
     try:
         names = sorted(os.listdir(home.memd_dir / SWAPS_DIR))
@@ -512,7 +511,7 @@ def _scopes_with_journals(home: Home) -> list[ScopeRef]:
             continue
         try:
             data = json.loads(read_regular(home.memd_dir / SWAPS_DIR / name, MAX_JSON_BYTES, follow=False).decode("utf-8"))
-            ref = ScopeRef.parse(str(data.get("scope")))
+            ref = Place.parse(str(data.get("scope")))
         except (OSError, ValueError, AttributeError):
             continue
         if f"{ref.history_name}.json" == name:
@@ -523,7 +522,7 @@ def _scopes_with_journals(home: Home) -> list[ScopeRef]:
 def recover(home: Home, *, lock_timeout: float = 0.0, logger: Any = None) -> list[dict[str, Any]]:
     """Recover every scope (the daemon calls this at start-up); scopes whose lock is held are
     skipped, because the run holding it recovers its scope first thing."""
-    refs = {ScopeRef("global") if s == "global" else ScopeRef("project", k) for s, k, _p in list_memory_dirs(home)}
+    refs = {Place("global") if s == "global" else Place("project", k) for s, k, _p in list_memory_dirs(home)}
     refs.update(_scopes_with_journals(home))
     done = []
     for ref in sorted(refs, key=str):
@@ -616,7 +615,7 @@ def _time_of(run_id: str) -> str:
     return f"{t[0:4]}-{t[4:6]}-{t[6:8]}T{t[9:11]}:{t[11:13]}:{t[13:15]}Z"
 
 
-def list_runs(home: Home, ref: ScopeRef | None = None, *, damaged: bool = False) -> list[dict[str, Any]]:
+def list_runs(home: Home, ref: Place | None = None, *, damaged: bool = False) -> list[dict[str, Any]]:
     """Completed history entries (those with a run.json), oldest first; all scopes when `ref` is None.
 
     With `damaged` (`memd history`, `undo`): also entries whose run.json exists but cannot be
@@ -635,7 +634,7 @@ def _all_roots(home: Home) -> list[Path]:
         return []
 
 
-def prune(home: Home, ref: ScopeRef, keep: int) -> list[str]:
+def prune(home: Home, ref: Place, keep: int) -> list[str]:
     """Keep the newest `keep` entries of a scope; returns the run ids removed."""
     runs = [r["run"] for r in list_runs(home, ref)]
     doomed = runs[: max(0, len(runs) - max(1, keep))]
@@ -678,7 +677,7 @@ def diff_files(before: Path, after: Path) -> dict[str, list[str]]:
 def undo(
     home: Home,
     settings: Any,
-    ref: ScopeRef,
+    ref: Place,
     run_id: str | None,
     *,
     now: datetime,
@@ -729,7 +728,7 @@ def undo(
     return info
 
 
-def _undo_write(home: Home, settings: Any, ref: ScopeRef, chosen: dict[str, Any], now: datetime,
+def _undo_write(home: Home, settings: Any, ref: Place, chosen: dict[str, Any], now: datetime,
                 logger: Any) -> dict[str, Any]:  # fmt: skip
     """A write run (extraction, remember, forget, …): its files back as they were (memd.changes)."""
     from memd.changes import UndoConflict, undo_write
@@ -744,7 +743,7 @@ def _undo_write(home: Home, settings: Any, ref: ScopeRef, chosen: dict[str, Any]
     return info
 
 
-def _choose_run(home: Home, ref: ScopeRef, run_id: str | None) -> dict[str, Any]:
+def _choose_run(home: Home, ref: Place, run_id: str | None) -> dict[str, Any]:
     runs = list_runs(home, ref, damaged=True)
     if not runs:
         raise HistoryError(f"no history for {ref} (memd has not changed it yet)")
@@ -812,7 +811,7 @@ def find_runs(home: Home, run_id: str) -> list[Place]:
     return sorted({Place.parse(str(r.get("scope"))) for r in hits}, key=lambda p: p.sort_key)
 
 
-def refresh_scope(home: Home, settings: Any, ref: ScopeRef, now: datetime) -> None:
+def refresh_scope(home: Home, settings: Any, ref: Place, now: datetime) -> None:
     """MEMORY.md, the drawer render and search rows of one scope, as `memwrite.refresh` does for jobs."""
     from memd.indexer import refresh_dir
 

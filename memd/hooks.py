@@ -296,7 +296,7 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
     if not settings.get("memory.enabled"):
         return None
     from memd.clock import system_clock
-    from memd.context import make_context
+    from memd.jobctx import make_context
     from memd.recall import recall
     from memd.search import open_readonly
 

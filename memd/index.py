@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timezone, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # memd.memories (YAML) loads when a render needs it: the recall hook only wants staleness_note
@@ -288,7 +288,7 @@ def render_drawer(
     *,
     max_bytes: int = 8192,
     today: date,
-    tz: tzinfo | None = timezone.utc,
+    tz: tzinfo | None = UTC,
 ) -> DrawerRender:
     """The global drawer as agents inject it (§6.2).
 

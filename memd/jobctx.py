@@ -1,4 +1,6 @@
-"""What a job gets and gives back: its target, its context, its result — and the job contract.
+"""What a job gets and gives back: its target, its context, its result — the job contract — and
+how a context is built (settings, a state connection, the clock, a lazily built model layer that
+records every call's usage).
 
 A job module in `jobs/` knows *what* to do; `memd.runner` decides *under which
 lock*, records the run and turns exceptions into outcomes. The contract of a
@@ -10,19 +12,21 @@ functions of those facts, the settings and `ctx.now()`.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from memd import state
+from memd.clock import Clock, iso, system_clock
 from memd.settings import Settings
 from memd.tree import Home, Place
 
-TargetKind = Literal["session", "project", "global"]
 Outcome = Literal["ok", "skipped", "deferred", "failed"]
 
 
-Target = Place  # transitional name; Place (memd.tree) is the one value for targets, locks and history
 
 
 class Job(Protocol):
@@ -81,11 +85,10 @@ class JobContext:
     def llm(self) -> Any:
         """The model layer, built on first use so jobs without model calls never import the SDK."""
         if self._llm is None:
-            if self.llm_factory is None:
-                from memd.context import make_llm  # the default: the model layer the settings describe
-
-                self.llm_factory = make_llm
-            self._llm = self.llm_factory(self)
+            llm = (self.llm_factory or make_llm)(self)
+            if getattr(llm, "should_stop", False) is None:
+                llm.should_stop = self.should_stop  # a stop request starts no further attempt (issue 16)
+            self._llm = llm
         return self._llm
 
 
@@ -104,4 +107,77 @@ def set_cursor(conn: sqlite3.Connection, job: str, target: str, value: dict[str,
         "INSERT INTO cursors(job, target, value, updated_at) VALUES (?,?,?,?) "
         "ON CONFLICT(job, target) DO UPDATE SET value=excluded.value, updated_at=excluded.updated_at",
         (job, target, orjson.dumps(value).decode(), now_iso),
+    )
+
+
+# --------------------------------------------------------------------------- building a context
+
+_usage_lock = threading.Lock()
+
+
+def llm_config(settings: Settings, memd_dir: Path | None = None) -> Any:
+    """The model layer's config from settings; the key from the environment or the private key file."""
+    from memd.keyfile import load_key
+    from memd.llmtypes import LLMConfig
+
+    m = settings.memd
+    return LLMConfig(
+        provider=m["provider"],
+        small_model=m["smallModel"],
+        strong_model=m["strongModel"],
+        base_url=m["baseUrl"] or None,
+        api_key=load_key(memd_dir)[0] if memd_dir is not None else None,
+        timeout_s=float(m["timeoutSeconds"]),
+        max_retries=int(m["maxRetries"]),
+        daily_token_budget=int(m["dailyTokenBudget"]),
+    )
+
+
+def tokens_today(conn: Any, now: datetime) -> int:
+    row = conn.execute(
+        "SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM model_calls WHERE day=?", (now.date().isoformat(),)
+    ).fetchone()
+    return int(row[0])
+
+
+def record_call(ctx: JobContext, rec: dict[str, Any]) -> None:
+    """The usage sink: one `model_calls` row per call, and the run's running totals."""
+    now = ctx.now()
+    ctx.conn.execute(
+        "INSERT INTO model_calls(ts, day, job, model, tier, input_tokens, output_tokens, cache_read_tokens, "
+        "cache_write_tokens, ok, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            iso(now), now.date().isoformat(), rec.get("job") or "?", rec.get("model") or "?", rec.get("tier"),
+            int(rec.get("input_tokens") or 0), int(rec.get("output_tokens") or 0),
+            int(rec.get("cache_read_tokens") or 0), int(rec.get("cache_write_tokens") or 0),
+            1 if rec.get("ok") else 0, rec.get("error"),
+        ),
+    )  # fmt: skip
+    ctx.usage["calls"] = ctx.usage.get("calls", 0) + 1
+    ctx.usage["input_tokens"] = ctx.usage.get("input_tokens", 0) + int(rec.get("input_tokens") or 0)
+    ctx.usage["output_tokens"] = ctx.usage.get("output_tokens", 0) + int(rec.get("output_tokens") or 0)
+
+
+def make_llm(ctx: JobContext) -> Any:
+    from memd.llm import LLM
+
+    return LLM(
+        llm_config(ctx.settings, ctx.home.memd_dir),
+        usage_sink=lambda rec: record_call(ctx, rec),
+        tokens_used_today=lambda: tokens_today(ctx.conn, ctx.now()),
+    )
+
+
+def make_context(
+    home: Home,
+    settings: Settings,
+    *,
+    log: Any,
+    now: Clock = system_clock,
+    should_stop: Callable[[], bool] = lambda: False,
+    readonly: bool = False,
+) -> JobContext:
+    conn = state.connect(home.state_db, readonly=readonly)
+    return JobContext(
+        home=home, settings=settings, conn=conn, now=now, log=log, should_stop=should_stop, llm_factory=make_llm
     )

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from memd.errors import BusyError, MemdError
 from memd.fsutil import PRIVATE_FILE, ensure_private_dir
@@ -39,7 +39,6 @@ from memd.tree import Home, Place
 if TYPE_CHECKING:
     from filelock import BaseFileLock
 
-ScopeKind = Literal["global", "project", "session"]
 
 _POLL_S = 0.05
 
@@ -62,7 +61,7 @@ class LockBusy(LockError, BusyError):
     unlocked).
     """
 
-    def __init__(self, scope: Scope, waited_s: float, path: Path) -> None:
+    def __init__(self, scope: Place, waited_s: float, path: Path) -> None:
         self.scope = scope
         self.waited_s = waited_s
         self.path = path
@@ -72,13 +71,10 @@ class LockBusy(LockError, BusyError):
         )
 
 
-Scope = Place  # transitional name; Place (memd.tree) is the one value for targets, locks and history
+GLOBAL = Place("global")
 
 
-GLOBAL = Scope("global")
-
-
-def canonical_order(scopes: Sequence[Scope]) -> list[Scope]:
+def canonical_order(scopes: Sequence[Place]) -> list[Place]:
     """Scopes deduplicated and sorted global → project → session."""
     return sorted(set(scopes), key=lambda s: s.sort_key)
 
@@ -88,7 +84,7 @@ def lock_file_name(scope: Place) -> str:
     return scope.lock_name
 
 
-def lock_path(home: Home, scope: Scope) -> Path:
+def lock_path(home: Home, scope: Place) -> Path:
     return home.locks_dir / lock_file_name(scope)
 
 
@@ -174,8 +170,8 @@ def _tighten(path: Path) -> None:
 class Held:
     """What `acquire` took: the scopes in acquisition order and how long it waited."""
 
-    scopes: list[Scope] = field(default_factory=list)
-    waited_s: dict[Scope, float] = field(default_factory=dict)
+    scopes: list[Place] = field(default_factory=list)
+    waited_s: dict[Place, float] = field(default_factory=dict)
 
     @property
     def total_wait_s(self) -> float:
@@ -184,9 +180,9 @@ class Held:
 
 def _take_one(
     home: Home,
-    scope: Scope,
+    scope: Place,
     deadline: float,
-    on_wait: Callable[[Scope], None] | None,
+    on_wait: Callable[[Place], None] | None,
     clock: Callable[[], float],
 ) -> tuple[BaseFileLock, float]:
     path = lock_path(home, scope)
@@ -209,10 +205,10 @@ def _take_one(
 @contextmanager
 def acquire(
     home: Home,
-    scopes: Sequence[Scope],
+    scopes: Sequence[Place],
     *,
     timeout: float,
-    on_wait: Callable[[Scope], None] | None = None,
+    on_wait: Callable[[Place], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Iterator[Held]:
     """Hold every scope in `scopes` for the body of the `with`.
@@ -240,8 +236,6 @@ __all__ = [
     "Held",
     "LockBusy",
     "LockError",
-    "Scope",
-    "ScopeKind",
     "UnsafeLockPath",
     "acquire",
     "canonical_order",

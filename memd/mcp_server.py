@@ -163,8 +163,8 @@ class Tools:
 
     def recall(self, query: str) -> dict[str, Any]:
         from memd import settings as st
-        from memd.context import make_context
         from memd.hooks import QUIET
+        from memd.jobctx import make_context
         from memd.recall import recall
         from memd.search import open_readonly
 
@@ -193,8 +193,8 @@ class Tools:
     def _write(self, op: dict[str, Any], job: str, reason: str) -> dict[str, Any]:
         """One operation through extraction's path: validate (and redact), lock, apply, index, history."""
         from memd import memwrite
-        from memd.context import make_context
         from memd.hooks import QUIET
+        from memd.jobctx import make_context
         from memd.locks import acquire
         from memd.opsvalidate import validate_operations
 

@@ -468,7 +468,7 @@ def ask_model(
     buffered and written from this thread, since the state connection belongs
     to it and the call runs on another.
     """
-    from memd.context import record_call
+    from memd.jobctx import record_call
     from memd.llm import LLM
 
     base = ctx.llm

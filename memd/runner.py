@@ -13,12 +13,12 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 from memd.clock import iso
-from memd.jobctx import Deferred, JobContext, RunResult, Target
-from memd.locks import LockBusy, Scope, acquire
+from memd.jobctx import Deferred, Job, JobContext, RunResult
+from memd.locks import LockBusy, acquire
+from memd.tree import Place
 
 
 def _classify(exc: BaseException) -> RunResult:
@@ -48,18 +48,17 @@ def _one_line(text: str) -> str:
 
 def run_job(
     ctx: JobContext,
-    job: ModuleType,
-    target: Target,
+    job: Job,
+    target: Place,
     *,
     force: bool = False,
     lock_timeout: float | None = None,
-    on_wait: Callable[[Scope], None] | None = None,
+    on_wait: Callable[[Place], None] | None = None,
 ) -> RunResult:
     """Lock, run, record. Never raises for a job's own failure: the outcome says it."""
     run_id = uuid.uuid4().hex[:12]
     log = ctx.log.bind(job=job.NAME, target=str(target), run_id=run_id)
     ctx.log = log
-    _stop_aware_llm(ctx)
     started = time.monotonic()
     rowid = _record_start(ctx, job.NAME, str(target), run_id)
     log.info("job.started", force=force)
@@ -94,41 +93,7 @@ def run_job(
     return result
 
 
-def _stop_aware_llm(ctx: JobContext) -> None:
-    """Hand the run's stop flag to its model layer, built or not yet (it is built lazily).
-
-    So a model call started by any job learns of a stop request (SIGTERM to the
-    daemon) and starts no further attempt: the daemon drains in about one
-    attempt's timeout (issue 16). A model layer that has its own flag keeps it.
-    """
-    if ctx._llm is not None:
-        _StopAware.wire(ctx._llm, ctx)
-    elif not isinstance(ctx.llm_factory, _StopAware):
-        ctx.llm_factory = _StopAware(ctx.llm_factory)
-
-
-class _StopAware:
-    """A model-layer factory that gives what it builds the context's `should_stop`."""
-
-    def __init__(self, inner: Callable[[JobContext], Any] | None) -> None:
-        self.inner = inner
-
-    def __call__(self, ctx: JobContext) -> Any:
-        build = self.inner
-        if build is None:
-            from memd.context import make_llm
-
-            build = make_llm
-        return self.wire(build(ctx), ctx)
-
-    @staticmethod
-    def wire(llm: Any, ctx: JobContext) -> Any:
-        if getattr(llm, "should_stop", False) is None:
-            llm.should_stop = ctx.should_stop
-        return llm
-
-
-def refusal(ctx: JobContext, job: ModuleType) -> str | None:
+def refusal(ctx: JobContext, job: Job) -> str | None:
     """Why this job must not run at all now, whatever `--force` says: a settings file that did
     not parse, with no earlier settings to keep, refuses every job that may call a model (§8.1)."""
     if getattr(job, "NEEDS_MODEL", False) and ctx.settings.refused:
@@ -140,7 +105,7 @@ def refusal(ctx: JobContext, job: ModuleType) -> str | None:
 WRITES_MEMORY_AFTER_MODEL = frozenset({"extract"})
 
 
-def precheck(ctx: JobContext, job: ModuleType, target: Target) -> RunResult | None:
+def precheck(ctx: JobContext, job: Job, target: Place) -> RunResult | None:
     """A run that cannot succeed, found cheaply before any model call (issue 16: a memory
     directory that is a file used to fail only after the paid gate and extraction calls, with a
     traceback, then again at every retry): the session's transcript is gone (skipped), or a

@@ -118,6 +118,51 @@ def set_aside(path: Path | str, reason: str) -> Path | None:
     return dest
 
 
+LAYOUT = "an older or newer layout"  # not damage: the writer rebuilds such a database in place
+
+
+def problem(path: Path | str) -> str | None:
+    """Why the search database at `path` cannot serve searches (None: it can, or it is absent);
+    a reason starting with `LAYOUT` means an older or newer layout, not damage.
+
+    Read-only and cheap enough for a command to ask first (`memd search`, `memd recall`) and for
+    the index job's reconcile: the file type, the version and segmenter, the columns readers
+    use, and `PRAGMA quick_check` (every page; a search database holds only memories, so it is
+    small) — damage in a page no statement has touched yet is found too.
+    """
+    import stat
+
+    from memd.fsutil import kind_of
+    from memd.search import open_readonly
+
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(mode):
+        return f"{kind_of(mode)}, not a regular file"
+    try:
+        conn = open_readonly(path)
+    except sqlite3.Error as exc:
+        return str(exc)
+    try:
+        conn.text_factory = lambda b: b.decode("utf-8", "replace")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            return f"{LAYOUT} (schema {version}, not {SCHEMA_VERSION})"
+        conn.execute("SELECT id, scope, project_key, file, name, description, type, body, mtime, size FROM memories LIMIT 0")
+        conn.execute("SELECT rowid, name, description, body FROM memories_fts LIMIT 0")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'segmenter'").fetchone()
+        if row is None or row[0] != SEGMENTER:
+            return f"{LAYOUT} (segmenter {row[0] if row else None!r}, not {SEGMENTER!r})"
+        checked = str(conn.execute("PRAGMA quick_check").fetchone()[0])
+        return None if checked == "ok" else " ".join(checked.split())[:300]
+    except sqlite3.Error as exc:
+        return str(exc) if damaged(exc) else None
+    finally:
+        conn.close()
+
+
 def _private(path: Path) -> None:
     try:
         if path.is_symlink():
@@ -456,5 +501,6 @@ __all__ = [
     "SearchIndex",
     "SyncStats",
     "damaged",
+    "problem",
     "set_aside",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 
 # The later word wins: the transcript's last toggle or the CLI's pause/resume
 # (`pause.effective` in Python).
-from memd.pause import PAUSED_SQL  # noqa: E402 - the one pause rule, in SQL
+from memd.pause import PAUSED_SQL
 
 _NO_HOOKS = '{"context":0,"prompts":0,"recalls":0,"memories":0,"compacts":0}'
 

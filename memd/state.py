@@ -10,6 +10,7 @@ while the daemon writes. A busy timeout bounds waiting on a writer.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from pathlib import Path
@@ -330,10 +331,8 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
 def _create_private(path: Path) -> None:
     """Create the database file 0600 before SQLite does (it would use the umask, and a
     chmod afterwards leaves a window); SQLite gives -wal and -shm the database's mode."""
-    try:
+    with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:
-        pass
 
 
 def _check_version(conn: sqlite3.Connection) -> int:

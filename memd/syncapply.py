@@ -150,7 +150,7 @@ def _propose(home: Home, settings: Any, place: Place, events: list[dict[str, str
     conflicts = [e for e in events if e.get("kind") == "changed-both" and e.get("copy")]
     if not conflicts or not proposals.review_on(settings):
         return []
-    from memd.context import make_context
+    from memd.jobctx import make_context
 
     ids: list[str] = []
     ctx = make_context(home, settings, log=log)

@@ -75,37 +75,37 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "Reply",
-    "Recorded",
-    "Rule",
+    "FAKE_SECRET",
     "FakeAnthropic",
-    "text",
-    "tool_use",
-    "status",
-    "malformed",
+    "Recorded",
+    "Reply",
+    "Rule",
     "delay",
     "drip",
+    "estimate_input_tokens",
     "json_text",
-    "ops_reply",
-    "ops_text",
+    "malformed",
     "op",
-    "op_path_traversal",
     "op_absolute_path",
     "op_huge_body",
+    "op_path_traversal",
     "op_secret_body",
     "op_unknown_type",
-    "FAKE_SECRET",
-    "estimate_input_tokens",
+    "ops_reply",
+    "ops_text",
     "request_system_text",
-    "request_user_text",
     "request_tool_results",
+    "request_user_text",
     "sse_events",
+    "status",
+    "text",
+    "tool_use",
 ]
 
 _HIDDEN_HEADERS = frozenset({"x-api-key", "authorization"})
@@ -192,10 +192,10 @@ def text(body: str, *, usage: dict[str, int] | None = None, model: str | None = 
 
 def tool_use(
     name: str,
-    input: dict[str, Any] | None = None,  # noqa: A002 - the API's field name
+    input: dict[str, Any] | None = None,
     *,
     preamble: str = "",
-    id: str | None = None,  # noqa: A002 - the API's field name
+    id: str | None = None,
     usage: dict[str, int] | None = None,
     model: str | None = None,
 ) -> Reply:
@@ -605,7 +605,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the SDK's connection pool expects
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _probe(self, method: str) -> None:
@@ -633,13 +633,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             self.wfile.flush()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._probe("GET")
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._probe("HEAD")
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         fake = self.server.fake
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -706,7 +706,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         for name, data in events:
-            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode("utf-8"))
+            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
             self.wfile.flush()
 
     def _send_drip(self, fake: FakeAnthropic, body: dict[str, Any], reply: Reply) -> None:
@@ -714,7 +714,7 @@ class _Handler(BaseHTTPRequestHandler):
         server stops or the client goes away (the write then fails; the caller ignores that)."""
         message = fake._message(body, reply)
         if body.get("stream") is True:
-            data = b"".join(f"event: {n}\ndata: {json.dumps(d)}\n\n".encode("utf-8") for n, d in sse_events(message))
+            data = b"".join(f"event: {n}\ndata: {json.dumps(d)}\n\n".encode() for n, d in sse_events(message))
             ctype = "text/event-stream; charset=utf-8"
         else:
             data, ctype = json.dumps(message).encode("utf-8"), "application/json"

@@ -10,11 +10,11 @@ from typing import Any
 
 import structlog
 
-from memd import ledger, settings as st, state
+from memd import ledger, state
+from memd import settings as st
 from memd.clock import iso
-from memd.context import llm_config, record_call, tokens_today
 from memd.discovery import discover_sessions
-from memd.jobctx import JobContext
+from memd.jobctx import JobContext, llm_config, record_call, tokens_today
 from memd.tree import Home
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

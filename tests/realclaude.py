@@ -42,7 +42,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 

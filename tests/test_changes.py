@@ -3,7 +3,6 @@ the undo is itself undoable, and a file changed since stops the undo with its na
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 

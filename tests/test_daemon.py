@@ -9,8 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from memd.locks import Scope, acquire
-from memd.tree import Home
+from memd.locks import acquire
+from memd.tree import Home, Place
 from tests.conftest import memd_cmd
 from tests.procs import DaemonProc, log_records, memd_env, run_memd, wait_for, wait_log
 
@@ -94,7 +94,7 @@ def test_run_now_waits_for_a_held_lock_then_runs(tmp_path: Path) -> None:
     home = tmp_path / "h"
     (home / "memory").mkdir(parents=True)
     (home / "memory" / "a.md").write_text(MEMORY.format(name="a", desc="first", body="A."))
-    with acquire(Home(home), [Scope.global_()], timeout=5):
+    with acquire(Home(home), [Place.global_()], timeout=5):
         proc = subprocess.Popen([*memd_cmd(), "--home", str(home), "run-now", "index", "--global"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=memd_env())  # fmt: skip
         line = proc.stderr.readline()
@@ -110,7 +110,7 @@ def test_run_now_waits_for_a_held_lock_then_runs(tmp_path: Path) -> None:
 def test_run_now_no_wait_exits_75(tmp_path: Path) -> None:
     home = tmp_path / "h"
     (home / "memory").mkdir(parents=True)
-    with acquire(Home(home), [Scope.global_()], timeout=5):
+    with acquire(Home(home), [Place.global_()], timeout=5):
         r = run_memd(home, "run-now", "index", "--global", "--no-wait")
     assert r.returncode == 75 and "deferred" in r.stdout and "lock busy" in r.stdout
 

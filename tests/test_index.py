@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from memd.index import (
 from memd.memories import Memory
 
 # 2024-05-10 12:00 UTC
-NOON = datetime(2024, 5, 10, 12, 0, tzinfo=timezone.utc).timestamp()
+NOON = datetime(2024, 5, 10, 12, 0, tzinfo=UTC).timestamp()
 TODAY = date(2024, 5, 12)
 
 
@@ -237,8 +237,8 @@ def test_drawer_truncation_uses_the_whole_budget() -> None:
 
 
 def test_drawer_dates_follow_the_given_zone() -> None:
-    late = datetime(2024, 5, 10, 23, 30, tzinfo=timezone.utc).timestamp()
-    utc = render_drawer([mem("x", mtime=late)], today=TODAY, tz=timezone.utc).text
+    late = datetime(2024, 5, 10, 23, 30, tzinfo=UTC).timestamp()
+    utc = render_drawer([mem("x", mtime=late)], today=TODAY, tz=UTC).text
     east = render_drawer([mem("x", mtime=late)], today=TODAY, tz=timezone(timedelta(hours=8))).text
     assert "2024-05-10" in utc and "2024-05-11" in east
 
@@ -284,7 +284,7 @@ def test_staleness_note(age: float, expected: str | None) -> None:
 
 
 def test_staleness_note_accepts_datetime_and_future_mtime() -> None:
-    now = datetime.fromtimestamp(NOON, timezone.utc)
+    now = datetime.fromtimestamp(NOON, UTC)
     assert staleness_note(NOON - 3 * DAY_SECONDS, now) is not None
     assert staleness_note(NOON + 100, now) is None  # clock skew: never "negative days old"
 

@@ -21,7 +21,7 @@ from memd.daemonlock import AlreadyRunning, DaemonLock, daemon_alive, read_pid_f
 from memd.locks import (
     GLOBAL,
     LockBusy,
-    Scope,
+    Place,
     UnsafeLockPath,
     acquire,
     lock_path,
@@ -29,8 +29,8 @@ from memd.locks import (
 from memd.tree import Home
 
 REPO = Path(memd.__file__).resolve().parent.parent
-PROJECT = Scope.project("-tmp-proj")
-SESSION = Scope.session("-tmp-proj", "0b1c2d3e-sid")
+PROJECT = Place.project("-tmp-proj")
+SESSION = Place.session("-tmp-proj", "0b1c2d3e-sid")
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def home(tmp_path: Path) -> Home:
     return Home(tmp_path / "deepcode")
 
 
-def _lock_is_free(home: Home, scope: Scope) -> bool:
+def _lock_is_free(home: Home, scope: Place) -> bool:
     """Probe with a fresh acquisition: flock contends between descriptors even in one process."""
     try:
         with acquire(home, [scope], timeout=0):
@@ -53,7 +53,8 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from memd.locks import Scope, acquire
+    from memd.locks import acquire
+    from memd.tree import Place
     from memd.daemonlock import DaemonLock
     from memd.tree import Home
     home = Home(Path(sys.argv[1]))
@@ -63,7 +64,7 @@ HOLDER = textwrap.dedent(
             print("held", flush=True)
             time.sleep(seconds)
     else:
-        with acquire(home, [Scope.parse(s) for s in what.split(",")], timeout=0):
+        with acquire(home, [Place.parse(s) for s in what.split(",")], timeout=0):
             print("held", flush=True)
             time.sleep(seconds)
     """
@@ -116,27 +117,27 @@ def holders():
 
 def test_scope_round_trips_and_validates() -> None:
     for s in (GLOBAL, PROJECT, SESSION):
-        assert Scope.parse(str(s)) == s
+        assert Place.parse(str(s)) == s
     assert str(SESSION) == "session:-tmp-proj:0b1c2d3e-sid"
     for bad in ("", "global:x", "project:", "session:k", "bogus:k"):
         with pytest.raises(ValueError):
-            Scope.parse(bad)
+            Place.parse(bad)
     with pytest.raises(ValueError):
-        Scope("project")
+        Place("project")
     with pytest.raises(ValueError):
-        Scope("global", "k")
+        Place("global", "k")
 
 
 def test_lock_file_names_are_safe_and_distinct(home: Home) -> None:
     with pytest.raises(ValueError):  # a place is one path component: a slash never reaches a lock name
-        Scope.session("k", "../../../etc/passwd")
-    evil = Scope.session("k", "..\\..%2f..etc passwd" + "x" * 400)
+        Place.session("k", "../../../etc/passwd")
+    evil = Place.session("k", "..\\..%2f..etc passwd" + "x" * 400)
     path = lock_path(home, evil)
     assert path.parent == home.locks_dir
     assert "/" not in path.name and len(path.name) < 200
     # Sanitising is lossy; the hash keeps scopes that sanitise alike apart.
-    assert lock_path(home, Scope.session("k", "a b")) != lock_path(home, Scope.session("k", "a_b"))
-    assert lock_path(home, Scope.project("k")) != lock_path(home, Scope.session("k", "k"))
+    assert lock_path(home, Place.session("k", "a b")) != lock_path(home, Place.session("k", "a_b"))
+    assert lock_path(home, Place.project("k")) != lock_path(home, Place.session("k", "k"))
     with acquire(home, [evil], timeout=0):
         assert path.exists()
     assert sorted(os.listdir(home.root)) == ["memd"]  # nothing escaped the locks dir
@@ -156,7 +157,7 @@ def test_scopes_are_taken_global_project_session_whatever_the_order_given(home: 
 
 def test_global_is_tried_first_so_a_busy_global_leaves_narrower_scopes_untouched(home: Home, holders) -> None:
     holders.append(Holder(home, "global", 30))
-    waited: list[Scope] = []
+    waited: list[Place] = []
     with pytest.raises(LockBusy) as err:
         with acquire(home, [SESSION, PROJECT, GLOBAL], timeout=0.3, on_wait=waited.append):
             pytest.fail("acquired a lock another process holds")
@@ -191,7 +192,7 @@ def test_an_exception_in_the_body_releases_everything(home: Home) -> None:
 def test_second_process_waits_then_gets_the_lock(home: Home, holders) -> None:
     holder = Holder(home, f"{GLOBAL},{PROJECT}", 0.8)
     holders.append(holder)
-    waited: list[Scope] = []
+    waited: list[Place] = []
     start = time.monotonic()
     with acquire(home, [PROJECT], timeout=20, on_wait=waited.append) as held:
         elapsed = time.monotonic() - start
@@ -215,7 +216,7 @@ def test_lock_busy_when_the_holder_outlasts_the_timeout(home: Home, holders) -> 
 
 def test_zero_timeout_fails_at_once_without_announcing_a_wait(home: Home, holders) -> None:
     holders.append(Holder(home, str(GLOBAL), 30))
-    calls: list[Scope] = []
+    calls: list[Place] = []
     with pytest.raises(LockBusy):
         with acquire(home, [GLOBAL], timeout=0, on_wait=calls.append):
             pass
@@ -223,7 +224,7 @@ def test_zero_timeout_fails_at_once_without_announcing_a_wait(home: Home, holder
 
 
 def test_no_wait_and_no_callback_when_free(home: Home) -> None:
-    calls: list[Scope] = []
+    calls: list[Place] = []
     with acquire(home, [GLOBAL], timeout=5, on_wait=calls.append) as held:
         assert held.total_wait_s == 0
     assert calls == []
@@ -318,7 +319,7 @@ def test_daemon_alive_does_not_create_files_in_a_fresh_home(home: Home) -> None:
 # --- planted symlinks and permissions ------------------------------------------------------
 
 
-def _plant(home: Home, scope: Scope, target: Path) -> Path:
+def _plant(home: Home, scope: Place, target: Path) -> Path:
     locks.ensure_locks_dir(home)
     link = lock_path(home, scope)
     link.symlink_to(target)

@@ -19,7 +19,16 @@ from memd.recall import Candidate, merge_surfaced, order_candidates, parse_selec
 from memd.search import open_readonly
 from memd.state import get_kv
 from memd.tree import Home
-from tests.fakeapi import FakeAnthropic, delay, json_text, malformed, request_system_text, request_user_text, status, text
+from tests.fakeapi import (
+    FakeAnthropic,
+    delay,
+    json_text,
+    malformed,
+    request_system_text,
+    request_user_text,
+    status,
+    text,
+)
 from tests.jobkit import NOW, context, make_settings
 from tests.procs import memd_env, run_memd
 

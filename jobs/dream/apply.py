@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from jobs.dream.eligibility import advance
 from jobs.dream.plan import DreamOp, Plan
 from memd.clock import iso
-from memd.jobctx import Deferred, JobContext, RunResult, Target
+from memd.jobctx import Deferred, JobContext, RunResult
+from memd.tree import Place
 
 if TYPE_CHECKING:
-    from memd.history import ScopeRef
     from memd.memories import Memory
 
 
@@ -139,7 +139,7 @@ def _stamp(memories: list[Memory]) -> list[Memory]:
     return out
 
 
-def refresh_known(ctx: JobContext, ref: ScopeRef, memories: list[Memory]) -> None:
+def refresh_known(ctx: JobContext, ref: Place, memories: list[Memory]) -> None:
     """The views `indexer.refresh_dir` keeps (MEMORY.md, the drawer render, search rows),
     from the memories this run already knows instead of a rescan.
 
@@ -186,7 +186,7 @@ class Snapshot:
     takes it again, there and then, if it is not whole.
     """
 
-    def __init__(self, home: Any, ref: ScopeRef, run_id: str) -> None:
+    def __init__(self, home: Any, ref: Place, run_id: str) -> None:
         self.home, self.ref, self.run_id = home, ref, run_id
         self.entry: Path | None = None
         self.error: BaseException | None = None
@@ -266,7 +266,7 @@ def _listing(directory: Path) -> dict[str, tuple[int, int, int]]:
     return out
 
 
-def _propose(ctx: JobContext, target: Target, ref: ScopeRef, rendered: Sequence[Rendered],
+def _propose(ctx: JobContext, target: Place, ref: Place, rendered: Sequence[Rendered],
              by_file: dict[str, Memory], provider: str, details: dict[str, Any]) -> RunResult:  # fmt: skip
     """Review mode (`memory.review`): the whole change waits as one proposal; nothing is written.
     The cursor moves, so the same plan is not proposed again each hour (a rerun with the same
@@ -289,7 +289,7 @@ def _propose(ctx: JobContext, target: Target, ref: ScopeRef, rendered: Sequence[
     return RunResult("ok", f"review: proposal {p.id} waits", {**details, "proposal": p.id})
 
 
-def apply(ctx: JobContext, target: Target, ref: ScopeRef, memories: list[Memory], plan: Plan, sig0: dict[str, Any],
+def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], plan: Plan, sig0: dict[str, Any],
           snap: Snapshot, provider: str, force: bool, details: dict[str, Any]) -> RunResult:  # fmt: skip
     from memd import history, memwrite
 
@@ -321,7 +321,7 @@ def apply(ctx: JobContext, target: Target, ref: ScopeRef, memories: list[Memory]
     return RunResult("ok", f"run {run_id}: {summary}", {**details, **counts, "run": run_id})
 
 
-def _commit(ctx: JobContext, ref: ScopeRef, memories: list[Memory], rendered: list[Rendered],
+def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[Rendered],
             by_file: dict[str, Memory], sig0: dict[str, Any], snap: Snapshot, provider: str, force: bool,
             plan: Plan) -> tuple[dict[str, list[dict[str, Any]]], list[Memory]]:  # fmt: skip
     """Snapshot (done already if the model call hid it), stage, check nothing moved under us,

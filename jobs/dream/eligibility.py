@@ -20,15 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memd.clock import iso, parse_iso
-from memd.jobctx import JobContext, Target, get_cursor, set_cursor
-from memd.locks import Held, Scope, acquire
+from memd.jobctx import JobContext, get_cursor, set_cursor
+from memd.locks import Held, acquire
 from memd.tree import Place
-
-if TYPE_CHECKING:  # imported where used: `memd status` imports this module and must start fast
-    from memd.history import ScopeRef
 
 NAME = "dream"  # the job's name (`jobs.dream.NAME`): its cursors and model calls are filed under it
 RETRY_HOURS = 6.0
@@ -59,7 +56,7 @@ class DreamLock(Place):
         return f"dream:{self.scope}"
 
 
-def scopes(target: Target) -> list[Scope]:
+def scopes(target: Place) -> list[Place]:
     """What the runner holds for the whole run: the scope's dream lock, not its memory lock.
 
     Decided under no memory lock, the model called outside it, applied under
@@ -70,7 +67,7 @@ def scopes(target: Target) -> list[Scope]:
 
 
 @contextmanager
-def scope_lock(ctx: JobContext, target: Target) -> Iterator[Held]:
+def scope_lock(ctx: JobContext, target: Place) -> Iterator[Held]:
     """The memory scope's own lock, which every writer of the directory takes; bounded like
     any job's wait (`memd.lockTimeoutSeconds`). Busy past it: `LockBusy`, the run is deferred."""
     place = Place.global_() if target.kind == "global" else Place.project(target.key or "")
@@ -78,19 +75,18 @@ def scope_lock(ctx: JobContext, target: Target) -> Iterator[Held]:
         yield held
 
 
-def targets(ctx: JobContext) -> list[Target]:
+def targets(ctx: JobContext) -> list[Place]:
     from memd.discovery import list_memory_dirs
 
-    return [Target("global") if s == "global" else Target("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
+    return [Place("global") if s == "global" else Place("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
 
 
-def scope_ref(target: Target) -> ScopeRef:
-    from memd.history import ScopeRef
+def scope_ref(target: Place) -> Place:
 
     if target.kind == "global":
-        return ScopeRef("global")
+        return Place("global")
     if target.kind == "project" and target.key:
-        return ScopeRef("project", target.key)
+        return Place("project", target.key)
     raise ValueError(f"dream works on a memory scope, not {target}")
 
 
@@ -131,7 +127,7 @@ class Baseline:
     run: str | None = None
 
 
-def _cursor(ctx: JobContext, target: Target) -> dict[str, Any]:
+def _cursor(ctx: JobContext, target: Place) -> dict[str, Any]:
     value = get_cursor(ctx.conn, NAME, str(target))
     return value if isinstance(value, dict) else {}
 
@@ -159,7 +155,7 @@ def oldest_memory_mtime(directory: Path) -> float | None:
     return oldest
 
 
-def baseline_of(ctx: JobContext, target: Target) -> Baseline:
+def baseline_of(ctx: JobContext, target: Place) -> Baseline:
     cur = _cursor(ctx, target)
     now = ctx.now()
     last = _when(cur.get("last"))
@@ -176,7 +172,7 @@ def baseline_of(ctx: JobContext, target: Target) -> Baseline:
     return Baseline(at, False, failed, run_id)
 
 
-def _clamp(ctx: JobContext, target: Target, cur: dict[str, Any], now: datetime, last: datetime | None,
+def _clamp(ctx: JobContext, target: Place, cur: dict[str, Any], now: datetime, last: datetime | None,
            failed: datetime | None) -> tuple[datetime | None, datetime | None]:  # fmt: skip
     """A last consolidation or failure in the future, taken as now and kept as now (once: the
     count of minHours starts when the bad time was found, instead of waiting until 2099)."""
@@ -217,7 +213,7 @@ _SESSIONS_SINCE = (
 )
 
 
-def sessions_since(conn: Any, baselines: dict[Target, datetime]) -> dict[Target, int]:
+def sessions_since(conn: Any, baselines: dict[Place, datetime]) -> dict[Place, int]:
     """Sessions touched after each target's baseline, from one query.
 
     The SQL prefix test (`last_ts >= <baseline to the second>`) returns a
@@ -263,7 +259,7 @@ class Thresholds:
         return cls(enabled, float(settings.get("memory.dream.minHours")), int(settings.get("memory.dream.minSessions")))
 
 
-def due_decisions(ctx: JobContext, tgts: Sequence[Target]) -> dict[Target, tuple[bool, str]]:
+def due_decisions(ctx: JobContext, tgts: Sequence[Place]) -> dict[Place, tuple[bool, str]]:
     """Gather the facts for each target (cheap first: a scope short of hours needs no session count)."""
     th = Thresholds.of(ctx.settings)
     if not th.enabled:
@@ -278,20 +274,20 @@ def due_decisions(ctx: JobContext, tgts: Sequence[Target]) -> dict[Target, tuple
     }
 
 
-def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
+def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
     if not Thresholds.of(ctx.settings).enabled:
         return []
     tgts = [only] if only is not None else targets(ctx)
     return [t for t, (ok, _why) in due_decisions(ctx, tgts).items() if ok]
 
 
-def note_failure(ctx: JobContext, target: Target, reason: str) -> None:
+def note_failure(ctx: JobContext, target: Place, reason: str) -> None:
     """Keep the last consolidation; remember the failure so due() backs off (each try costs a call)."""
     cur = _cursor(ctx, target)
     cur.update({"failed_at": iso(ctx.now()), "failure": reason[:300]})
     set_cursor(ctx.conn, NAME, str(target), cur, iso(ctx.now()))
 
 
-def advance(ctx: JobContext, target: Target, run_id: str | None) -> None:
+def advance(ctx: JobContext, target: Place, run_id: str | None) -> None:
     """The cursor rule: called once the swap (or the decision that nothing changes) is durable."""
     set_cursor(ctx.conn, NAME, str(target), {"last": iso(ctx.now()), "run": run_id}, iso(ctx.now()))

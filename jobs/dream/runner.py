@@ -47,14 +47,14 @@ from jobs.dream.prompt import (
     summary_note,
 )
 from memd.clock import iso
-from memd.jobctx import Deferred, JobContext, RunResult, Target
+from memd.jobctx import Deferred, JobContext, RunResult
+from memd.tree import Place
 
 if TYPE_CHECKING:
-    from memd.history import ScopeRef
     from memd.memories import Memory
 
 
-def _session_notes(ctx: JobContext, ref: ScopeRef, since: datetime | None) -> list[SessionNote]:
+def _session_notes(ctx: JobContext, ref: Place, since: datetime | None) -> list[SessionNote]:
     """Titles and summaries of the sessions since `since` (newest first), else their first request."""
     q = ("SELECT key, session_id, path, format, last_ts, safe_offset FROM sessions "
          "WHERE is_subagent=0 AND human_turns>0 AND last_ts IS NOT NULL")  # fmt: skip
@@ -101,11 +101,11 @@ def _read_index(directory: Path) -> str | None:
     return None
 
 
-def _label(ref: ScopeRef) -> str:
+def _label(ref: Place) -> str:
     return "the global drawer (cross-project memories)" if ref.kind == "global" else f"the memory of project {ref.key}"
 
 
-def _model_plan(ctx: JobContext, ref: ScopeRef, memories: list[Memory], rules: Rules, base: Baseline) -> Plan:
+def _model_plan(ctx: JobContext, ref: Place, memories: list[Memory], rules: Rules, base: Baseline) -> Plan:
     from memd.llmtypes import ModelCallFailed
     from memd.opsvalidate import ModelOutputError, parse_model_json
 
@@ -138,7 +138,7 @@ def _provider(ctx: JobContext) -> str:
     return provider
 
 
-def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
+def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     from memd import history
 
     ref = scope_ref(target)
@@ -168,7 +168,7 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
         snap.discard()
 
 
-def _plan_and_apply(ctx: JobContext, target: Target, ref: ScopeRef, base: Baseline, provider: str,
+def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, provider: str,
                     sig0: dict[str, Any], snap: Snapshot, force: bool) -> RunResult:  # fmt: skip
     """Plan under no memory lock (every write to the directory is atomic, so the scan reads whole
     files, and `sig0`, taken before it, says what the plan was made on), then apply under the lock."""

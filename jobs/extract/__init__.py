@@ -26,8 +26,8 @@ from typing import Any
 
 from jobs.extract.runner import run
 from jobs.extract.trigger import NAME, extract_due
-from memd.jobctx import JobContext, Target
-from memd.locks import Scope
+from memd.jobctx import JobContext
+from memd.tree import Place
 
 __all__ = ["NAME", "NEEDS_MODEL", "TARGET_KINDS", "TRIGGER", "due", "run", "scopes", "targets"]
 
@@ -36,17 +36,17 @@ NEEDS_MODEL = True
 TARGET_KINDS: tuple[str, ...] = ("session",)
 
 
-def scopes(target: Target) -> list[Scope]:
+def scopes(target: Place) -> list[Place]:
     """No lock for the whole run: the gate and the extraction call hold none, and the apply takes
     the drawer's and the memory project's locks itself (its project is known only once the
     session's cwd is read, and no lock is held while a model answers)."""
     return []
 
 
-def targets(ctx: JobContext) -> list[Target]:
+def targets(ctx: JobContext) -> list[Place]:
     from memd.ledger import session_rows
 
-    return [Target("session", r["key"], r["session_id"]) for r in session_rows(ctx.conn)]
+    return [Place("session", r["key"], r["session_id"]) for r in session_rows(ctx.conn)]
 
 
 _DUE_SQL = """
@@ -57,7 +57,7 @@ WHERE s.is_subagent = 0 AND s.safe_offset > COALESCE(json_extract(c.value, '$.of
 """
 
 
-def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
+def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
     """Sessions with enough new human turns; one query, so a due-check over 10,000 idle sessions is cheap."""
     enabled = bool(ctx.settings.get("memory.enabled"))
     every = int(ctx.settings.get("memory.extractEveryTurns"))
@@ -65,8 +65,8 @@ def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
     args: tuple[Any, ...] = ()
     if only is not None:
         q, args = q + " AND s.key = ? AND s.session_id = ?", (only.key, only.session_id)
-    out: list[Target] = []
+    out: list[Place] = []
     for key, sid, turns, safe, cur_turns, cur_off in ctx.conn.execute(q, args):
         if extract_due(turns - cur_turns, every, safe - cur_off, enabled)[0]:
-            out.append(Target("session", key, sid))
+            out.append(Place("session", key, sid))
     return out

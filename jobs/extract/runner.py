@@ -11,7 +11,7 @@ from typing import Any
 from jobs.extract.gate import GATE_SYSTEM, gate_text, human_texts, parse_gate, pre_gate
 from jobs.extract.trigger import NAME, extract_due
 from memd.clock import iso
-from memd.jobctx import JobContext, RunResult, Target, get_cursor, set_cursor
+from memd.jobctx import JobContext, RunResult, get_cursor, set_cursor
 from memd.spans import Piece, read_span, render
 from memd.tree import Place
 
@@ -19,7 +19,7 @@ from memd.tree import Place
 def _facts(ctx: JobContext, row: dict[str, Any]) -> tuple[int, int, dict[str, Any]]:
     """New human turns and bytes since the cursor; a cursor of an older transcript generation
     (the file was rewritten) counts from the start."""
-    target = str(Target("session", row["key"], row["session_id"]))
+    target = str(Place("session", row["key"], row["session_id"]))
     cur = get_cursor(ctx.conn, NAME, target) or {}
     if int(cur.get("generation", 0)) != int(row["generation"]):
         cur = {"generation": int(row["generation"]), "memory_key": cur.get("memory_key"), "rewritten": True}
@@ -38,7 +38,7 @@ class Plan:
     judged: list[str]  # digests of the user texts this run judges
 
 
-def _session(ctx: JobContext, target: Target) -> dict[str, Any] | None:
+def _session(ctx: JobContext, target: Place) -> dict[str, Any] | None:
     row = ctx.conn.execute(
         "SELECT key, session_id, path, format, generation, safe_offset, safe_human_turns, paused_transcript "
         "FROM sessions WHERE key=? AND session_id=? AND is_subagent=0",
@@ -47,7 +47,7 @@ def _session(ctx: JobContext, target: Target) -> dict[str, Any] | None:
     return None if row is None else dict(row)
 
 
-def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
+def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     """Decide and ask the model without holding a memory lock; apply under the memory locks after
     checking that no other run moved the cursor meanwhile (issue 16: no lock held across a model call)."""
     row = _session(ctx, target)
@@ -72,7 +72,7 @@ def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
     return _apply(ctx, target, cur, plan, ops, rejected, shown, provider, sources)
 
 
-def _plan(ctx: JobContext, target: Target, row: dict[str, Any], cur: dict[str, Any]) -> Plan:
+def _plan(ctx: JobContext, target: Place, row: dict[str, Any], cur: dict[str, Any]) -> Plan:
     """What this run judges: the span since the cursor, minus what was said while paused and,
     after a rewrite, minus the user texts already judged before it."""
     from memd import pause
@@ -102,7 +102,7 @@ def _judged(ctx: JobContext, target: str) -> set[str]:
     return {r[0] for r in ctx.conn.execute("SELECT digest FROM judged WHERE target=?", (target,))}
 
 
-def _apply(ctx: JobContext, target: Target, cur: dict[str, Any], plan: Plan, ops: list[Any],
+def _apply(ctx: JobContext, target: Place, cur: dict[str, Any], plan: Plan, ops: list[Any],
            rejected: list[tuple[int, str]], shown: set[str] | None, provider: str,
            sources: list[dict[str, Any]]) -> RunResult:  # fmt: skip
     """Under the drawer's and the project's locks: re-check the cursor, write, refresh, advance."""
@@ -124,7 +124,7 @@ def _apply(ctx: JobContext, target: Target, cur: dict[str, Any], plan: Plan, ops
         return _advance(ctx, target, cur, plan, RunResult("ok", "gate: yes", details))
 
 
-def _cursor_moved(ctx: JobContext, target: Target, cur: dict[str, Any]) -> bool:
+def _cursor_moved(ctx: JobContext, target: Place, cur: dict[str, Any]) -> bool:
     now = get_cursor(ctx.conn, NAME, str(target)) or {}
     if cur.get("rewritten"):
         return int(now.get("generation", 0)) == int(cur.get("generation", 0)) and "offset" in now
@@ -136,7 +136,7 @@ def _provider(ctx: JobContext) -> str:
     return str(ctx.llm.provider)
 
 
-def _advance(ctx: JobContext, target: Target, cur: dict[str, Any], plan: Plan, result: RunResult) -> RunResult:
+def _advance(ctx: JobContext, target: Place, cur: dict[str, Any], plan: Plan, result: RunResult) -> RunResult:
     """The cursor rule: called only after every output of the run is durable. Compare-and-set:
     a run that finds the cursor moved by another one leaves it alone."""
     value = {"offset": plan.end, "human_turns": plan.human_turns, "paused": plan.paused_after,

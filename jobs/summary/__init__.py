@@ -38,8 +38,8 @@ from typing import Any
 
 from jobs.summary.runner import cursor_of, facts_of, run
 from jobs.summary.trigger import NAME, Thresholds, summary_due
-from memd.jobctx import JobContext, Target
-from memd.locks import Scope
+from memd.jobctx import JobContext
+from memd.tree import Place
 
 __all__ = ["NAME", "NEEDS_MODEL", "TARGET_KINDS", "TRIGGER", "due", "run", "scopes", "targets"]
 
@@ -48,15 +48,15 @@ NEEDS_MODEL = True
 TARGET_KINDS: tuple[str, ...] = ("session",)
 
 
-def scopes(target: Target) -> list[Scope]:
+def scopes(target: Place) -> list[Place]:
     assert target.key and target.session_id, target
-    return [Scope.session(target.key, target.session_id)]
+    return [Place.session(target.key, target.session_id)]
 
 
-def targets(ctx: JobContext) -> list[Target]:
+def targets(ctx: JobContext) -> list[Place]:
     from memd.ledger import session_rows
 
-    return [Target("session", r["key"], r["session_id"]) for r in session_rows(ctx.conn)]
+    return [Place("session", r["key"], r["session_id"]) for r in session_rows(ctx.conn)]
 
 
 _CANDIDATES_SQL = """
@@ -67,7 +67,7 @@ WHERE s.is_subagent = 0 AND (s.safe_conv_chars + 3) / 4 >= ?
 """
 
 
-def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
+def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
     """Sessions due for a summary. One query narrows 10,000 idle sessions to those with
     new bytes past `minInitTokens`; the pure `summary_due` decides for those few."""
     th = Thresholds.of(ctx.settings)
@@ -81,7 +81,7 @@ def due(ctx: JobContext, only: Target | None = None) -> list[Target]:
     cur.row_factory = sqlite3.Row
     out = []
     for row in cur.execute(q, args):
-        t = Target("session", row["key"], row["session_id"])
+        t = Place("session", row["key"], row["session_id"])
         if summary_due(facts_of(row), cursor_of(ctx, t), th)[0]:
             out.append(t)
     return out

@@ -23,9 +23,10 @@ from jobs.summary.prompt import EmptyAnswer, is_offline, model_summary
 from jobs.summary.trigger import NAME, Cursor, Facts, Thresholds, summary_due
 from memd.clock import iso
 from memd.fsutil import atomic_write, ensure_private_dir
-from memd.jobctx import JobContext, RunResult, Target, get_cursor, set_cursor
+from memd.jobctx import JobContext, RunResult, get_cursor, set_cursor
 from memd.spans import Span, read_span
 from memd.transcripts import tokens_of
+from memd.tree import Place
 
 # A previous summary larger than this (a user's paste) is read only this far.
 MAX_PREVIOUS_BYTES = 1 << 20
@@ -41,7 +42,7 @@ def facts_of(row: Any) -> Facts:
     )
 
 
-def cursor_of(ctx: JobContext, target: Target) -> Cursor | None:
+def cursor_of(ctx: JobContext, target: Place) -> Cursor | None:
     """The stored cursor, but only while its summary exists: a deleted summary.md is rebuilt whole."""
     assert target.key and target.session_id
     if not ctx.home.summary_file(target.key, target.session_id).is_file():
@@ -49,7 +50,7 @@ def cursor_of(ctx: JobContext, target: Target) -> Cursor | None:
     return Cursor.of(get_cursor(ctx.conn, NAME, str(target)))
 
 
-def _row(ctx: JobContext, target: Target) -> Any:
+def _row(ctx: JobContext, target: Place) -> Any:
     return ctx.conn.execute(
         "SELECT * FROM sessions WHERE key=? AND session_id=? AND is_subagent=0", (target.key, target.session_id)
     ).fetchone()
@@ -92,7 +93,7 @@ def write_summary(path: Path, text: str) -> None:
     atomic_write(path, text)
 
 
-def run(ctx: JobContext, target: Target, force: bool) -> RunResult:
+def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     if target.kind != "session" or not target.key or not target.session_id:
         return RunResult("failed", f"summary works on sessions, not {target}")
     th = Thresholds.of(ctx.settings)
@@ -133,7 +134,7 @@ def _not_ready(facts: Facts, cursor: Cursor | None, previous: Summary | None, th
 
 
 def _summarise(
-    ctx: JobContext, target: Target, facts: Facts, span: Span, previous: Summary | None, path: Path
+    ctx: JobContext, target: Place, facts: Facts, span: Span, previous: Summary | None, path: Path
 ) -> RunResult:
     assert target.session_id and target.key
     talk = conversation_of(span.pieces)
@@ -171,7 +172,7 @@ def _summarise(
     )  # fmt: skip
 
 
-def _advance(ctx: JobContext, target: Target, facts: Facts, text: str) -> None:
+def _advance(ctx: JobContext, target: Place, facts: Facts, text: str) -> None:
     """The cursor rule: called only once summary.md is durable."""
     sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
     cur = Cursor(facts.offset, facts.tokens, facts.tool_calls, sha)

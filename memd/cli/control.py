@@ -32,7 +32,7 @@ def _target(key: str | None, cwd: str | None, glob: bool) -> tuple[str, str | No
 
 def _context(ctx: click.Context, name: str) -> Any:
     from memd import settings as st
-    from memd.context import make_context
+    from memd.jobctx import make_context
     from memd.logs import configure, get_logger
 
     home = get_home(ctx)

@@ -9,6 +9,7 @@ import click
 
 from memd.cli import command, get_home, json_out
 from memd.errors import BusyError, MemdError, ModelAPIError, UsageError
+from memd.tree import Place
 
 RUN_NOW_LOCK_WAIT = 600.0
 
@@ -30,7 +31,6 @@ def run_cmd(ctx: click.Context) -> None:
 def _targets(job: Any, jctx: Any, *, key: str | None, session: str | None, all_: bool,
              glob: bool, force: bool) -> list[Any]:  # fmt: skip
     """What `run-now` runs: the named target, or what is due (everything with --force)."""
-    from memd.jobctx import Target
 
     kinds = getattr(job, "TARGET_KINDS", ("session", "project", "global"))
     if session and "session" not in kinds:
@@ -46,14 +46,14 @@ def _targets(job: Any, jctx: Any, *, key: str | None, session: str | None, all_:
             raise UsageError(f"no session {session!r} (see `memd sessions`)")
         if len(rows) > 1:
             raise UsageError(f"session {session!r} exists in several projects: name one with --project")
-        return [Target("session", rows[0][0], rows[0][1])]
+        return [Place("session", rows[0][0], rows[0][1])]
     if glob:
-        return [Target("global")]
+        return [Place("global")]
     pool = job.targets(jctx) if (force or not getattr(job, "HAS_THRESHOLDS", True)) else job.due(jctx)
     if key:
         pool = [t for t in pool if t.key == key]
     if key and job.NAME in ("dream", "index") and not pool:
-        pool = [Target("project", key)]
+        pool = [Place("project", key)]
     return pool
 
 
@@ -76,7 +76,7 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     """
     from memd import registry
     from memd import settings as st
-    from memd.context import make_context
+    from memd.jobctx import make_context
     from memd.logs import configure, get_logger
     from memd.runner import run_job
     from memd.scan import scan_home

@@ -22,8 +22,8 @@ def demo_cmd(directory: str) -> None:
     """Copy the bundled sample home to DIRECTORY (default ./sample-home) and run memd's jobs on it."""
     from memd import registry
     from memd import settings as st
-    from memd.context import make_context
     from memd.errors import UsageError
+    from memd.jobctx import make_context
     from memd.logs import configure, get_logger
     from memd.runner import run_job
     from memd.scan import scan_home

@@ -100,14 +100,14 @@ def check_provider(home: Any, call: bool) -> Check:
 
 
 def _call_check(home: Any, s: Any) -> Check:
-    from memd.context import make_context
+    from memd.jobctx import make_context
     from memd.logs import get_logger
 
     ctx = make_context(home, s, log=get_logger("memd.doctor"))
     try:
         reply = ctx.llm.complete(job="doctor", tier="small", system="Answer with one word.", user="Say ok.", max_tokens=5)
         return Check("provider", True, f"anthropic answered ({reply.model}, {reply.input_tokens}+{reply.output_tokens} tokens)")
-    except Exception as exc:  # noqa: BLE001 - the check reports any failure
+    except Exception as exc:
         return Check("provider", False, f"anthropic call failed: {exc}", "check the key, `memd.baseUrl` and the network")
     finally:
         ctx.conn.close()
@@ -119,7 +119,7 @@ def check_service(home: Any) -> Check:
 
     try:
         alive = daemon_alive(home)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return Check("daemon", False, f"cannot probe the daemon lock: {exc}", f"inspect {home.locks_dir}")
     unit = service.unit_path(sys.platform)
     installed = unit.exists()

@@ -18,21 +18,21 @@ import click
 
 from memd.cli import command, get_home, json_out
 from memd.errors import UsageError
+from memd.tree import Place
 
 UNDO_LOCK_WAIT = 600.0
 
 
 def _scope(key: str | None, glob: bool) -> Any:
-    """The ScopeRef named by `--project KEY` / `--global`, or None when neither is given."""
-    from memd.history import ScopeRef
+    """The Place named by `--project KEY` / `--global`, or None when neither is given."""
 
     if key and glob:
         raise UsageError("give --project or --global, not both")
     if glob:
-        return ScopeRef("global")
+        return Place("global")
     if key:
         try:
-            return ScopeRef.parse(f"project:{key}")
+            return Place.parse(f"project:{key}")
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     return None

@@ -22,25 +22,21 @@ def resolve_key(key: str | None, cwd: str | None) -> str:
 
 def ensure_search_db(home: Any, damaged: str | None = None) -> None:
     """A home never indexed gets its index built first, through the index job's own path; so does
-    one whose index is damaged (`damaged`: what failed) or is not a regular file (a FIFO, a
-    directory): it is a cache, set aside first (`search.sqlite.corrupt-<time>`) and rebuilt."""
+    one whose index is damaged (`damaged`: what failed; else `searchindex.problem` looks: a FIFO
+    or a directory in its place, garbage, a bad page, a wrong schema): it is a cache, set aside
+    first (`search.sqlite.corrupt-<time>`) and rebuilt from the memory files."""
     import os
-    import stat
 
-    try:
-        mode: int | None = os.lstat(home.search_db).st_mode
-    except FileNotFoundError:
-        mode = None
-    if mode is not None and stat.S_ISREG(mode) and damaged is None:
+    from memd.searchindex import LAYOUT, problem, set_aside
+
+    why = damaged or problem(home.search_db)
+    if why is None and os.path.lexists(home.search_db):
         return
-    if mode is not None:
-        from memd.fsutil import kind_of
-        from memd.searchindex import set_aside
-
-        set_aside(home.search_db, damaged or f"{kind_of(mode)}, not a regular file")
+    if why is not None and not why.startswith(LAYOUT):  # an old layout is rebuilt in place by the writer
+        set_aside(home.search_db, why)
     from memd import registry
     from memd import settings as st
-    from memd.context import make_context
+    from memd.jobctx import make_context
     from memd.logs import get_logger
     from memd.runner import run_job
 

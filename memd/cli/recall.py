@@ -95,7 +95,7 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
         raise UsageError("recall needs a QUERY (or --hook, which reads the prompt from stdin)")
     from memd import settings as st
     from memd.cli.memories import ensure_search_db, resolve_key
-    from memd.context import make_context
+    from memd.jobctx import make_context
     from memd.logs import cli_defaults, get_logger
     from memd.recall import recall
     from memd.search import open_readonly

@@ -39,7 +39,7 @@ def _where(c: dict[str, Any]) -> str:
 
 def _context(ctx: click.Context) -> Any:
     from memd import settings as st
-    from memd.context import make_context
+    from memd.jobctx import make_context
     from memd.logs import configure, get_logger
 
     home = get_home(ctx)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from jobs import extract
 from memd import memwrite, proposals
-from memd.jobctx import Target
 from memd.opsvalidate import validate_operations
 from memd.runner import run_job
 from memd.tree import Place
@@ -26,7 +25,7 @@ from tests.control.kit import (
 )
 from tests.jobkit import context, ingest, make_settings, write_session
 
-TARGET = Target("session", KEY, SID)
+TARGET = Place("session", KEY, SID)
 DURABLE = [("user", "Please always run the linter before committing; broken CI costs us hours."),
            ("assistant", "Understood."),
            ("user", "We decided that an empty cart is a 422 with a JSON error body."),

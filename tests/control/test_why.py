@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jobs import dream, extract
-from memd.jobctx import Target
 from memd.memories import parse_memory, render_memory
 from memd.memscan import scan_dir
 from memd.runner import run_job
+from memd.tree import Place
 from tests.control.kit import GHP, KEY, SID, cli, cli_json, memory_dir, settings, write_memory
 from tests.jobkit import context, ingest, make_settings, write_session
 
@@ -31,7 +31,7 @@ def test_why_on_an_extracted_memory_prints_the_users_redacted_lines(tmp_path: Pa
                                                               ("assistant", "Understood.")])  # fmt: skip
     ingest(home)
     ctx = context(home, make_settings())
-    r = run_job(ctx, extract, Target("session", KEY, SID))
+    r = run_job(ctx, extract, Place("session", KEY, SID))
     assert r.outcome == "ok" and r.details["applied"]["added"] >= 1, r
     mems = scan_dir(memory_dir(home), "project", KEY).memories + scan_dir(memory_dir(home, None)).memories
     (m,) = [m for m in mems if "linter" in m.name]
@@ -92,7 +92,7 @@ def test_why_on_a_merged_memory_shows_the_memories_it_was_made_of(tmp_path: Path
                                "sources": [{"session": sid, "uuids": ["u0"], "offsets": [], "ts": "2026-11-29T10:00:00Z"}]})  # fmt: skip
         os.utime(p, (old.timestamp(), old.timestamp()))
     ctx = context(home, make_settings(), now=datetime.now(UTC))
-    r = run_job(ctx, dream, Target("project", KEY), force=True)
+    r = run_job(ctx, dream, Place("project", KEY), force=True)
     assert r.outcome == "ok", r
     (m,) = [m for m in scan_dir(d).memories if m.metadata.get("merged_from")]
     data = cli_json(home, "why", m.name, "--project", KEY)

@@ -15,16 +15,16 @@ from memd import ledger, state
 from memd.clock import iso
 from memd.discovery import discover_sessions
 from memd.indexer import refresh_dir
-from memd.jobctx import JobContext, Target
+from memd.jobctx import JobContext
 from memd.memories import Memory, render_memory
 from memd.settings import Settings, parse_text
-from memd.tree import Home
+from memd.tree import Home, Place
 from tests.fakeapi import (
     FakeAnthropic,
 )
 
 KEY = "-work-proj"
-TARGET = Target("project", KEY)
+TARGET = Place("project", KEY)
 
 
 # ----------------------------------------------------------------------------- helpers

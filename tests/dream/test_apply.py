@@ -22,10 +22,9 @@ import pytest
 from jobs import dream
 from memd import history
 from memd.discovery import classify_path, list_memory_dirs
-from memd.history import ScopeRef
 from memd.indexer import refresh_dir
 from memd.runner import run_job
-from memd.tree import Home
+from memd.tree import Home, Place
 from tests.conftest import REPO, memd_cmd
 from tests.dream.helpers import (
     KEY,
@@ -61,7 +60,7 @@ def test_undo_restores_bytes_exactly_and_is_itself_undoable(home: Path) -> None:
     assert run_job(ctx, dream, TARGET, force=True).outcome == "ok"
     dreamt = files_of(d)
     assert dreamt != before
-    h, ref = Home(home), ScopeRef("project", KEY)
+    h, ref = Home(home), Place("project", KEY)
     info = history.undo(h, s, ref, None, now=datetime.now(UTC), lock_timeout=5)
     assert files_of(d) == before and mtimes_of(d) == mt_before
     assert info["kind"] == "undo" and set(info["changes"]["brought_back"]) == {"tabs.md"}
@@ -89,7 +88,7 @@ def test_undo_restores_bytes_exactly_and_is_itself_undoable(home: Path) -> None:
 
 def _crash_state(home: Path, point: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """Lay out what a crash at `point` leaves; returns (old, new) file sets."""
-    h, ref = Home(home), ScopeRef("project", KEY)
+    h, ref = Home(home), Place("project", KEY)
     d = mdir(home)
     write_mem(d, "a", "a", "project", "old a")
     write_mem(d, "b", "b", "project", "old b")
@@ -149,8 +148,8 @@ CHILD = r"""
 import json, sys
 from datetime import UTC, datetime
 from memd import settings as st
-from memd.context import make_context
-from memd.jobctx import Target
+from memd.jobctx import make_context
+from memd.tree import Place
 from memd.logs import configure, get_logger
 from memd.runner import run_job
 from memd.tree import Home
@@ -163,7 +162,7 @@ configure(home, level="info", stderr_level="error")
 now = (lambda: datetime.fromisoformat(fixed)) if fixed else (lambda: datetime.now(UTC))
 ctx = make_context(home, s, log=get_logger("child"), now=now)
 print("go", flush=True)
-r = run_job(ctx, dream, Target.parse(sys.argv[5] if len(sys.argv) > 5 else "project:-work-proj"), force=force, lock_timeout=timeout)
+r = run_job(ctx, dream, Place.parse(sys.argv[5] if len(sys.argv) > 5 else "project:-work-proj"), force=force, lock_timeout=timeout)
 print(json.dumps({"outcome": r.outcome, "reason": r.reason}), flush=True)
 """
 

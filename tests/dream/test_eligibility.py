@@ -13,7 +13,8 @@ import pytest
 from jobs import dream
 from jobs.dream.eligibility import dream_due, due_decisions, sessions_since
 from memd.clock import iso
-from memd.jobctx import Target, set_cursor
+from memd.jobctx import set_cursor
+from memd.tree import Place
 from tests.dream.helpers import (
     KEY,
     TARGET,
@@ -57,7 +58,7 @@ def test_due_over_a_clock_and_real_sessions(home: Path) -> None:
     write_mem(mdir(home, other), "o", "omega", "project", "omega body", age_h=24 * 20)
     s = mk_settings(dream={"minHours": 24, "minSessions": 3})
     ctx = make_ctx(home, s, now=t0)
-    for t in (TARGET, Target("global"), Target("project", other)):
+    for t in (TARGET, Place("global"), Place("project", other)):
         set_cursor(ctx.conn, "dream", str(t), {"last": iso(t0), "run": None}, iso(t0))
     # sessions: two in KEY after t0, one in KEY before t0, one in `other` after t0,
     # a sub-agent transcript and a session without any human turn (neither counts)
@@ -83,8 +84,8 @@ def test_due_over_a_clock_and_real_sessions(home: Path) -> None:
     ingest(home)
     ctx.now = lambda: t0 + timedelta(hours=32)
     assert sorted(str(t) for t in dream.due(ctx)) == ["global", f"project:{KEY}"]
-    assert dream.due(ctx, only=Target("project", other)) == []
-    why = due_decisions(ctx, [Target("project", other)])[Target("project", other)][1]
+    assert dream.due(ctx, only=Place("project", other)) == []
+    why = due_decisions(ctx, [Place("project", other)])[Place("project", other)][1]
     assert "1/3 sessions" in why
     ctx.settings = mk_settings(dream={"enabled": False})
     assert dream.due(ctx) == []
@@ -111,10 +112,10 @@ def test_session_scan_is_one_cheap_query_over_10k_sessions(home: Path) -> None:
     now = datetime.now(UTC)
     rows = [(f"-p{i % 100}", f"s{i}", "/x", i % 97 != 0, iso(now - timedelta(minutes=i))) for i in range(10_000)]
     ctx.conn.executemany("INSERT INTO sessions(key, session_id, path, human_turns, last_ts) VALUES (?,?,?,?,?)", rows)
-    base = {Target("global"): now - timedelta(hours=24), Target("project", "-p1"): now - timedelta(days=30)}
+    base = {Place("global"): now - timedelta(hours=24), Place("project", "-p1"): now - timedelta(days=30)}
     t = time.perf_counter()
     got = sessions_since(ctx.conn, base)
     took = time.perf_counter() - t
-    assert got[Target("global")] == sum(1 for r in rows if r[3] and r[4] > iso(now - timedelta(hours=24)))
-    assert got[Target("project", "-p1")] == sum(1 for r in rows if r[0] == "-p1" and r[3])
+    assert got[Place("global")] == sum(1 for r in rows if r[3] and r[4] > iso(now - timedelta(hours=24)))
+    assert got[Place("project", "-p1")] == sum(1 for r in rows if r[0] == "-p1" and r[3])
     assert took < 0.5, took

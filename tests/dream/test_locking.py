@@ -21,7 +21,6 @@ from jobs.dream.apply import _listing
 from jobs.dream.eligibility import DreamLock, scopes
 from memd import history
 from memd.fsutil import atomic_write
-from memd.history import ScopeRef
 from memd.jobctx import get_cursor
 from memd.locks import acquire, lock_path
 from memd.memories import render_memory
@@ -53,7 +52,7 @@ def _gated(gate: threading.Event) -> Any:
 
 def test_the_dream_lock_is_its_own() -> None:
     project, glob = DreamLock("project", KEY), DreamLock("global")
-    assert scopes(TARGET) == [project] and scopes(dream.eligibility.Target("global")) == [glob]
+    assert scopes(TARGET) == [project] and scopes(dream.eligibility.Place("global")) == [glob]
     assert project != Place.project(KEY) and glob != Place.global_()
     assert project.lock_name == f"dream.{Place.project(KEY).lock_name}" and glob.lock_name == "dream.global.lock"
     assert str(project) == f"dream:project:{KEY}" and str(glob) == "dream:global"
@@ -129,7 +128,7 @@ def test_a_snapshot_swept_during_the_model_call_is_taken_again(home: Path, monke
     notices and copies it again: the history still holds the scope exactly as it was."""
     d = model_scope(home)
     before = files_of(d)
-    h, ref = Home(home), ScopeRef("project", KEY)
+    h, ref = Home(home), Place("project", KEY)
     swept: list[Any] = []
 
     def responder(body: dict[str, Any]) -> Any:

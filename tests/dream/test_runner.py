@@ -15,12 +15,11 @@ import pytest
 from jobs import dream
 from jobs.dream.eligibility import due_decisions
 from memd import history
-from memd.history import ScopeRef
 from memd.indexer import refresh_dir
-from memd.jobctx import JobContext, Target, get_cursor
+from memd.jobctx import JobContext, get_cursor
 from memd.memories import parse_memory
 from memd.runner import run_job
-from memd.tree import Home
+from memd.tree import Home, Place
 from tests.dream.helpers import (
     KEY,
     TARGET,
@@ -67,7 +66,7 @@ def test_offline_merges_near_duplicates_and_absolutises_dates_hand_edits_kept(ho
     assert "[tabs-2](tabs-2.md)" in after["MEMORY.md"].decode() and "(tabs.md)" not in after["MEMORY.md"].decode()
     cur = get_cursor(ctx.conn, "dream", str(TARGET))
     assert cur and cur["run"] == r.details["run"] and cur["last"]
-    runs = history.list_runs(Home(home), ScopeRef("project", KEY))
+    runs = history.list_runs(Home(home), Place("project", KEY))
     assert len(runs) == 1 and runs[0]["provider"] == "offline" and runs[0]["changes"]["merged"][0]["reason"]
     # the user edits board.md by hand after the dream: still kept; nothing else is left to do,
     # and a run that changes nothing still counts as a consolidation
@@ -86,8 +85,8 @@ def test_views_after_a_dream_equal_a_fresh_rebuild(home: Path, key: str | None) 
     write_mem(d, "a", "alpha said today", "user", "Alpha: decided yesterday, see `today`.\n\nSecond line.", age_h=30)
     write_mem(d, "a2", "alpha said today", "user", "Alpha: decided yesterday, see `today`.\n\nSecond line!", age_h=20)
     write_mem(d, "b", "beta", "feedback", "Beta is fine as it is.", age_h=25)
-    target = Target("global") if key is None else Target("project", key)
-    ref = ScopeRef("global") if key is None else ScopeRef("project", key)
+    target = Place("global") if key is None else Place("project", key)
+    ref = Place("global") if key is None else Place("project", key)
     r = run_job(make_ctx(home, mk_settings()), dream, target, force=True)
     assert r.outcome == "ok" and r.details["merged"] == 1, r
     h = Home(home)
@@ -172,7 +171,7 @@ def test_model_merge_update_delete_applied_with_history(home: Path, monkeypatch:
     assert after["mine.md"] == before["mine.md"]
     merged = parse_memory(d / "pnpm.md", after["pnpm.md"])
     assert merged.metadata["provider"] == "anthropic" and merged.metadata["merged_from"] == ["pnpm", "pnpm-ci"]
-    run = history.list_runs(Home(home), ScopeRef("project", KEY))[-1]
+    run = history.list_runs(Home(home), Place("project", KEY))[-1]
     assert run["changes"]["deleted"] == [{"name": "staging-url", "file": "staging-url.md", "reason": "staging was retired"}]
     assert files_of(Path(run["path"]) / "files") == before  # the snapshot is the scope before the run
 

@@ -58,13 +58,13 @@ structlog.configure(processors=[timing])
 import anthropic  # noqa: F401 - everything the job imports lazily is imported before forking, on purpose
 import jobs.extract as extract
 import jobs.extract.prompt, memd.indexer, memd.llm, memd.memwrite, memd.opsvalidate, memd.search  # noqa: E401,F401
-from memd.jobctx import Target
+from memd.tree import Place
 from memd.runner import run_job
 from tests.fakeapi import FakeAnthropic, text
 from tests.jobkit import context, make_settings
 
 REPLY = Path(sys.argv[2]).read_text()
-TARGET = Target.parse(sys.argv[3])
+TARGET = Place.parse(sys.argv[3])
 
 def child(home):
     # REPLY twice: a rerun finds memories the answer adds already there (unseen), and asks once more

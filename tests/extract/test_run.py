@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 from jobs import extract
-from memd.jobctx import Target, get_cursor
+from memd.jobctx import get_cursor
 from memd.memscan import scan_dir
 from memd.runner import run_job
+from memd.tree import Place
 from tests.fakeapi import (
     FAKE_SECRET,
     FakeAnthropic,
@@ -27,7 +28,7 @@ from tests.jobkit import context, ingest, make_settings, write_session
 
 KEY = "-work-repo"
 SID = "s1"
-TARGET = Target("session", KEY, SID)
+TARGET = Place("session", KEY, SID)
 
 
 def msgs(api: FakeAnthropic) -> list[dict]:

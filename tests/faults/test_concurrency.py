@@ -21,8 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from tests.faults.actors import reader_main, writer_main
-from tests.faults.kit import (FakeModel, _forkserver, build_corpus, failed_runs, ledger_problems, memory_files,
-                              memory_names, settle, view_problems, write_settings, index_targets)  # fmt: skip
+from tests.faults.kit import (
+    FakeModel,
+    _forkserver,
+    build_corpus,
+    failed_runs,
+    index_targets,
+    ledger_problems,
+    memory_files,
+    memory_names,  # fmt: skip
+    settle,
+    view_problems,
+    write_settings,
+)
 from tests.procs import DaemonProc, run_memd
 
 WRITERS = 8

@@ -30,9 +30,24 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tests.faults.kit import (FakeModel, ForkedDaemon, append, build_corpus, failed_runs, ledger_problems,
-                              ledger_state, max_run_id, memory_files, memory_names, runs_by_outcome, settle,
-                              temp_leftovers, unfinished_runs, view_problems, write_settings)  # fmt: skip
+from tests.faults.kit import (
+    FakeModel,
+    ForkedDaemon,
+    append,
+    build_corpus,
+    failed_runs,
+    ledger_problems,
+    ledger_state,
+    max_run_id,
+    memory_files,
+    memory_names,
+    runs_by_outcome,
+    settle,
+    temp_leftovers,  # fmt: skip
+    unfinished_runs,
+    view_problems,
+    write_settings,
+)
 from tests.procs import DaemonProc
 
 KILLS = int(os.environ.get("MEMD_FAULTS_KILLS", "110"))
@@ -49,7 +64,6 @@ def test_kill_9_loop_keeps_every_file_whole_and_ends_where_a_calm_run_ends(
     write_settings(calm)
     rng = random.Random(SEED)
     pending = list(corpus.writes)
-    written: set[tuple[str, str]] = set()  # what the transcripts so far ask for: (label, name)
     had: dict[str, set[str]] = {}
     kills = mid_job = early = aimed = 0
     last_run = 0

@@ -36,13 +36,13 @@ import pytest
 
 import jobs.extract as extract
 import jobs.index as index_job
-from memd.jobctx import Target
 from memd.memscan import scan_dir
 from memd.runner import run_job
+from memd.tree import Place
 from tests.fakeapi import FakeAnthropic, op, ops_reply, text
 from tests.faults.kit import RecordingLog, one_line, snapshot
 from tests.jobkit import context, ingest, make_settings, write_session
-from tests.procs import DaemonProc, log_records, memd_env, wait_log
+from tests.procs import DaemonProc, log_records, memd_env, wait_for
 
 KEY = "-home-dev-webshop"  # the demo home's project (`memd demo`)
 SID = "6d1f0c2e-1b7a-4c55-9a0e-5b8f3e2d4a10"
@@ -157,12 +157,14 @@ def test_a_daemon_with_fifos_in_place_finishes_its_jobs_and_stops_on_sigterm(dem
     os.mkfifo(mdir / "MEMORY.md")
     (home / "memory.md").unlink()
     os.mkfifo(home / "memory.md")
+    seen = len(log_records(home))  # the demo's own log has index runs already: only new ones count
     with DaemonProc(home) as d:
         for p in list(mdir.glob("*.md")) + list((home / "memory").glob("*.md")):  # a hand edit: the index jobs run
             if p.name != "MEMORY.md":
                 p.write_text(p.read_text() + "\nedited\n")
-        wait_log(home, 60, event="job.finished", job="index", target=f"project:{KEY}")
-        wait_log(home, 60, event="job.finished", job="index", target="global")
+        for target in (f"project:{KEY}", "global"):
+            wait_for(lambda t=target: [x for x in log_records(home)[seen:] if x.get("event") == "job.finished"
+                                       and x.get("job") == "index" and x.get("target") == t], 60)  # fmt: skip
         assert d.stop(timeout=30) == 0
     r = _run(home, "run-now", "index", "--project", KEY, "--no-wait")  # the lock was released
     assert r.returncode == 0, r.stderr
@@ -359,6 +361,14 @@ def test_a_damaged_search_db_is_set_aside_and_rebuilt(demo: Path, tmp_path: Path
     conn.close()
     assert any(f.startswith("memory/") for f in files) and any(f.startswith(f"projects/{KEY}/") for f in files)
     assert len([p for p in db.parent.glob("search.sqlite.corrupt-*") if not p.name.endswith(("-wal", "-shm"))]) <= 3
+    # damage no statement touches: found by the drawer's index run (the daemon's reconcile), rebuilt whole
+    _damage(db, how)
+    g = _run(home, "run-now", "index", "--global")
+    assert g.returncode == 0 and "Traceback" not in g.stderr, g.stderr[-2000:]
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    assert conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    assert {f for (f,) in conn.execute("SELECT file FROM memories")} == files
+    conn.close()
     fault_report["extremes: damaged search databases rebuilt"] += 1
 
 
@@ -452,7 +462,7 @@ def test_control_sequences_from_a_model_are_neither_stored_nor_printed(tmp_path:
                           reason=f"said so{ESCAPES}"))  # fmt: skip
     with FakeAnthropic([text("yes"), answer]) as api:
         ctx = context(home, make_settings(), fake_url=api.base_url)
-        r = run_job(ctx, extract, Target("session", "-work-app", "s1"))
+        r = run_job(ctx, extract, Place("session", "-work-app", "s1"))
         ctx.conn.close()
     assert r.outcome == "ok", r
     stored = (home / "projects" / "-work-app" / "memory" / "deploy-day.md").read_text()
@@ -516,7 +526,7 @@ def test_a_killed_index_writes_temporary_files_are_swept(tmp_path: Path) -> None
     for p in left + kept[1:]:
         os.utime(p, (old, old))
     ctx = context(home, make_settings(), now=datetime.now(UTC))
-    r = run_job(ctx, index_job, Target("global"))
+    r = run_job(ctx, index_job, Place("global"))
     ctx.conn.close()
     assert r.outcome == "ok" and r.details["temp_files_swept"] == len(left), r
     assert not any(p.exists() for p in left) and all(p.exists() for p in kept)
@@ -532,14 +542,14 @@ def test_case_variants_of_one_name_are_one_memory(tmp_path: Path, existing: str,
     second = ops_reply(op(name=said, op="update", description="the rule, again", body="second"))
     with FakeAnthropic([text("yes"), first]) as api:
         ctx = context(home, make_settings(), fake_url=api.base_url)
-        assert run_job(ctx, extract, Target("session", "-work-app", "s1")).outcome == "ok"
+        assert run_job(ctx, extract, Place("session", "-work-app", "s1")).outcome == "ok"
         ctx.conn.close()
     write_session(home / "projects" / "-work-app" / "s1.jsonl", [("user", "And remember the rule again, please."),
                                                                   ("assistant", "Noted.")], start=10)  # fmt: skip
     ingest(home)
     with FakeAnthropic([text("yes"), second, second]) as api:
         ctx = context(home, make_settings(), fake_url=api.base_url)
-        assert run_job(ctx, extract, Target("session", "-work-app", "s1")).outcome == "ok"
+        assert run_job(ctx, extract, Place("session", "-work-app", "s1")).outcome == "ok"
         ctx.conn.close()
     res = scan_dir(mdir, "project", "-work-app")
     assert len(res.memories) == 1 and res.memories[0].body.strip() == "second", [m.path.name for m in res.memories]
@@ -554,7 +564,7 @@ def test_a_runaway_answer_is_one_summary_line_not_thousands(tmp_path: Path, faul
     with FakeAnthropic([text("yes"), answer]) as api:
         ctx = context(home, make_settings(), fake_url=api.base_url)
         ctx.log = log = RecordingLog()
-        r = run_job(ctx, extract, Target("session", "-work-app", "s1"))
+        r = run_job(ctx, extract, Place("session", "-work-app", "s1"))
         ctx.conn.close()
     assert r.outcome == "ok" and r.details["rejected"] == 9_950, r.details
     warnings = [x for x in log.records if x["level"] == "warning"]
@@ -579,7 +589,7 @@ def test_expected_failures_are_one_line_without_a_traceback_and_before_any_model
         with FakeAnthropic([text("yes"), ops_reply(op(name="kept"))]) as api:
             ctx = context(home, make_settings(), fake_url=api.base_url)
             ctx.log = log = RecordingLog()
-            r = run_job(ctx, extract, Target("session", "-work-app", "s1"))
+            r = run_job(ctx, extract, Place("session", "-work-app", "s1"))
             ctx.conn.close()
             calls = len([q for q in api.requests if q.path == "/v1/messages"])
         assert calls == 0, (case, calls)  # found before the paid gate and extraction calls

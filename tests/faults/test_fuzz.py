@@ -30,8 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
+from memd.tree import Place
 from tests.faults.kit import RecordingLog, one_line
 
 EXAMPLES = int(os.environ.get("MEMD_FAULTS_EXAMPLES", "100"))
@@ -185,7 +187,6 @@ def test_fuzzed_transcripts_are_ingested_the_same_whole_or_in_pieces_and_jobs_su
 ) -> None:
     import jobs.extract as extract
     import jobs.summary as summary
-    from memd.jobctx import Target
     from memd.runner import run_job
     from tests.jobkit import context, make_settings
 
@@ -219,7 +220,7 @@ def test_fuzzed_transcripts_are_ingested_the_same_whole_or_in_pieces_and_jobs_su
         try:
             for sid in once:
                 for job in (extract, summary):
-                    r = run_job(ctx, job, Target("session", "-fuzz", sid), force=True)
+                    r = run_job(ctx, job, Place("session", "-fuzz", sid), force=True)
                     assert r.outcome in ("ok", "skipped", "failed"), r
                     assert not [x for x in ctx.log.records if "traceback" in x], (job.NAME, r)
                     assert r.outcome != "failed" or one_line(r.reason), r
@@ -457,7 +458,6 @@ DURABLE = [("user", "Please always remember: we deploy the billing service only 
 @given(answer=answers)
 def test_fuzzed_model_answers_never_escape_the_tree_and_every_refusal_is_one_line(fake_api: Any, answer: str) -> None:
     import jobs.extract as extract
-    from memd.jobctx import Target
     from memd.runner import run_job
     from tests.fakeapi import text
     from tests.faults.kit import view_problems, walk
@@ -476,7 +476,7 @@ def test_fuzzed_model_answers_never_escape_the_tree_and_every_refusal_is_one_lin
         ctx = context(home, make_settings(), fake_url=fake_api.base_url)
         ctx.log = log = RecordingLog()
         try:
-            r = run_job(ctx, extract, Target("session", "-fuzz", "s1"))
+            r = run_job(ctx, extract, Place("session", "-fuzz", "s1"))
         finally:
             ctx.conn.close()
         assert not [x for x in log.records if "traceback" in x], r

@@ -30,14 +30,14 @@ import pytest
 import jobs.extract as extract
 import jobs.index as index_job
 import jobs.summary as summary
-from memd.jobctx import Target
 from memd.memscan import scan_dir
 from memd.runner import run_job
+from memd.tree import Place
+from tests.conftest import memd_cmd
 from tests.fakeapi import FakeAnthropic, op, ops_reply, text
 from tests.faults.kit import FakeModel, RecordingLog, build_corpus, one_line, snapshot, turn_group, walk, write_settings
 from tests.jobkit import context, ingest, make_settings, write_session
 from tests.procs import log_records, memd_env, run_memd
-from tests.conftest import memd_cmd
 
 KEY = "-work-app"
 DURABLE = [("user", "Please always remember: we deploy the billing service only on Tuesdays, because of on-call."),
@@ -92,8 +92,8 @@ def test_hostile_answer_with_symlinks_planted_in_memory_dirs_writes_nothing_outs
         with FakeAnthropic([text("yes"), ops_reply(*hostile), text(SUMMARY)]) as api:
             ctx = context(home, make_settings(), fake_url=api.base_url)
             ctx.log = log = RecordingLog()
-            r = run_job(ctx, extract, Target("session", KEY, "s1"))
-            s = run_job(ctx, summary, Target("session", KEY, "s1"), force=True)
+            r = run_job(ctx, extract, Place("session", KEY, "s1"))
+            s = run_job(ctx, summary, Place("session", KEY, "s1"), force=True)
             ctx.conn.close()
         assert snapshot(outside) == before
         assert _symlinks(home) == links  # every planted link is still a link to where it was
@@ -115,7 +115,7 @@ def test_a_memory_named_like_the_index_never_gets_the_index_file_name(tmp_path: 
                            op(name="Memory", scope="global", type="user", description="also", body="body"))  # fmt: skip
         with FakeAnthropic([text("yes"), answer]) as api:
             ctx = context(home, make_settings(), fake_url=api.base_url)
-            r = run_job(ctx, extract, Target("session", KEY, "s1"))
+            r = run_job(ctx, extract, Place("session", KEY, "s1"))
             ctx.conn.close()
         assert r.outcome == "ok", r
         for d in (home / "projects" / KEY / "memory", home / "memory"):
@@ -136,9 +136,9 @@ def test_symlinked_memory_and_session_memory_directories_are_not_written_through
         with FakeAnthropic([text("yes"), answer, text(SUMMARY)]) as api:
             ctx = context(home, make_settings(), fake_url=api.base_url)
             ctx.log = log = RecordingLog()
-            r = run_job(ctx, extract, Target("session", KEY, "s1"))
-            s = run_job(ctx, summary, Target("session", KEY, "s1"), force=True)
-            i = run_job(ctx, index_job, Target("project", KEY))
+            r = run_job(ctx, extract, Place("session", KEY, "s1"))
+            s = run_job(ctx, summary, Place("session", KEY, "s1"), force=True)
+            i = run_job(ctx, index_job, Place("project", KEY))
             ctx.conn.close()
         assert snapshot(outside) == before, sorted(set(snapshot(outside)) - set(before))
         assert i.outcome == "skipped" and "symlink" in i.reason, i

@@ -20,9 +20,9 @@ from collections import Counter
 from pathlib import Path
 
 from memd.search import open_readonly
+from tests.conftest import memd_cmd
 from tests.faults.kit import FakeModel, append, build_corpus, settle, walk, write_settings
 from tests.procs import DaemonProc
-from tests.conftest import memd_cmd
 
 
 def _memd(home: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

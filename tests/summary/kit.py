@@ -223,7 +223,7 @@ def squash(text: str) -> str:
 
 def api_llm(url: str) -> Any:
     """The real model layer and the real `anthropic` client, pointed at the fake server."""
-    from memd.context import record_call
+    from memd.jobctx import record_call
     from memd.llm import LLM
 
     return lambda ctx: LLM(_config("anthropic", url), usage_sink=lambda rec: record_call(ctx, rec),

@@ -10,8 +10,9 @@ from jobs import summary
 from jobs.summary.trigger import Cursor, Facts, Thresholds, summary_due
 from memd import ledger
 from memd.discovery import SessionFile
-from memd.jobctx import JobContext, Target, get_cursor
+from memd.jobctx import JobContext, get_cursor
 from memd.runner import run_job
+from memd.tree import Place
 from tests.conftest import corpus_sessions, require_corpus
 from tests.summary.kit import (
     NOW_ISO,
@@ -67,14 +68,14 @@ def test_thresholds_from_settings_and_pause_does_not_stop_summaries() -> None:
     assert summary_due(Facts(1, 2000, 3, False), None, Thresholds.of(make_settings(SMALL_SETTINGS)))[0]
 
 
-def replay_due_lines(src: Path, home: Path) -> tuple[list[int], JobContext, Target]:
+def replay_due_lines(src: Path, home: Path) -> tuple[list[int], JobContext, Place]:
     """Append the transcript line by line as an agent would; ingest, ask `due`, run what is due."""
     key = "-replay"
     dst = home / "projects" / key / src.name
     dst.parent.mkdir(parents=True)
     ctx = make_ctx(home, make_settings(SMALL_SETTINGS), offline_llm)
     sf = SessionFile(key, src.stem, str(dst))
-    target = Target("session", key, src.stem)
+    target = Place("session", key, src.stem)
     got = []
     raw = src.read_bytes()
     with open(dst, "ab") as out:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from jobs import summary
-from memd.jobctx import Target
 from memd.runner import run_job
+from memd.tree import Place
 from tests.conftest import CORPUS, require_corpus
 from tests.summary.kit import (
     SMALL_SETTINGS,
@@ -38,7 +38,7 @@ def test_offline_summary_holds_the_first_request_and_a_shell_command(name: str, 
     shutil.copy(src, dst)
     ctx = make_ctx(home, make_settings(), offline_llm)
     ingest(ctx)
-    result = run_job(ctx, summary, Target("session", "k", src.stem), force=True)
+    result = run_job(ctx, summary, Place("session", "k", src.stem), force=True)
     assert result.outcome == "ok", result
     path = ctx.home.summary_file("k", src.stem)
     text = path.read_text()
@@ -62,7 +62,7 @@ def test_offline_update_merges_and_never_rereads_the_start(tmp_path: Path) -> No
     write_jsonl(path, first)
     ctx = make_ctx(home, make_settings(SMALL_SETTINGS), offline_llm)
     ingest(ctx)
-    t = Target("session", "k", "s")
+    t = Place("session", "k", "s")
     assert run_job(ctx, summary, t).outcome == "ok"
     one = assert_whole(ctx.home.summary_file("k", "s").read_text())
     assert "cargo build" in one.sections["commands"] and "missing crate" in one.sections["errors"]

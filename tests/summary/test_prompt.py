@@ -10,8 +10,9 @@ import pytest
 from jobs import summary
 from jobs.summary.document import SECTION_MAX_CHARS, TOTAL_MAX_CHARS
 from jobs.summary.prompt import MAX_CALLS_PER_RUN, SPAN_BUDGET_CHARS, SYSTEM_PROMPT
-from memd.jobctx import Target, get_cursor
+from memd.jobctx import get_cursor
 from memd.runner import run_job
+from memd.tree import Place
 from tests.conftest import CORPUS, require_corpus
 from tests.summary.kit import (
     SMALL_SETTINGS,
@@ -46,7 +47,7 @@ def test_update_prompt_holds_the_previous_summary_and_only_the_new_span(tmp_path
     assert late_texts and early not in squash(b"".join(lines[first_due:]).decode())
     with FakeAnthropic() as fake:
         ctx = make_ctx(home, make_settings(SMALL_SETTINGS, provider="anthropic"), api_llm(fake.url))
-        t = Target("session", "k", src.stem)
+        t = Place("session", "k", src.stem)
         dst.write_bytes(b"".join(lines[:first_due]))
         ingest(ctx)
         assert summary.due(ctx) == [t]
@@ -91,7 +92,7 @@ def test_model_output_is_untrusted(tmp_path: Path) -> None:
     )  # fmt: skip
     with FakeAnthropic() as fake:
         ctx = make_ctx(home, make_settings(SMALL_SETTINGS, provider="anthropic"), api_llm(fake.url))
-        t = Target("session", "k", "s")
+        t = Place("session", "k", "s")
         ingest(ctx)
         fake.text(model_answer("ONE", commands="- `make test`"))
         assert run_job(ctx, summary, t, force=True).outcome == "ok"
@@ -120,7 +121,7 @@ def test_an_empty_answer_fails_and_leaves_summary_and_cursor(answer: str, tmp_pa
     synthetic_session(path, 5)
     with FakeAnthropic() as fake:
         ctx = make_ctx(home, make_settings(SMALL_SETTINGS, provider="anthropic"), api_llm(fake.url))
-        t = Target("session", "k", "s")
+        t = Place("session", "k", "s")
         ingest(ctx)
         fake.text(model_answer("ONE"))
         assert run_job(ctx, summary, t).outcome == "ok"
@@ -142,7 +143,7 @@ def test_an_api_error_fails_the_run_and_moves_nothing(tmp_path: Path) -> None:
     with FakeAnthropic([status(529)]) as fake:
         ctx = make_ctx(home, make_settings(SMALL_SETTINGS, provider="anthropic"), api_llm(fake.url))
         ingest(ctx)
-        result = run_job(ctx, summary, Target("session", "k", "s"))
+        result = run_job(ctx, summary, Place("session", "k", "s"))
     assert result.outcome == "failed" and "529" in result.reason
     assert not ctx.home.summary_file("k", "s").exists()
     assert get_cursor(ctx.conn, "summary", "session:k:s") is None
@@ -158,7 +159,7 @@ def test_a_backlog_larger_than_one_prompt_is_summarised_in_steps(tmp_path: Path)
         ingest(ctx)
         for i in range(MAX_CALLS_PER_RUN):
             fake.text(model_answer(f"STEP{i}"))
-        assert run_job(ctx, summary, Target("session", "k", "s")).outcome == "ok"
+        assert run_job(ctx, summary, Place("session", "k", "s")).outcome == "ok"
         bodies = list(fake.requests)
     assert 2 <= len(bodies) <= MAX_CALLS_PER_RUN
     prompts = [user_text(b) for b in bodies]

@@ -18,9 +18,8 @@ import pytest
 
 from jobs import summary
 from jobs.summary.document import TOTAL_MAX_CHARS
-from memd.jobctx import Target
 from memd.runner import run_job
-from memd.tree import Home
+from memd.tree import Home, Place
 from tests.conftest import REPO
 from tests.summary.kit import (
     SMALL_SETTINGS,
@@ -87,7 +86,7 @@ def test_bad_input_gives_a_sane_summary_or_a_reasoned_skip(case: str, tmp_path: 
     write_jsonl(home / "projects" / "k" / "s.jsonl", BAD_INPUTS[case])
     ctx = make_ctx(home, make_settings(SMALL_SETTINGS), offline_llm)
     ingest(ctx)
-    t = Target("session", "k", "s")
+    t = Place("session", "k", "s")
     for force in (False, True):
         result = run_job(ctx, summary, t, force=force)
         assert result.outcome in ("ok", "skipped"), result
@@ -114,9 +113,9 @@ def test_a_vanished_transcript_or_unknown_session_is_skipped(tmp_path: Path) -> 
     ctx = make_ctx(home, make_settings(SMALL_SETTINGS), offline_llm)
     ingest(ctx)
     path.unlink()
-    r = run_job(ctx, summary, Target("session", "k", "s"), force=True)
+    r = run_job(ctx, summary, Place("session", "k", "s"), force=True)
     assert r.outcome == "skipped" and "unreadable" in r.reason
-    r = run_job(ctx, summary, Target("session", "k", "nope"), force=True)
+    r = run_job(ctx, summary, Place("session", "k", "nope"), force=True)
     assert r.outcome == "skipped" and "no such session" in r.reason
 
 
@@ -126,7 +125,7 @@ def test_disabled_means_never(tmp_path: Path) -> None:
     ctx = make_ctx(home, make_settings({**SMALL_SETTINGS, "enabled": False}), offline_llm)
     ingest(ctx)
     assert summary.due(ctx) == []
-    r = run_job(ctx, summary, Target("session", "k", "s"), force=True)
+    r = run_job(ctx, summary, Place("session", "k", "s"), force=True)
     assert r.outcome == "skipped" and "disabled" in r.reason
 
 
@@ -139,7 +138,8 @@ from pathlib import Path
 import structlog
 import jobs.summary as summary
 from memd import ledger, state
-from memd.jobctx import JobContext, Target
+from memd.jobctx import JobContext
+from memd.tree import Place
 from memd.runner import run_job
 from memd.settings import parse_text
 from memd.discovery import SessionFile
@@ -179,7 +179,7 @@ while True:
     with open(path, "ab") as fh:
         fh.write(b"".join(json.dumps(r).encode() + b"\n" for r in recs))
     ledger.ingest(conn, SessionFile("k", "s", str(path)), "2026-11-30T10:00:00.000Z")
-    result = run_job(ctx, summary, Target("session", "k", "s"), force=True)
+    result = run_job(ctx, summary, Place("session", "k", "s"), force=True)
     assert result.outcome == "ok", result
     print(n, flush=True)
 """

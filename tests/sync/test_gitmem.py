@@ -19,7 +19,7 @@ def _git(home: Home, *args: str) -> str:
 
 def _index_run(home: Home, place: Place) -> None:
     import jobs.index as index_job
-    from memd.context import make_context
+    from memd.jobctx import make_context
     from memd.logs import get_logger
 
     ctx = make_context(home, settings_of(home), log=get_logger("test"))
