@@ -58,7 +58,7 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     from memd.gitmem import after_index
 
     after_index(ctx.home, target, ctx.settings)  # hand edits become the user's commit when memd.git is on
-    result = refresh_scope(ctx, scope, key, directory)
+    result = refresh_scope(ctx, scope, key)
     record_problems(ctx, str(target), [(str(p.path), p.reason) for p in result.problems], result.index_warning)
     for p in result.problems:
         ctx.log.warning("memory.unreadable", file=str(p.path), reason=p.reason)

@@ -64,7 +64,8 @@ class Recorder:
     _entry: Path | None = None
 
     def __post_init__(self) -> None:
-        from memd.history import history_root, new_run_id
+        from memd.history import new_run_id
+        from memd.swap import history_root
 
         if not self.run_id:
             self.run_id = new_run_id(self.now)
@@ -74,7 +75,7 @@ class Recorder:
 
     @property
     def entry(self) -> Path:
-        from memd.history import history_root
+        from memd.swap import history_root
 
         return history_root(self.home, self.place) / self.run_id
 

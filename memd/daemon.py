@@ -119,7 +119,7 @@ class Daemon:
     def _recover_swaps(self) -> None:
         """Finish or roll back a memory-directory swap a crash interrupted, before any job touches memories."""
         try:
-            from memd.history import recover
+            from memd.swap import recover
 
             for done in recover(self.home, logger=self.log):
                 self.log.warning("dream.recovered", **{k: str(v) for k, v in done.items()})

@@ -168,7 +168,8 @@ def after_swap(home: Home, place: Place, run_id: str) -> None:
         return
 
     def go() -> None:
-        from memd.history import history_root, read_run
+        from memd.history import read_run
+        from memd.swap import history_root
 
         info = read_run(history_root(home, place) / run_id) or {}
         kind = str(info.get("kind") or "dream")

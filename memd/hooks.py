@@ -202,7 +202,7 @@ def _record_quietly(home: Home, conn: sqlite3.Connection | None, session_id: str
     try:
         conn = conn or _open_state(home)
         if surfaced and session_id and surfaced[1]:
-            from memd.recall import record_surfaced
+            from memd.recallcandidates import record_surfaced
 
             record_surfaced(conn, surfaced[0], session_id, surfaced[1])
         record(conn, session_id, day, **counts)

@@ -12,6 +12,7 @@ import stat
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -239,3 +240,14 @@ def refresh_all(
         result.search = stats
         result.changed = result.index_written or result.drawer_written or stats.changed
     return results
+
+
+def refresh_place(home: Home, settings: Any, place: Any, today: date) -> Any:
+    """One memory directory's indexes as the settings want them (§6, §8): the one refresh entry
+    (jobs, the history's undo, migrations, sync) and the one place that reads those settings."""
+    return refresh_dir(
+        home, place.kind, place.key, place.memory_dir(home),
+        max_bytes_drawer=int(settings.get("memory.global.maxBytes")), today=today,
+        write_index=bool(settings.get("memory.indexConsolidation.enabled")),
+        write_drawer=bool(settings.get("memory.global.enabled")),
+    )  # fmt: skip

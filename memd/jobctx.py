@@ -80,6 +80,22 @@ class JobContext:
     llm_factory: Callable[[JobContext], Any] | None = None
     usage: dict[str, int] = field(default_factory=lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0})
     _llm: Any = None
+    _provider: str | None = None
+
+    @property
+    def provider(self) -> str:
+        """The provider of this run, resolved once (from the settings and the key, by the model
+        layer): "offline" or "anthropic". A model provider without a key makes the run wait
+        (`Deferred`) before it does any work, in every job alike."""
+        if self._provider is None:
+            chosen = str(getattr(self.llm, "provider", "offline"))
+            available = getattr(self.llm, "available", None)
+            if chosen == "anthropic" and available is not None:
+                avail = available()
+                if not avail and getattr(avail, "reason", None) == "no-key":
+                    raise Deferred(str(getattr(avail, "why", "no API key")))
+            self._provider = chosen
+        return self._provider
 
     @property
     def llm(self) -> Any:

@@ -360,16 +360,11 @@ def merge_sources(old: Any, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def refresh(ctx: JobContext, touched: set[tuple[str, str | None]]) -> None:
     """Rebuild MEMORY.md, the drawer render and search rows of the touched directories."""
     for scope, key in sorted(touched, key=str):
-        refresh_scope(ctx, scope, key, scope_dir(ctx, scope, key or ""))
+        refresh_scope(ctx, scope, key)
 
 
-def refresh_scope(ctx: JobContext, scope: str, key: str | None, directory: Path) -> Any:
-    """One directory's indexes as the settings want them (§6, §8): the one place that reads them."""
-    from memd.indexer import refresh_dir
+def refresh_scope(ctx: JobContext, scope: str, key: str | None) -> Any:
+    """One directory's indexes, through the one refresh entry (`memd.indexer.refresh_place`)."""
+    from memd.indexer import refresh_place
 
-    s = ctx.settings
-    return refresh_dir(
-        ctx.home, scope, key, directory,
-        max_bytes_drawer=int(s.get("memory.global.maxBytes")), today=ctx.now().date(),
-        write_index=bool(s.get("memory.indexConsolidation.enabled")), write_drawer=bool(s.get("memory.global.enabled")),
-    )  # fmt: skip
+    return refresh_place(ctx.home, ctx.settings, Place.memory(None if scope == "global" else key), ctx.now().date())

@@ -195,8 +195,9 @@ def _merge_inputs(home: Home, m: Memory, names: list[str]) -> list[tuple[str, st
     A dream run that merged into `m` keeps them in its snapshot; a dream accepted in review
     mode is a write run, whose before-images hold the files it deleted or rewrote."""
     from memd.changes import BEFORE_DIR
-    from memd.history import FILES_DIR, list_runs
+    from memd.history import list_runs
     from memd.memories import MemoryParseError, parse_memory
+    from memd.swap import FILES_DIR
 
     place = Place.memory(None if m.scope == "global" else m.project_key)
     runs = list(reversed(list_runs(home, place)))

@@ -60,7 +60,7 @@ def _safe_child(directory: Path, file: str) -> Path:
 def _write_fresh(path: Path, text: str) -> None:
     """A new inode at `path`, never a write through the hard link staging holds there.
 
-    No fsync and no rename: nobody reads the staging directory, and `history.seal`
+    No fsync and no rename: nobody reads the staging directory, and `swap.seal`
     fsyncs every file written here in one batch before the journal names it.
     """
     import os
@@ -203,11 +203,11 @@ class Snapshot:
             self._thread.start()
 
     def _copy(self) -> None:
-        from memd import history
+        from memd import swap
 
         self._copied = True
         try:
-            self.entry = history.snapshot(self.home, self.ref, self.run_id)
+            self.entry = swap.snapshot(self.home, self.ref, self.run_id)
         except BaseException as exc:  # re-raised in the run's thread by wait()
             self.error = exc
 
@@ -221,14 +221,14 @@ class Snapshot:
         again if the copy failed or no longer matches `live` (see the class docstring)."""
         import shutil
 
-        from memd import history
+        from memd import swap
 
         self.settle()
         if not self._copied:
             self._copy()
         elif live is not None and (self.error is not None or self.entry is None
-                                   or _listing(self.entry / history.FILES_DIR) != _listing(live)):  # fmt: skip
-            shutil.rmtree(history.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
+                                   or _listing(self.entry / swap.FILES_DIR) != _listing(live)):  # fmt: skip
+            shutil.rmtree(swap.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
             self.entry, self.error = None, None
             self._copy()
         if self.error is not None:
@@ -239,11 +239,11 @@ class Snapshot:
     def discard(self) -> None:
         import shutil
 
-        from memd import history
+        from memd import swap
 
         self.settle()
         if not self.kept:
-            shutil.rmtree(history.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
+            shutil.rmtree(swap.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
 
 
 def _listing(directory: Path) -> dict[str, tuple[int, int, int]]:
@@ -291,7 +291,7 @@ def _propose(ctx: JobContext, target: Place, ref: Place, rendered: Sequence[Rend
 
 def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], plan: Plan, sig0: dict[str, Any],
           snap: Snapshot, provider: str, force: bool, details: dict[str, Any]) -> RunResult:  # fmt: skip
-    from memd import history, memwrite
+    from memd import history, memwrite, treecopy
 
     now_iso = iso(ctx.now())
     by_file = {m.path.name: m for m in memories}
@@ -310,7 +310,7 @@ def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], pl
     run_id = snap.run_id
     try:
         changes, final = _commit(ctx, ref, memories, rendered, by_file, sig0, snap, provider, force, plan)
-    except history.SpecialFile as exc:
+    except treecopy.SpecialFile as exc:
         return RunResult("failed", str(exc), details)
     refresh_known(ctx, ref, _stamp(final))
     advance(ctx, target, run_id)
@@ -326,7 +326,7 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
             plan: Plan) -> tuple[dict[str, list[dict[str, Any]]], list[Memory]]:  # fmt: skip
     """Snapshot (done already if the model call hid it), stage, check nothing moved under us,
     record, swap. Any failure rolls back."""
-    from memd import history
+    from memd import history, swap, treecopy
     from memd.index import render_memory_index
     from memd.indexer import write_if_changed
 
@@ -334,15 +334,15 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
     run_id = snap.run_id
     try:
         entry = snap.wait(directory)
-        staged = history.stage(ctx.home, ref, run_id, source=directory, link=True)
+        staged = swap.stage(ctx.home, ref, run_id, source=directory, link=True)
         staging = staged.path
         changes, written = apply_to_staging(staging, rendered, by_file)
         staged.copied.files.extend(written)
         final = final_memories(memories, rendered, directory)
         if ctx.settings.get("memory.indexConsolidation.enabled"):
             write_if_changed(staging / "MEMORY.md", render_memory_index(final).text)
-        history.seal(staged)
-        if history.signature(directory) != sig0:
+        swap.seal(staged)
+        if treecopy.signature(directory) != sig0:
             raise Deferred("the memory directory changed during the run (a hand edit?); the dream is retried later")
         info = {
             "run": run_id, "scope": str(ref), "kind": "dream", "time": iso(ctx.now()), "provider": provider,
@@ -352,9 +352,9 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
         }  # fmt: skip
         history.write_run_info(entry, info)
         snap.kept = True
-        history.swap_in(ctx.home, ref, run_id, staging)
+        swap.swap_in(ctx.home, ref, run_id, staging)
     except BaseException:
         snap.settle()
-        history.recover_scope(ctx.home, ref, ctx.log)
+        swap.recover_scope(ctx.home, ref, ctx.log)
         raise
     return changes, final

@@ -127,26 +127,15 @@ def _model_plan(ctx: JobContext, ref: Place, memories: list[Memory], rules: Rule
     return plan
 
 
-def _provider(ctx: JobContext) -> str:
-    """What the model layer resolved (the key may come from the environment or the key file);
-    without a key the run waits instead of failing."""
-    provider = str(ctx.llm.provider)
-    if provider == "anthropic":
-        avail = ctx.llm.available()
-        if not avail and avail.reason == "no-key":
-            raise Deferred(avail.why)
-    return provider
-
-
 def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
-    from memd import history
+    from memd import history, swap, treecopy
 
     ref = scope_ref(target)
     directory = ref.memory_dir(ctx.home)
     if directory.is_symlink():
         return RunResult("skipped", f"{directory} is a symlink; dream only rewrites real directories")
     with scope_lock(ctx, target):  # a swap a crash interrupted is finished (or undone) before we read
-        history.recover_scope(ctx.home, ref, ctx.log)
+        swap.recover_scope(ctx.home, ref, ctx.log)
     base = baseline_of(ctx, target)
     if not force:
         ok, why = due_decisions(ctx, [target])[target]
@@ -157,10 +146,10 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     locked = readonly.reason(ctx.home, ctx.settings, ref.kind, ref.key)
     if locked:  # before any model call: nothing it says could be written
         return RunResult("skipped", f"read-only: {locked}")
-    provider = _provider(ctx)
+    provider = ctx.provider
     if not directory.is_dir():
         return RunResult("skipped", "no memories to consolidate")
-    sig0 = history.signature(directory)
+    sig0 = treecopy.signature(directory)
     snap = Snapshot(ctx.home, ref, history.new_run_id(ctx.now()))
     try:
         return _plan_and_apply(ctx, target, ref, base, provider, sig0, snap, force)
@@ -172,7 +161,7 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
                     sig0: dict[str, Any], snap: Snapshot, force: bool) -> RunResult:  # fmt: skip
     """Plan under no memory lock (every write to the directory is atomic, so the scan reads whole
     files, and `sig0`, taken before it, says what the plan was made on), then apply under the lock."""
-    from memd import history
+    from memd import treecopy
     from memd.memscan import scan_dir
 
     directory = ref.memory_dir(ctx.home)
@@ -200,7 +189,7 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
         note_failure(ctx, target, refused)
         return RunResult("failed", f"refused: {refused}", details)
     with scope_lock(ctx, target):
-        if history.signature(directory) != sig0:
+        if treecopy.signature(directory) != sig0:
             # Another writer (an extraction, `memd remember`, an undo, a hand edit) came first:
             # the plan was made on what is no longer there. Nothing is written; the cursor stays.
             ctx.log.info("dream.deferred", scope=str(ref), reason="memory changed", provider=provider)

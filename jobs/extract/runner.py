@@ -65,7 +65,7 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     go, why = pre_gate(plan.pieces)
     if not go:
         return _advance(ctx, target, cur, plan, RunResult("ok", f"pre-gate: {why}", {"gate": "skipped"}))
-    offline = _provider(ctx) == "offline"
+    offline = ctx.provider == "offline"
     if not (_offline_gate(plan) if offline else _model_gate(ctx, plan)):
         return _advance(ctx, target, cur, plan, RunResult("ok", "gate: no", {"gate": "no"}))
     ops, rejected, shown, provider, sources = _operations(ctx, plan, offline, target.session_id or "")
@@ -129,11 +129,6 @@ def _cursor_moved(ctx: JobContext, target: Place, cur: dict[str, Any]) -> bool:
     if cur.get("rewritten"):
         return int(now.get("generation", 0)) == int(cur.get("generation", 0)) and "offset" in now
     return int(now.get("offset", 0)) != int(cur.get("offset", 0)) or now.get("generation") != cur.get("generation")
-
-
-def _provider(ctx: JobContext) -> str:
-    """What the model layer resolved: "offline" or "anthropic" (which may still wait for a key)."""
-    return str(ctx.llm.provider)
 
 
 def _advance(ctx: JobContext, target: Place, cur: dict[str, Any], plan: Plan, result: RunResult) -> RunResult:

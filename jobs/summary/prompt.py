@@ -138,10 +138,3 @@ def model_summary(ctx: JobContext, previous: Summary | None, pieces: Sequence[Pi
         current = finish(merged, redact)
     assert current is not None
     return current
-
-
-def is_offline(ctx: JobContext) -> bool:
-    """Whether summaries come from the transcript alone (the `offline` provider)."""
-    if ctx.llm_factory is None:
-        return str(ctx.settings.get("memd.provider")) == "offline"
-    return str(getattr(ctx.llm, "provider", "")) == "offline"

@@ -19,7 +19,7 @@ from jobs.summary.document import (
     render_summary,
 )
 from jobs.summary.offline import conversation_of, offline_summary
-from jobs.summary.prompt import EmptyAnswer, is_offline, model_summary
+from jobs.summary.prompt import EmptyAnswer, model_summary
 from jobs.summary.trigger import NAME, Cursor, Facts, Thresholds, summary_due
 from memd.clock import iso
 from memd.fsutil import atomic_write, ensure_private_dir
@@ -148,7 +148,7 @@ def _summarise(
         return RunResult("ok", "nothing to summarise in the new part; cursor moved", {"offset": facts.offset})
     if not talk:
         return RunResult("skipped", "not due: the conversation holds nothing to summarise yet")
-    offline = is_offline(ctx)
+    offline = ctx.provider == "offline"
     if offline:
         new = offline_summary(previous, talk, target.session_id)
     else:

@@ -128,14 +128,14 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
     The present is snapshotted first, so an undo can itself be undone
     (`memd undo` again). Runs under the scope's lock, like a dream.
     """
-    from memd import history
+    from memd import history, swap
     from memd import settings as st
     from memd.clock import system_clock
     from memd.logs import configure, get_logger
 
     home = get_home(ctx)
     ref = _scope(key, glob)
-    if run_id is not None and not history.RUN_ID.match(run_id):
+    if run_id is not None and not swap.RUN_ID.match(run_id):
         raise UsageError(f"{run_id!r} is not a run id (see `memd history`)")
     if ref is None and run_id is None:
         raise UsageError("name the scope: --project KEY or --global (or give a RUN id)")
@@ -152,7 +152,7 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
         info = history.undo(home, s, one, run_id, now=system_clock(),
                             lock_timeout=0.0 if no_wait else UNDO_LOCK_WAIT, on_wait=on_wait,
                             logger=get_logger("memd.undo"))  # fmt: skip
-        row = run_json({**info, "path": str(history.history_root(home, one) / str(info.get("run")))})
+        row = run_json({**info, "path": str(swap.history_root(home, one) / str(info.get("run")))})
         rows.append(row)
         if not as_json:
             click.echo(f"{one}: restored as before {info.get('undo_of')} "
