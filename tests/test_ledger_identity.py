@@ -269,6 +269,10 @@ def test_status_shows_stuck_held_back_and_unknown(tmp_path: Path) -> None:
     assert lg["unknown_record_types"] == {"brand-new-type": 1}
     text = subprocess.run([*memd_cmd(), "--home", str(home), "status"], capture_output=True, text=True).stdout
     assert "FAILING ledger" in text and "held back" in text and "brand-new-type" in text
+    doc = json.loads(subprocess.run([*memd_cmd(), "--home", str(home), "doctor", "--json"], capture_output=True,
+                                    text=True).stdout)  # fmt: skip
+    [check] = [c for c in doc if c["name"] == "ledger"]
+    assert check["ok"] is False and "disk says no" in check["detail"]
 
 
 def test_cost_state_as_claude_code_2_1_332_writes_it(tmp_path: Path) -> None:

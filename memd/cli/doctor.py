@@ -143,6 +143,28 @@ def check_locks(home: Any) -> Check:
     return Check("locks", True, f"{d} holds only lock files")
 
 
+def check_ledger(home: Any) -> Check:
+    """Health is progress: a session the ledger cannot advance is a failure, not a green row."""
+    if not home.state_db.is_file():
+        return Check("ledger", True, "no ledger yet")
+    from memd import state
+    from memd.ledgerquery import stuck_sessions
+
+    try:
+        conn = state.connect(home.state_db, readonly=True)
+        try:
+            stuck = stuck_sessions(conn)
+        finally:
+            conn.close()
+    except Exception as exc:  # the state check above says what is wrong with the database
+        return Check("ledger", False, f"cannot read the ledger ({exc})", "see the state check")
+    if not stuck:
+        return Check("ledger", True, "every session advances")
+    first = stuck[0]
+    return Check("ledger", False, f"{len(stuck)} session(s) cannot advance; {first['key']}/{first['session_id']}: "
+                 f"{first['reason']}", "see `memd logs --level warning`; `memd scan` retries them")  # fmt: skip
+
+
 def check_db(path: Any, what: str) -> Check:
     if not os.path.lexists(path):
         return Check(what, True, f"{path} not created yet")
@@ -202,7 +224,7 @@ def doctor_cmd(ctx: click.Context, call: bool, as_json: bool) -> None:
     home = get_home(ctx)
     checks = [f(home) for f in CHECKS]
     checks.insert(4, check_provider(home, call))
-    checks += [check_db(home.state_db, "state"), check_db(home.search_db, "search")]
+    checks += [check_db(home.state_db, "state"), check_db(home.search_db, "search"), check_ledger(home)]
     if as_json:
         json_out([c.__dict__ for c in checks])
     else:
