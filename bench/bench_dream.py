@@ -243,7 +243,7 @@ def offline_run(base: Path, work: Path) -> dict[str, Any]:
 
 def parts(base: Path, work: Path) -> dict[str, float]:
     """Two fixed costs inside the overhead, timed alone: one YAML scan of the scope, one snapshot."""
-    from memd import history
+    from memd import history, swap
     from memd.memscan import scan_dir
 
     if work.exists():
@@ -255,7 +255,7 @@ def parts(base: Path, work: Path) -> dict[str, float]:
     scan = time.perf_counter() - t
     ref = history.Place("project", KEY)
     t = time.perf_counter()
-    history.snapshot(Home(work), ref, history.new_run_id(datetime.now(UTC)))
+    swap.snapshot(Home(work), ref, history.new_run_id(datetime.now(UTC)))
     return {"scan_s": scan, "snapshot_s": time.perf_counter() - t}
 
 

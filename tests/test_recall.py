@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from memd import recall as rc
+from memd import recallcandidates
 from memd.indexer import refresh_all
 from memd.memories import render_memory, write_memory
-from memd.recall import Candidate, merge_surfaced, order_candidates, parse_selection, render_prompt
+from memd.recall import parse_selection, render_prompt
+from memd.recallcandidates import Candidate, merge_surfaced, order_candidates
 from memd.search import open_readonly
 from memd.state import get_kv
 from memd.tree import Home
@@ -182,7 +184,7 @@ def test_candidates_capped_at_200_with_search_hits_first(tmp_path: Path) -> None
     refresh_all(h)
     conn = open_readonly(h.search_db)
     try:
-        cands, hits = rc.fetch_candidates(conn, "zebra", KEY, surfaced=[P("note-000")])
+        cands, hits = recallcandidates.fetch_candidates(conn, "zebra", KEY, surfaced=[P("note-000")])
     finally:
         conn.close()
     assert len(cands) == 200

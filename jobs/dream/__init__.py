@@ -8,7 +8,7 @@ rewrite one (relative dates made absolute, contradictions resolved: the newer
 word wins), delete a stale one. The answer is validated like extraction's
 (`memd.opsvalidate`, plus this module's own checks for merges), then applied to
 a staging copy of the directory which is swapped in atomically, after a
-snapshot went to the history (`memd.history`), so `memd undo` can take it back.
+snapshot went to the history (`memd.swap`), so `memd undo` can take it back.
 
 Decisions worth knowing (each is tested):
 

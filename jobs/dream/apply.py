@@ -1,5 +1,5 @@
 """Applying a plan: render the operations, stage them beside the live directory, snapshot to the
-history, check nothing moved under the run, record and swap in (`memd.history`); any failure rolls back."""
+history, check nothing moved under the run, record and swap in (`memd.swap`); any failure rolls back."""
 
 from __future__ import annotations
 

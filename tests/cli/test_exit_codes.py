@@ -90,10 +90,10 @@ def test_library_errors_derive_from_their_row(cls: type[BaseException], row: typ
 
 
 def test_mixed_in_errors_keep_their_builtin_base() -> None:
-    from memd import daemonlock, history, locks, opsvalidate
+    from memd import daemonlock, locks, opsvalidate, treecopy
 
     assert issubclass(opsvalidate.ModelOutputError, ValueError)  # `except ValueError` still catches it
-    assert issubclass(history.SpecialFile, OSError) and not issubclass(history.SpecialFile, errors.MemdError)
+    assert issubclass(treecopy.SpecialFile, OSError) and not issubclass(treecopy.SpecialFile, errors.MemdError)
     assert issubclass(locks.LockBusy, locks.LockError) and issubclass(daemonlock.AlreadyRunning, locks.LockError)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from jobs import dream
-from memd import history
+from memd import history, swap
 from memd.discovery import classify_path, list_memory_dirs
 from memd.indexer import refresh_dir
 from memd.runner import run_job
@@ -97,8 +97,8 @@ def _crash_state(home: Path, point: str) -> tuple[dict[str, bytes], dict[str, by
     if point == "mid-snapshot":
         (h.history_dir / ref.history_name / run_id / "files").mkdir(parents=True)
         return old, {}
-    entry = history.snapshot(h, ref, run_id)
-    staging = history.stage(h, ref, run_id, source=d, link=True).path
+    entry = swap.snapshot(h, ref, run_id)
+    staging = swap.stage(h, ref, run_id, source=d, link=True).path
     (staging / "a.md").unlink()
     (staging / "b.md").unlink()  # staged files are hard links of the live ones: never write through them
     (staging / "b.md").write_text("new b")
@@ -108,16 +108,16 @@ def _crash_state(home: Path, point: str) -> tuple[dict[str, bytes], dict[str, by
     history.write_run_info(entry, {"run": run_id, "scope": str(ref), "kind": "dream", "changes": {}})
     if point == "recorded":
         return old, new
-    history._write_journal(h, ref, {"scope": str(ref), "run": run_id, "had_memory": True})
+    swap._write_journal(h, ref, {"scope": str(ref), "run": run_id, "had_memory": True})
     if point == "journal":
         return old, new
-    os.rename(d, history.old_dir(h, ref, run_id))
+    os.rename(d, swap.old_dir(h, ref, run_id))
     if point == "moved-old":
         return old, new
     os.rename(staging, d)
     if point == "committed":
         return old, new
-    shutil.rmtree(history.old_dir(h, ref, run_id))
+    shutil.rmtree(swap.old_dir(h, ref, run_id))
     return old, new
 
 
@@ -131,14 +131,14 @@ def test_recovery_at_every_crash_point(home: Path, point: str, expect: str) -> N
     assert all(p.name == "memory" for _s, _k, p in list_memory_dirs(Home(home)))
     for leftover in (home / "projects" / KEY).glob(".memory.*"):
         assert classify_path(Home(home), leftover / "a.md").kind == "other"
-    done = history.recover(Home(home))
+    done = swap.recover(Home(home))
     assert done and done[0]["scope"] == f"project:{KEY}"
     d = home / "projects" / KEY / "memory"
     assert files_of(d) == (old if expect == "old" else new)
     assert not list(d.parent.glob(".memory*")) and not list((home / "memd" / "swaps").glob("*.json"))
     runs = history.list_runs(Home(home))
     assert len(runs) == (1 if expect == "new" else 0)
-    assert history.recover(Home(home)) == []  # idempotent
+    assert swap.recover(Home(home)) == []  # idempotent
     assert [s for s, _k, _p in list_memory_dirs(Home(home))] == ["global", "project"]
 
 
@@ -265,7 +265,7 @@ def test_kill_9_during_apply_leaves_old_or_new(home: Path) -> None:
         p.communicate(timeout=30)
         live_kills += alive
         phases[_left_behind(home, d)] += 1
-        history.recover(Home(home), lock_timeout=5)
+        swap.recover(Home(home), lock_timeout=5)
         now_files = files_of(d)
         assert now_files in (old, new), sorted(set(now_files) ^ set(old))[:5]
         state_ = "old" if now_files == old else "new"

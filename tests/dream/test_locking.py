@@ -19,7 +19,7 @@ from typing import Any
 from jobs import dream
 from jobs.dream.apply import _listing
 from jobs.dream.eligibility import DreamLock, scopes
-from memd import history
+from memd import history, swap
 from memd.fsutil import atomic_write
 from memd.jobctx import get_cursor
 from memd.locks import acquire, lock_path
@@ -132,14 +132,14 @@ def test_a_snapshot_swept_during_the_model_call_is_taken_again(home: Path, monke
     swept: list[Any] = []
 
     def responder(body: dict[str, Any]) -> Any:
-        root = history.history_root(h, ref)
+        root = swap.history_root(h, ref)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not any(
-            _listing(e / history.FILES_DIR) == _listing(d) for e in (root.iterdir() if root.exists() else [])
+            _listing(e / swap.FILES_DIR) == _listing(d) for e in (root.iterdir() if root.exists() else [])
         ):
             time.sleep(0.01)  # the copy is done (it runs in the dream's thread)
         with acquire(h, [ref], timeout=10):
-            swept.append(history.recover_scope(h, ref))
+            swept.append(swap.recover_scope(h, ref))
         return PLAN
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")

@@ -406,13 +406,13 @@ def test_a_damaged_state_db_is_one_line(demo: Path, tmp_path: Path, how: str) ->
 
 def _dream_entry(home: Path) -> tuple[Any, str]:
     """A dream's history entry of the drawer, made through memd.history as a dream makes it."""
-    from memd import history
+    from memd import history, swap
     from memd.tree import Home, Place
 
     h = Home(home)
     ref = Place.global_()
     run_id = history.new_run_id(datetime.now(UTC))
-    entry = history.snapshot(h, ref, run_id)
+    entry = swap.snapshot(h, ref, run_id)
     history.write_run_info(entry, {"run": run_id, "scope": "global", "kind": "dream", "time": datetime.now(UTC).isoformat(),
                                    "provider": "offline", "changes": {}})  # fmt: skip
     return entry, run_id

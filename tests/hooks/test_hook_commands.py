@@ -20,7 +20,7 @@ from memd.hooks import take_summary_requests
 from memd.indexer import refresh_all
 from memd.keys import cwd_key, project_key
 from memd.memories import render_memory, write_memory
-from memd.recall import content_terms, telling_terms
+from memd.recallcandidates import content_terms, telling_terms
 from memd.tree import Home
 from tests.conftest import memd_cmd
 from tests.procs import memd_env

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memd import history
+from memd import history, swap
 from memd.gitrepo import Repo
 from memd.tree import Home, Place
 from tests.sync.helpers import git, hand_write, log_subjects, make_home, memd_write, settings_of, text
@@ -88,13 +88,13 @@ def test_a_dream_swap_is_one_commit(tmp_path: Path) -> None:
         memd_write(home, None, f"{n}.md", text(n, f"memory {n}"))
     place = Place.global_()
     run_id = history.new_run_id(datetime.now(UTC))
-    entry = history.snapshot(home, place, run_id)
-    staged = history.stage(home, place, run_id, source=home.global_memory, link=True)
+    entry = swap.snapshot(home, place, run_id)
+    staged = swap.stage(home, place, run_id, source=home.global_memory, link=True)
     (staged.path / "b.md").unlink()
-    history.seal(staged)
+    swap.seal(staged)
     history.write_run_info(entry, {"run": run_id, "scope": "global", "kind": "dream", "provider": "offline",
                                    "changes": {"deleted": [{"name": "b", "file": "b.md"}]}})  # fmt: skip
-    history.swap_in(home, place, run_id, staged.path)
+    swap.swap_in(home, place, run_id, staged.path)
     assert log_subjects(home)[0] == "dream: consolidation (offline) (1 deleted)"
     assert _git(home, "ls-tree", "-r", "--name-only", "main").split() == ["global/a.md"]
 
