@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,23 +68,39 @@ class DaemonProc:
         self.home = home
         self.env = env or memd_env()
         self.proc: subprocess.Popen[str] | None = None
+        self.stderr_lines: list[str] = []
+        self._drain: threading.Thread | None = None
 
     def start(self) -> DaemonProc:
         self.proc = subprocess.Popen([*memd_cmd(), "--home", str(self.home), "run"], env=self.env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        # Read stderr as it comes: a daemon logging at info fills a 64 KB pipe nobody reads, and then
+        # blocks in a write with its locks held (it looked like a home that never settles).
+        self._drain = threading.Thread(target=self._read_stderr, daemon=True)
+        self._drain.start()
         wait_for(lambda: (self.home / "memd" / "daemon.json").exists() or self.proc.poll() is not None, 30)
-        assert self.proc.poll() is None, self.proc.stderr.read() if self.proc.stderr else ""
+        if self.proc.poll() is not None:
+            self._drain.join(5)
+        assert self.proc.poll() is None, "".join(self.stderr_lines)
         return self
+
+    def _read_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.stderr_lines)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            if self.proc.stderr:
-                self.proc.stderr.close()
+        code = self.proc.wait(timeout)
+        if self._drain is not None:
+            self._drain.join(5)
+        return code
 
     def __enter__(self) -> DaemonProc:
         return self.start()
@@ -92,8 +109,8 @@ class DaemonProc:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-        if self.proc is not None and self.proc.stderr:
-            self.proc.stderr.close()
+        if self._drain is not None:
+            self._drain.join(5)
 
 
 class FakeApiProc:
