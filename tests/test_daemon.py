@@ -168,6 +168,7 @@ def test_a_job_that_raises_is_logged_once_retried_and_the_daemon_goes_on(tmp_pat
         wait_log(home, event="job.retry_scheduled", job="summary")
         blocker.rmdir()
         wait_for(lambda: (home / "projects" / "k" / "s1" / "session-memory" / "summary.md").is_file(), 20)
+        wait_log(home, event="job.finished", job="summary", outcome="ok")  # the file lands before the log line
         assert d.proc.poll() is None  # never stopped the daemon
         finished = [r for r in log_records(home) if r.get("event") == "job.finished" and r.get("job") == "summary"]
         assert [r["outcome"] for r in finished][-1] == "ok"
@@ -272,5 +273,6 @@ def test_debug_logging_leaves_out_the_watchers_own_events(tmp_path: Path) -> Non
         assert d.stop() == 0
     lines = [json.loads(x) for x in (home / "memd" / "logs" / "memd.jsonl").read_text().splitlines() if x.strip()]
     assert any(r.get("event") == "ledger.ingested" for r in lines)
-    watcher = [r for r in lines if str(r.get("logger", "")).startswith("watchdog")]
+    # watchdog's per-event lines are debug; a shutdown race it reports at error level is not an event line
+    watcher = [r for r in lines if str(r.get("logger", "")).startswith("watchdog") and r.get("level") in ("debug", "info")]
     assert watcher == [], watcher[:3]
