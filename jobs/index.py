@@ -72,7 +72,7 @@ def _check_search_db(ctx: JobContext) -> None:
     page no write touched (a bad sector, a copy cut short) is looked for here, at every drawer
     refresh and reconcile, and a damaged database is set aside; the refresh rebuilds it from
     every memory directory (`searchindex`: a new database is filled whole on its first sync)."""
-    from memd.searchindex import LAYOUT, problem, set_aside
+    from memd.searchschema import LAYOUT, problem, set_aside
 
     why = problem(ctx.home.search_db)
     if why is not None and not why.startswith(LAYOUT):

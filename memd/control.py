@@ -82,7 +82,7 @@ def offline_fields(redacted: str, scope: str | None) -> dict[str, str]:
 
 def _model_fields(ctx: JobContext, redacted: str) -> dict[str, Any]:
     """The small model's proposal; raises on anything unusable (the caller falls back)."""
-    from memd.opsvalidate import ModelOutputError, parse_model_json
+    from memd.opsparse import ModelOutputError, parse_model_json
 
     reply = ctx.llm.complete(job="remember", tier="small", system=REMEMBER_SYSTEM, user=redacted, max_tokens=300)
     data = parse_model_json(reply.text)
@@ -96,7 +96,8 @@ def decide(ctx: JobContext, text: str, *, scope: str | None, key: str, mtype: st
            name: str | None) -> Decision:  # fmt: skip
     """The operation `remember` writes. `scope` is "global", "project" or None (let the rules or model say)."""
     from memd import llmtypes
-    from memd.opsvalidate import ModelOutputError, validate_operations
+    from memd.opsparse import ModelOutputError
+    from memd.opsvalidate import validate_operations
     from memd.redact import find_secrets, redact
 
     said = text.strip()

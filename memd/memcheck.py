@@ -39,7 +39,8 @@ def check_text(text: str, file: str) -> Memory:
     behind the user's back). Raises InvalidMemory with the reason.
     """
     from memd.memories import MemoryParseError, parse_memory
-    from memd.opsvalidate import Caps, validate_operations
+    from memd.opsparse import Caps
+    from memd.opsvalidate import validate_operations
 
     try:
         m = parse_memory(Path(file), text)

@@ -20,6 +20,10 @@ rejected: names become file names and index lines, where a placeholder would
 make a meaningless memory; so is a name with a token-shaped run (`token_like`),
 which is how a secret looks once slugged (`ghp-…`) or when no detector knows it.
 
+Finding the JSON in a model's answer (`parse_model_json`), the error for an
+answer unusable as a whole (`ModelOutputError`) and the size caps (`Caps`) are in
+memd/opsparse.py.
+
 Everything here is pure: no files are read or written (`confine` resolves
 paths, which follows symlinks already on disk, and nothing more).
 """
@@ -27,29 +31,25 @@ paths, which follows symlinks already on disk, and nothing more).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import unicodedata
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memd.errors import ModelAPIError
+from memd.opsparse import Caps, ModelOutputError
 from memd.redact import find_secrets, redact
 
 __all__ = [
     "OPS",
     "SCOPES",
     "TYPES",
-    "Caps",
     "InvalidName",
-    "ModelOutputError",
     "Operation",
     "UnsafePath",
     "confine",
     "log_rejections",
-    "parse_model_json",
     "slugify",
     "strip_controls",
     "token_like",
@@ -63,11 +63,8 @@ TYPES = ("user", "feedback", "project", "reference")
 SLUG_MAX = 64
 # MEMORY.md is the index: on a case-insensitive file system (macOS) memory.md is the same file.
 RESERVED_SLUGS = frozenset({"memory"})
-MAX_OUTPUT_CHARS = 16_000_000  # a larger answer is not read at all (max_tokens bounds real ones far lower)
-_MAX_DECODE_TRIES = 64
 _SLUG_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON|json5)?[ \t]*\r?\n(.*?)```", re.DOTALL)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: a name holding one is rejected
 _STRIPPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # the same but newline and tab
 
@@ -83,31 +80,12 @@ def strip_controls(text: str) -> str:
     return _STRIPPED.sub("", text) if _STRIPPED.search(text) else text
 
 
-class ModelOutputError(ValueError, ModelAPIError):
-    """A model's answer is unusable as a whole; `reason` is one line. Exit code 4."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 class InvalidName(ValueError):
     """A memory name that yields no usable file name."""
 
 
 class UnsafePath(ValueError):
     """A path that would leave its memory directory."""
-
-
-@dataclass(frozen=True)
-class Caps:
-    """Size limits on what a model may write. Characters, except `max_body_bytes` (UTF-8)."""
-
-    max_operations: int = 50
-    max_description: int = 300
-    max_body_bytes: int = 8 * 1024
-    max_name: int = 200
-    max_reason: int = 300
 
 
 @dataclass(frozen=True)
@@ -128,79 +106,6 @@ class Operation:
     body: str
     reason: str
     redacted: tuple[str, ...] = ()
-
-
-# --- parsing --------------------------------------------------------------------------
-
-
-def parse_model_json(text: str) -> dict[str, Any]:
-    """The one JSON object in a model's answer.
-
-    Tolerates what models add around JSON: a ```json fence, prose before and
-    after. Refuses what would need guessing: no object, two objects, a list,
-    an answer too large to be honest.
-    """
-    if not isinstance(text, str) or not text.strip():
-        raise ModelOutputError("empty model output")
-    if len(text) > MAX_OUTPUT_CHARS:
-        raise ModelOutputError(f"model output over {MAX_OUTPUT_CHARS:,} characters")
-    stripped = text.strip().lstrip("\ufeff")
-    whole = _loads(stripped)
-    if whole is not None:
-        return _require_object(whole)
-    fenced = [obj for obj in (_loads(m.group(1).strip()) for m in _FENCE.finditer(stripped)) if obj is not None]
-    if fenced:
-        return _only_one([_require_object(obj) for obj in fenced])
-    return _only_one(list(_objects_in_prose(stripped)))
-
-
-def _loads(text: str) -> Any:
-    """The JSON value of `text`, or None if it is not exactly one JSON value."""
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-    except RecursionError:
-        raise ModelOutputError("model output JSON is nested too deeply") from None
-
-
-def _require_object(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ModelOutputError(f"model output is a JSON {type(value).__name__}, not an object")
-    return value
-
-
-def _only_one(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    if not objects:
-        raise ModelOutputError("no JSON object in model output")
-    if len(objects) > 1:
-        raise ModelOutputError(f"{len(objects)} JSON objects in model output, expected one")
-    return objects[0]
-
-
-def _objects_in_prose(text: str) -> Iterator[dict[str, Any]]:
-    """Top-level JSON objects embedded in prose, by trying to decode at each `{`.
-
-    Bounded: a few dozen failed starts, then stop (a broken answer is not
-    worth a quadratic search).
-    """
-    decoder = json.JSONDecoder()
-    pos = text.find("{")
-    failures = 0
-    while pos != -1 and failures < _MAX_DECODE_TRIES:
-        try:
-            obj, end = decoder.raw_decode(text, pos)
-        except ValueError:
-            failures += 1
-            pos = text.find("{", pos + 1)
-            continue
-        except RecursionError:
-            raise ModelOutputError("model output JSON is nested too deeply") from None
-        if isinstance(obj, dict):
-            yield obj
-        pos = text.find("{", end)
 
 
 # --- names ----------------------------------------------------------------------------

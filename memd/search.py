@@ -1,11 +1,11 @@
 """Full-text search over memories: SQLite FTS5 at `<home>/memd/search.sqlite` (SPEC §6.3).
 
 This module is the read side: `open_readonly`, `query_index`, query parsing
-and snippets. memd is the only writer (memd/searchindex.py: `SearchIndex`, the
-schema, sync); agents (the SearchMemory tool) and `memd search` open the
-database read-only, and this module never imports the writer. The database is
-derived data: it can be deleted at any time and `refresh_all` rebuilds it from
-the memory files.
+and snippets. memd is the only writer (memd/searchindex.py: `SearchIndex`,
+sync; memd/searchschema.py: the schema, opening, damage); agents (the
+SearchMemory tool) and `memd search` open the database read-only, and this
+module never imports the writer. The database is derived data: it can be
+deleted at any time and `refresh_all` rebuilds it from the memory files.
 
 Contract for read-only readers (stable for `PRAGMA user_version` = 1)
 ---------------------------------------------------------------------

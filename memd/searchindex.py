@@ -1,59 +1,41 @@
-"""The writer of the search database (`<home>/memd/search.sqlite`): schema, sync, rebuild.
+"""The writer of the search database (`<home>/memd/search.sqlite`): sync, rebuild.
 
 Only memd writes here, through one `SearchIndex` per process; the reader side
 (`open_readonly`, `query_index`, query parsing, snippets) and the contract for
 read-only readers are in memd/search.py, which does not import this module. The
-database is derived data: on a schema or segmenter mismatch it is dropped and
-rebuilt; when SQLite cannot use it at all — not a database, truncated, a damaged
-page anywhere (found at open or by any later statement), a FIFO or directory in
-its place — it is moved aside (`search.sqlite.corrupt-<time>`, the last few
-kept for a look) and rebuilt from the memory files, and the statement is retried
-once. A database created afresh (first use, or after a kill left a half-made
-one) is filled from every memory directory on its first sync, not only from the
-directory that sync names, so search is whole without waiting for an index run.
+file itself — schema, versioning, opening, telling and setting aside damage — is
+memd/searchschema.py. The database is derived data: on a schema or segmenter
+mismatch it is dropped and rebuilt; when SQLite cannot use it at all — not a
+database, truncated, a damaged page anywhere (found at open or by any later
+statement), a FIFO or directory in its place — it is moved aside
+(`search.sqlite.corrupt-<time>`, the last few kept for a look) and rebuilt from
+the memory files, and the statement is retried once. A database created afresh
+(first use, or after a kill left a half-made one) is filled from every memory
+directory on its first sync, not only from the directory that sync names, so
+search is whole without waiting for an index run.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from memd.fsutil import PRIVATE_FILE, UnusableFile, check_regular_or_absent, ensure_private_dir
+from memd.fsutil import UnusableFile
 from memd.logs import lazy_logger
 from memd.memories import Memory
-from memd.search import BUSY_TIMEOUT_S, SEGMENTER, Hit, query_index, segment
+from memd.search import Hit, query_index, segment
+from memd.searchschema import damaged, open_db, set_aside, transaction
 from memd.tree import Home
 
 log = lazy_logger("memd.search")  # the search DB's events keep the logger name they always had
 
-SCHEMA_VERSION = 1
 DirKey = tuple[str, str | None]
-
-_SCHEMA = """
-CREATE TABLE memories (
-    id          INTEGER PRIMARY KEY,
-    scope       TEXT NOT NULL CHECK (scope IN ('global', 'project')),
-    project_key TEXT,
-    file        TEXT NOT NULL UNIQUE,
-    name        TEXT NOT NULL,
-    description TEXT NOT NULL,
-    type        TEXT NOT NULL,
-    body        TEXT NOT NULL,
-    mtime       REAL NOT NULL,
-    size        INTEGER NOT NULL
-);
-CREATE INDEX memories_scope ON memories (scope, project_key);
-CREATE VIRTUAL TABLE memories_fts USING fts5 (
-    name, description, body, tokenize = 'unicode61 remove_diacritics 2'
-);
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -66,145 +48,6 @@ class SyncStats:
     @property
     def changed(self) -> bool:
         return bool(self.added or self.updated or self.removed)
-
-
-# --------------------------------------------------------------------------- damage
-
-T = TypeVar("T")
-KEEP_CORRUPT = 3  # damaged copies kept beside the database, newest first
-
-
-def damaged(exc: BaseException) -> bool:
-    """Whether an error means the database file itself is unusable (so: set it aside and rebuild),
-    as opposed to a busy or locked database, a full disk or a read-only one (the same file works
-    later), or a bug (a constraint, API misuse). A non-regular file in its place counts."""
-    if isinstance(exc, UnusableFile):
-        return True
-    if not isinstance(exc, sqlite3.DatabaseError):
-        return False
-    if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
-        return False
-    text = str(exc)
-    return not any(w in text for w in ("locked", "busy", "full", "readonly", "read-only", "interrupted"))
-
-
-def set_aside(path: Path | str, reason: str) -> Path | None:
-    """Move a damaged search database (and its -wal and -shm, which belong to it) to
-    `<name>.corrupt-<UTC time>`, keep the last `KEEP_CORRUPT` such copies, and say so in one log
-    line. Returns where it went (None: nothing was there). A failure to move is an OSError."""
-    path = Path(path)
-    if not os.path.lexists(path):
-        for suffix in ("-wal", "-shm"):  # left without their database: a new one must not adopt them
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        return None
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    dest = path.with_name(f"{path.name}.corrupt-{stamp}")
-    n = 1
-    while os.path.lexists(dest):
-        n += 1
-        dest = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
-    os.rename(path, dest)
-    _private(dest)  # it holds memory text: as private as the database was meant to be
-    for suffix in ("-wal", "-shm"):
-        side = Path(f"{path}{suffix}")
-        if os.path.lexists(side):
-            try:
-                os.rename(side, f"{dest}{suffix}")
-                _private(Path(f"{dest}{suffix}"))
-            except OSError:
-                side.unlink(missing_ok=True)
-    _prune_corrupt(path)
-    log.warning("search_db.set_aside", path=str(path), moved_to=str(dest), reason=" ".join(reason.split())[:300])
-    return dest
-
-
-LAYOUT = "an older or newer layout"  # not damage: the writer rebuilds such a database in place
-
-
-def problem(path: Path | str) -> str | None:
-    """Why the search database at `path` cannot serve searches (None: it can, or it is absent);
-    a reason starting with `LAYOUT` means an older or newer layout, not damage.
-
-    Read-only and cheap enough for a command to ask first (`memd search`, `memd recall`) and for
-    the index job's reconcile: the file type, the version and segmenter, the columns readers
-    use, and `PRAGMA quick_check` (every page; a search database holds only memories, so it is
-    small) — damage in a page no statement has touched yet is found too.
-    """
-    import stat
-
-    from memd.fsutil import kind_of
-    from memd.search import open_readonly
-
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISREG(mode):
-        return f"{kind_of(mode)}, not a regular file"
-    try:
-        conn = open_readonly(path)
-    except sqlite3.Error as exc:
-        return str(exc)
-    try:
-        conn.text_factory = lambda b: b.decode("utf-8", "replace")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version != SCHEMA_VERSION:
-            return f"{LAYOUT} (schema {version}, not {SCHEMA_VERSION})"
-        conn.execute("SELECT id, scope, project_key, file, name, description, type, body, mtime, size FROM memories LIMIT 0")
-        conn.execute("SELECT rowid, name, description, body FROM memories_fts LIMIT 0")
-        row = conn.execute("SELECT value FROM meta WHERE key = 'segmenter'").fetchone()
-        if row is None or row[0] != SEGMENTER:
-            return f"{LAYOUT} (segmenter {row[0] if row else None!r}, not {SEGMENTER!r})"
-        checked = str(conn.execute("PRAGMA quick_check").fetchone()[0])
-        return None if checked == "ok" else " ".join(checked.split())[:300]
-    except sqlite3.Error as exc:
-        return str(exc) if damaged(exc) else None
-    finally:
-        conn.close()
-
-
-def _private(path: Path) -> None:
-    try:
-        if path.is_symlink():
-            return
-        os.chmod(path, 0o700 if path.is_dir() else PRIVATE_FILE)
-    except OSError:
-        pass
-
-
-def _prune_corrupt(path: Path) -> None:
-    prefix = f"{path.name}.corrupt-"
-    try:
-        names = sorted((n for n in os.listdir(path.parent) if n.startswith(prefix) and not n.endswith(("-wal", "-shm"))),
-                       reverse=True)  # fmt: skip
-    except OSError:
-        return
-    for name in names[KEEP_CORRUPT:]:
-        for suffix in ("", "-wal", "-shm"):
-            victim = path.parent / f"{name}{suffix}"
-            try:
-                if victim.is_dir() and not victim.is_symlink():
-                    import shutil
-
-                    shutil.rmtree(victim)
-                else:
-                    victim.unlink(missing_ok=True)
-            except OSError:
-                continue
-
-
-# --------------------------------------------------------------------------- writing
-
-
-def _create_private(path: Path) -> None:
-    """Create the DB file 0600 before SQLite does (it would use the umask);
-    SQLite gives its -wal and -shm files the same mode as the database."""
-    ensure_private_dir(path.parent)
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE)
-    except FileExistsError:
-        return
-    os.close(fd)
 
 
 class SearchIndex:
@@ -231,18 +74,9 @@ class SearchIndex:
             self._conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
-        for suffix in ("", "-wal", "-shm"):
-            check_regular_or_absent(f"{self.path}{suffix}")  # SQLite would block on a FIFO forever
-        _create_private(self.path)
-        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn = conn
-            self._ensure_schema()
-        except BaseException:
-            conn.close()
-            raise
+        conn, created = open_db(self.path)
+        if created:
+            self._fresh = True
         return conn
 
     def _recovering(self, what: str, fn: Callable[[], T]) -> T:
@@ -284,48 +118,9 @@ class SearchIndex:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- schema
-
-    def _schema_current(self) -> bool:
-        (version,) = self._conn.execute("PRAGMA user_version").fetchone()
-        if version != SCHEMA_VERSION:
-            return False
-        row = self._conn.execute("SELECT value FROM meta WHERE key = 'segmenter'").fetchone()
-        return row is not None and row[0] == SEGMENTER
-
-    def _ensure_schema(self) -> None:
-        with self._transaction():
-            if self._schema_current():
-                return
-            tables = [
-                r[0]
-                for r in self._conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                    "AND name NOT LIKE 'memories_fts_%'"
-                )
-            ]
-            if tables:
-                log.info("search_db.rebuilt", path=str(self.path), reason="schema or segmenter changed")
-            self._fresh = True
-            for name in tables:
-                self._conn.execute(f'DROP TABLE IF EXISTS "{name}"')
-            # Statement by statement: executescript() would COMMIT the open transaction.
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    self._conn.execute(statement)
-            self._conn.execute("INSERT INTO meta (key, value) VALUES ('segmenter', ?)", (SEGMENTER,))
-            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """One write transaction: readers see all of it or none of it."""
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+        return transaction(self._conn)
 
     # -- rows
 
@@ -496,11 +291,7 @@ class SearchIndex:
 
 
 __all__ = [
-    "SCHEMA_VERSION",
     "DirKey",
     "SearchIndex",
     "SyncStats",
-    "damaged",
-    "problem",
-    "set_aside",
 ]

@@ -12,14 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memd.opsparse import Caps, ModelOutputError, parse_model_json
 from memd.opsvalidate import (
-    Caps,
     InvalidName,
-    ModelOutputError,
     Operation,
     UnsafePath,
     confine,
-    parse_model_json,
     slugify,
     validate_operations,
 )

@@ -134,7 +134,7 @@ class Rules:
 
 
 def dream_caps() -> Any:
-    from memd.opsvalidate import Caps
+    from memd.opsparse import Caps
 
     return Caps(max_operations=200, max_body_bytes=16 * 1024)
 
@@ -233,7 +233,7 @@ def validate_dream(data: Any, memories: Sequence[Memory], rules: Rules, caps: An
     model was not shown in full are not changed, and hand-edited ones only
     with a reason. Raises `ModelOutputError` when there is no operations list.
     """
-    from memd.opsvalidate import ModelOutputError
+    from memd.opsparse import ModelOutputError
 
     caps = caps or dream_caps()
     if not isinstance(data, dict) or not isinstance(data.get("operations"), list):

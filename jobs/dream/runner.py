@@ -107,7 +107,7 @@ def _label(ref: Place) -> str:
 
 def _model_plan(ctx: JobContext, ref: Place, memories: list[Memory], rules: Rules, base: Baseline) -> Plan:
     from memd.llmtypes import ModelCallFailed
-    from memd.opsvalidate import ModelOutputError, parse_model_json
+    from memd.opsparse import ModelOutputError, parse_model_json
 
     directory = ref.memory_dir(ctx.home)
     notes = _session_notes(ctx, ref, base.at)

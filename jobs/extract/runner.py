@@ -197,7 +197,7 @@ def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tupl
         retry_note,
         unseen_targets,
     )
-    from memd.opsvalidate import ModelOutputError
+    from memd.opsparse import ModelOutputError
 
     texts = human_texts(plan.pieces)
     conversation = f"## New conversation\n\n{render(plan.pieces, SPAN_BUDGET_CHARS)}"
@@ -225,7 +225,8 @@ def _ask(ctx: JobContext, user: str) -> tuple[list[Any], list[tuple[int, str]], 
     """One strong call: (accepted operations, rejections, the answer's text). Raises ModelOutputError
     when the answer as a whole is unusable."""
     from jobs.extract.prompt import EXTRACT_SYSTEM
-    from memd.opsvalidate import parse_model_json, validate_operations
+    from memd.opsparse import parse_model_json
+    from memd.opsvalidate import validate_operations
 
     reply = ctx.llm.complete(job="extract", tier="strong", system=EXTRACT_SYSTEM, user=user)
     data = parse_model_json(reply.text)

@@ -22,12 +22,12 @@ def resolve_key(key: str | None, cwd: str | None) -> str:
 
 def ensure_search_db(home: Any, damaged: str | None = None) -> None:
     """A home never indexed gets its index built first, through the index job's own path; so does
-    one whose index is damaged (`damaged`: what failed; else `searchindex.problem` looks: a FIFO
+    one whose index is damaged (`damaged`: what failed; else `searchschema.problem` looks: a FIFO
     or a directory in its place, garbage, a bad page, a wrong schema): it is a cache, set aside
     first (`search.sqlite.corrupt-<time>`) and rebuilt from the memory files."""
     import os
 
-    from memd.searchindex import LAYOUT, problem, set_aside
+    from memd.searchschema import LAYOUT, problem, set_aside
 
     why = damaged or problem(home.search_db)
     if why is None and os.path.lexists(home.search_db):
@@ -93,7 +93,7 @@ def search_cmd(ctx: click.Context, query: str, key: str | None, cwd: str | None,
     try:
         hits = search()
     except sqlite3.DatabaseError as exc:  # truncated, garbage, a bad page, a wrong schema: rebuild, try once more
-        from memd.searchindex import damaged
+        from memd.searchschema import damaged
 
         if not damaged(exc):
             raise

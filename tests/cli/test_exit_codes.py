@@ -63,7 +63,7 @@ def test_help_states_the_same_codes() -> None:
 
 
 def _library_errors() -> list[tuple[type[BaseException], type[errors.MemdError]]]:
-    from memd import daemonlock, history, llmtypes, locks, opsvalidate, service, state
+    from memd import daemonlock, history, llmtypes, locks, opsparse, service, state
 
     return [
         (history.HistoryError, errors.UsageError),
@@ -78,7 +78,7 @@ def _library_errors() -> list[tuple[type[BaseException], type[errors.MemdError]]
         (locks.LockBusy, errors.BusyError),
         (daemonlock.AlreadyRunning, errors.AlreadyRunningError),
         (state.StateError, errors.MemdError),
-        (opsvalidate.ModelOutputError, errors.ModelAPIError),
+        (opsparse.ModelOutputError, errors.ModelAPIError),
     ]
 
 
@@ -90,9 +90,9 @@ def test_library_errors_derive_from_their_row(cls: type[BaseException], row: typ
 
 
 def test_mixed_in_errors_keep_their_builtin_base() -> None:
-    from memd import daemonlock, locks, opsvalidate, treecopy
+    from memd import daemonlock, locks, opsparse, treecopy
 
-    assert issubclass(opsvalidate.ModelOutputError, ValueError)  # `except ValueError` still catches it
+    assert issubclass(opsparse.ModelOutputError, ValueError)  # `except ValueError` still catches it
     assert issubclass(treecopy.SpecialFile, OSError) and not issubclass(treecopy.SpecialFile, errors.MemdError)
     assert issubclass(locks.LockBusy, locks.LockError) and issubclass(daemonlock.AlreadyRunning, locks.LockError)
 
@@ -112,7 +112,7 @@ def test_the_cli_prints_one_line_and_the_code(capsys: pytest.CaptureFixture[str]
                 errors.ConfigError, errors.BusyError):  # fmt: skip
         assert _run(cls("it went wrong")) == cls.exit_code
         assert capsys.readouterr().err == "memd: it went wrong\n"
-    from memd.opsvalidate import ModelOutputError
+    from memd.opsparse import ModelOutputError
 
     assert _run(ModelOutputError("not JSON")) == 4
     assert capsys.readouterr().err == "memd: not JSON\n"

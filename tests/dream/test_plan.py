@@ -11,7 +11,7 @@ import pytest
 from jobs.dream.plan import DreamOp, Rules, guard, hand_edited, validate_dream
 from memd.clock import iso
 from memd.memories import Memory
-from memd.opsvalidate import ModelOutputError
+from memd.opsparse import ModelOutputError
 from tests.dream.helpers import (
     mem,
 )

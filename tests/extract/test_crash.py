@@ -57,7 +57,7 @@ def timing(_logger, _name, event):
 structlog.configure(processors=[timing])
 import anthropic  # noqa: F401 - everything the job imports lazily is imported before forking, on purpose
 import jobs.extract as extract
-import jobs.extract.prompt, memd.indexer, memd.llm, memd.memwrite, memd.opsvalidate, memd.search  # noqa: E401,F401
+import jobs.extract.prompt, memd.indexer, memd.llm, memd.memwrite, memd.opsparse, memd.opsvalidate, memd.search  # noqa: E401,F401
 from memd.tree import Place
 from memd.runner import run_job
 from tests.fakeapi import FakeAnthropic, text
