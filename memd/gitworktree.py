@@ -185,7 +185,7 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
     with quiet():
         rec.commit()
     if settings is not None and done:
-        from memd.history import refresh_scope
+        from memd.indexer import refresh_place
 
-        refresh_scope(home, settings, place, system_clock())
+        refresh_place(home, settings, place, system_clock().date())
     return done

@@ -275,7 +275,9 @@ def undo(
         except BaseException:
             recover_scope(home, ref, logger)
             raise
-        refresh_scope(home, settings, ref, now)
+        from memd.indexer import refresh_place
+
+        refresh_place(home, settings, ref, now.date())
         prune(home, ref, int(settings.get("memd.historyKeep")))
     logger.info("dream.undone", scope=str(ref), run=new_id, undo_of=chosen["run"], **{k: len(v) for k, v in changes.items()})
     return info
@@ -290,7 +292,9 @@ def _undo_write(home: Home, settings: Any, ref: Place, chosen: dict[str, Any], n
         info = undo_write(home, ref, chosen, now)
     except UndoConflict as exc:
         raise HistoryError(str(exc)) from None
-    refresh_scope(home, settings, ref, now)
+    from memd.indexer import refresh_place
+
+    refresh_place(home, settings, ref, now.date())
     prune(home, ref, int(settings.get("memd.historyKeep")))
     logger.info("write.undone", scope=str(ref), run=info.get("run"), undo_of=chosen["run"])
     return info
@@ -362,15 +366,3 @@ def find_runs(home: Home, run_id: str) -> list[Place]:
     if not hits:
         raise HistoryError(f"no run {run_id!r} in the history (see `memd history`)")
     return sorted({Place.parse(str(r.get("scope"))) for r in hits}, key=lambda p: p.sort_key)
-
-
-def refresh_scope(home: Home, settings: Any, ref: Place, now: datetime) -> None:
-    """MEMORY.md, the drawer render and search rows of one scope, as `memwrite.refresh` does for jobs."""
-    from memd.indexer import refresh_dir
-
-    refresh_dir(
-        home, ref.kind, ref.key, ref.memory_dir(home),
-        max_bytes_drawer=int(settings.get("memory.global.maxBytes")), today=now.date(),
-        write_index=bool(settings.get("memory.indexConsolidation.enabled")),
-        write_drawer=bool(settings.get("memory.global.enabled")),
-    )  # fmt: skip

@@ -74,7 +74,7 @@ def move_memories(home: Home, settings: Any, src_key: str, dst_key: str, now: da
     """Move one directory's memory files into another's, as one history run in both scopes."""
     from memd.changes import Recorder
     from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
-    from memd.history import refresh_scope
+    from memd.indexer import refresh_place
     from memd.locks import acquire
 
     src, dst = Place.project(src_key), Place.project(dst_key)
@@ -102,7 +102,7 @@ def move_memories(home: Home, settings: Any, src_key: str, dst_key: str, now: da
         fsync_dir(src.memory_dir(home))
         infos = [i for i in (out.commit(), into.commit()) if i is not None]
         for place in (src, dst):
-            refresh_scope(home, settings, place, now)
+            refresh_place(home, settings, place, now.date())
     return {"from": src_key, "to": dst_key, "run": out.run_id if infos else None, "moved": moved, "same": same}
 
 
