@@ -28,7 +28,6 @@ from memd.records import (
     norm_record,
     result_chars,
     too_deep,
-    utf8,
 )
 from memd.tally import Tally, UsageBook
 from memd.transcripts import (
@@ -89,8 +88,9 @@ class Folder:
         for i, data in enumerate(lines):
             s = pos
             pos += len(data) + 1
-            # msgspec checks neither the UTF-8 of strings it skips nor (see depth_guard) every depth
-            if typed and (data.isascii() or utf8(data)) and not (deep and too_deep(data)):
+            # msgspec may read deeper than orjson (see depth_guard); the UTF-8 of strings it skips it
+            # does not check (memd.records: such a line counts, its fields memd reads are checked)
+            if typed and not (deep and too_deep(data)):
                 try:
                     r = decode(data)
                 except DECODE_ERRORS:

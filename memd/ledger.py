@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,15 +64,10 @@ class _Retry(Exception):
     """Another ingester moved this session's offsets while we read."""
 
 
-def _session_row(conn: sqlite3.Connection, sf: SessionFile) -> sqlite3.Row:
-    row = conn.execute("SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)).fetchone()
-    if row is None:
-        conn.execute(
-            "INSERT OR IGNORE INTO sessions(key, session_id, path) VALUES (?, ?, ?)",
-            (sf.key, sf.session_id, sf.main),
-        )
-        row = conn.execute("SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)).fetchone()
-    return row
+def _session_row(conn: sqlite3.Connection, sf: SessionFile) -> sqlite3.Row | None:
+    """The session's row, or None for a session the ledger has not met (created when its first
+    read commits, so the read itself writes nothing)."""
+    return conn.execute("SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)).fetchone()
 
 
 def _tally_of(row: sqlite3.Row) -> Tally:
@@ -99,16 +95,92 @@ def ingest(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: Any = N
     """Fold whatever is new in one session's files into the ledger."""
     try:
         for _ in range(5):
+            read = _read_session(conn, sf, log)
+            if not read.wants_commit:
+                _clear_error(conn, read)
+                return read.result
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                result = _ingest_once(conn, sf, now_iso, log)
+                _write(conn, read, now_iso)
+                conn.execute("COMMIT")
             except _Retry:
+                conn.execute("ROLLBACK")
                 continue
-            _clear_error(conn, sf)
-            return result
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return read.result
         raise IngestStuck(f"{sf.path}: another process kept changing this session's ledger; will retry")
     except (OSError, sqlite3.DatabaseError, IngestStuck) as exc:
         record_error(conn, sf, str(exc), now_iso)
         raise
+
+
+BATCH_BYTES = 32 << 20  # a batch's reads are committed together once this much was read …
+BATCH_SESSIONS = 256  # … or this many sessions
+
+
+def ingest_many(
+    conn: sqlite3.Connection, sfs: Iterable[SessionFile], now_iso: str, log: Any = None
+) -> Iterator[IngestResult]:
+    """`ingest` over many sessions, their reads committed a batch at a time: a first scan of a full
+    home pays one transaction per batch instead of one per session. Each session's counters and
+    offsets still go in together; one whose offsets another process moved meanwhile is read again
+    on its own. Results come in the order of `sfs`."""
+    batch: list[_Read] = []
+    size = 0
+    for sf in sfs:
+        try:
+            read = _read_session(conn, sf, log)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            yield from _flush(conn, batch, now_iso, log)
+            record_error(conn, sf, str(exc), now_iso)
+            raise
+        batch.append(read)
+        size += read.result.bytes_scanned
+        if size >= BATCH_BYTES or len(batch) >= BATCH_SESSIONS:
+            yield from _flush(conn, batch, now_iso, log)
+            batch, size = [], 0
+    yield from _flush(conn, batch, now_iso, log)
+
+
+def _flush(conn: sqlite3.Connection, batch: list[_Read], now_iso: str, log: Any) -> Iterator[IngestResult]:
+    """Commit a batch of reads in one transaction; a read that lost a race is done again alone.
+    A database error rolls the batch back and is kept as the error of the session it met."""
+    lost: set[int] = set()
+    if any(r.wants_commit for r in batch):
+        conn.execute("BEGIN IMMEDIATE")
+        read = None
+        try:
+            for i, read in enumerate(batch):
+                if read.wants_commit and not _write_one(conn, read, now_iso):
+                    lost.add(i)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.DatabaseError) and read is not None:
+                record_error(conn, read.sf, str(exc), now_iso)
+            raise
+    for i, read in enumerate(batch):
+        if i in lost:
+            yield ingest(conn, read.sf, now_iso, log)
+            continue
+        if not read.wants_commit:
+            _clear_error(conn, read)
+        yield read.result
+
+
+def _write_one(conn: sqlite3.Connection, read: _Read, now_iso: str) -> bool:
+    """One read of a batch under a savepoint: False (and nothing written) if it lost the race."""
+    conn.execute("SAVEPOINT one")
+    try:
+        _write(conn, read, now_iso)
+    except _Retry:
+        conn.execute("ROLLBACK TO one")
+        conn.execute("RELEASE one")
+        return False
+    conn.execute("RELEASE one")
+    return True
 
 
 class IngestStuck(Exception):
@@ -124,24 +196,47 @@ def record_error(conn: sqlite3.Connection, sf: SessionFile, reason: str, now_iso
         )
 
 
-def _clear_error(conn: sqlite3.Connection, sf: SessionFile) -> None:
-    conn.execute(
-        "UPDATE sessions SET ingest_error=NULL, ingest_error_ts=NULL "
-        "WHERE key=? AND session_id=? AND ingest_error IS NOT NULL",
-        (sf.key, sf.session_id),
-    )
+def _clear_error(conn: sqlite3.Connection, read: _Read) -> None:
+    """A read that found nothing new still shows the session advancing again (a commit clears the
+    error as it writes the session's row)."""
+    if read.had_error:
+        conn.execute(
+            "UPDATE sessions SET ingest_error=NULL, ingest_error_ts=NULL WHERE key=? AND session_id=?",
+            (read.sf.key, read.sf.session_id),
+        )
 
 
-def _ingest_once(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: Any) -> IngestResult:
+@dataclass
+class _Read:
+    """One session read and folded, not yet committed: what `_write` puts in the ledger."""
+
+    sf: SessionFile
+    sid: int | None  # None: the ledger has no row for this session yet
+    files: list[FileRow]
+    start_offsets: dict[str, tuple[int, int]]
+    tally: Tally
+    book: UsageBook
+    new_tools: list[str]
+    result: IngestResult
+    had_error: bool
+
+    @property
+    def wants_commit(self) -> bool:
+        return self.sid is None or self.result.changed or self.result.reset
+
+
+def _read_session(conn: sqlite3.Connection, sf: SessionFile, log: Any) -> _Read:
+    """Read and fold whatever is new in one session, writing nothing."""
     result = IngestResult(sf.key, sf.session_id)
     row = _session_row(conn, sf)
-    sid = int(row["id"])
+    sid = None if row is None else int(row["id"])
     files = file_rows(conn, sid, sf)
     start_offsets = {f.rel: (f.offset, f.inode) for f in files if f.known}
     stats = [stat(f.path) for f in files]
     if reset_needed(files, stats):
         result.reset = True
         files = [FileRow(f.path, f.rel, f.role) for f in files]
+    if row is None or result.reset:
         tally = Tally(pending=[])
         prior = False
     else:
@@ -149,7 +244,7 @@ def _ingest_once(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: A
         prior = any(f.offset > 0 for f in files)
     lookup_usage, seen_tool = _lookups(conn, sid, prior)
     book = UsageBook(lookup_usage)
-    if not result.reset:
+    if row is not None and not result.reset:
         book.total = [row["usage_input"], row["usage_output"], row["usage_cache_creation"], row["usage_cache_read"]]
     new_tools: list[str] = []
     for f, st in zip(files, stats):
@@ -169,17 +264,15 @@ def _ingest_once(conn: sqlite3.Connection, sf: SessionFile, now_iso: str, log: A
         new_tools.extend(folder.new_tools)
         if f.role == "main":
             tally = folder.t
-    if row["path"] != sf.main:
+    if row is not None and row["path"] != sf.main:
         result.changed = True  # the home moved: keep the shown path current
-    if not result.changed and not result.reset:
-        return result
-    _commit(conn, sid, row, files, start_offsets, tally, book, new_tools, result, now_iso)
-    return result
+    had_error = row is not None and row["ingest_error"] is not None
+    return _Read(sf, sid, files, start_offsets, tally, book, new_tools, result, had_error)
 
 
-def _lookups(conn: sqlite3.Connection, sid: int, prior: bool) -> tuple[Any, Any]:
+def _lookups(conn: sqlite3.Connection, sid: int | None, prior: bool) -> tuple[Any, Any]:
     """DB look-ups for ids seen in earlier reads; none needed on a first read."""
-    if not prior:
+    if not prior or sid is None:
         return None, lambda _tid: False
 
     def usage(mid: str) -> tuple[int, tuple[int, int, int, int]] | None:
@@ -248,56 +341,53 @@ def _read_file(f: FileRow, st: os.stat_result, folder: Folder, result: IngestRes
         f.mtime_ns = -1
 
 
-def _commit(
-    conn: sqlite3.Connection,
-    sid: int,
-    row: sqlite3.Row,
-    files: list[FileRow],
-    start_offsets: dict[str, tuple[int, int]],
-    tally: Tally,
-    book: UsageBook,
-    new_tools: list[str],
-    result: IngestResult,
-    now_iso: str,
-) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        current = {
-            r["path"]: (r["offset"], r["inode"])
-            for r in conn.execute("SELECT path, offset, inode FROM files WHERE session=?", (sid,))
-        }
-        if current != start_offsets:
-            raise _Retry
-        if result.reset:
-            conn.execute("DELETE FROM files WHERE session=?", (sid,))
-            conn.execute("DELETE FROM seen_tools WHERE session=?", (sid,))
-            conn.execute("DELETE FROM usage_msgs WHERE session=?", (sid,))
-            conn.execute("DELETE FROM record_types WHERE session=?", (sid,))
-            conn.execute("UPDATE sessions SET generation = generation + 1 WHERE id=?", (sid,))
-        _write_session(conn, sid, files, tally, book, now_iso)
-        for f in files:
-            conn.execute(
-                "INSERT INTO files(path, session, role, dev, inode, size, mtime_ns, offset, line_no, bad_lines, format, fp) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET session=excluded.session, "
-                "role=excluded.role, dev=excluded.dev, inode=excluded.inode, size=excluded.size, "
-                "mtime_ns=excluded.mtime_ns, offset=excluded.offset, line_no=excluded.line_no, "
-                "bad_lines=excluded.bad_lines, format=excluded.format, fp=excluded.fp",
-                (f.rel, sid, f.role, f.dev, f.inode, f.size, f.mtime_ns, f.offset, f.line_no, f.bad_lines, f.format,
-                 f.fp),
-            )  # fmt: skip
-        _write_types(conn, sid, tally.unknown_types)
+def _write(conn: sqlite3.Connection, read: _Read, now_iso: str) -> None:
+    """Put one read in the ledger, inside the caller's transaction; `_Retry` if another process
+    moved the session's offsets since the read began (nothing is written then)."""
+    sf = read.sf
+    sid = read.sid
+    if sid is None:
+        sid = conn.execute(
+            "INSERT INTO sessions(key, session_id, path) VALUES (?, ?, ?) "
+            "ON CONFLICT(key, session_id) DO UPDATE SET path=path RETURNING id",
+            (sf.key, sf.session_id, sf.main),
+        ).fetchone()[0]
+    current = {
+        r["path"]: (r["offset"], r["inode"])
+        for r in conn.execute("SELECT path, offset, inode FROM files WHERE session=?", (sid,))
+    }
+    if current != read.start_offsets:
+        raise _Retry
+    if read.result.reset:
+        conn.execute("DELETE FROM files WHERE session=?", (sid,))
+        conn.execute("DELETE FROM seen_tools WHERE session=?", (sid,))
+        conn.execute("DELETE FROM usage_msgs WHERE session=?", (sid,))
+        conn.execute("DELETE FROM record_types WHERE session=?", (sid,))
+        conn.execute("UPDATE sessions SET generation = generation + 1 WHERE id=?", (sid,))
+    _write_session(conn, sid, read.files, read.tally, read.book, now_iso)
+    for f in read.files:
+        conn.execute(
+            "INSERT INTO files(path, session, role, dev, inode, size, mtime_ns, offset, line_no, bad_lines, format, fp) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET session=excluded.session, "
+            "role=excluded.role, dev=excluded.dev, inode=excluded.inode, size=excluded.size, "
+            "mtime_ns=excluded.mtime_ns, offset=excluded.offset, line_no=excluded.line_no, "
+            "bad_lines=excluded.bad_lines, format=excluded.format, fp=excluded.fp",
+            (f.rel, sid, f.role, f.dev, f.inode, f.size, f.mtime_ns, f.offset, f.line_no, f.bad_lines, f.format,
+             f.fp),
+        )  # fmt: skip
+    _write_types(conn, sid, read.tally.unknown_types)
+    if read.new_tools:
         conn.executemany(
-            "INSERT OR IGNORE INTO seen_tools(session, tool_id) VALUES (?, ?)", [(sid, t) for t in new_tools]
+            "INSERT OR IGNORE INTO seen_tools(session, tool_id) VALUES (?, ?)", [(sid, t) for t in read.new_tools]
         )
+    book = read.book
+    if book.dirty:
+        entries = book.entries
         conn.executemany(
             "INSERT OR REPLACE INTO usage_msgs(session, msg_id, prio, input, output, cache_creation, cache_read) "
             "VALUES (?,?,?,?,?,?,?)",
-            [(sid, m, book.entries[m][0], *book.entries[m][1]) for m in book.dirty],
+            [(sid, m, entries[m][0], *entries[m][1]) for m in book.dirty],
         )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 def _write_session(
@@ -323,6 +413,8 @@ def _write_session(
         bytes_read=sum(f.offset for f in files),
         path=main.path,
         updated_at=now_iso,
+        ingest_error=None,  # it advanced
+        ingest_error_ts=None,
     )
     cols = ", ".join(f"{k}=?" for k in values)
     conn.execute(f"UPDATE sessions SET {cols} WHERE id=?", (*values.values(), sid))

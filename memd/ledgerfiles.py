@@ -34,8 +34,10 @@ class FileRow:
     fp: str | None = None
 
 
-def file_rows(conn: sqlite3.Connection, sid: int, sf: SessionFile) -> list[FileRow]:
-    known = {r["path"]: r for r in conn.execute("SELECT * FROM files WHERE session=?", (sid,))}
+def file_rows(conn: sqlite3.Connection, sid: int | None, sf: SessionFile) -> list[FileRow]:
+    """The session's files as the ledger knows them (none known for a session without a row)."""
+    rows = () if sid is None else conn.execute("SELECT * FROM files WHERE session=?", (sid,))
+    known = {r["path"]: r for r in rows}
     out = []
     for path, role in [(sf.main, "main"), *((str(p), "sub") for p in sf.subagents)]:
         rel = sf.rel(path)

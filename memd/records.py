@@ -5,8 +5,11 @@ fields the fold needs and skip the rest (most of a transcript's bytes: tool
 results copied into `toolUseResult`, progress metadata, file snapshots). A line
 the typed decode refuses (an odd type anywhere the fold looks, bad JSON, deep
 nesting) goes the generic way: orjson, then the same fold on a normalised copy
-(`_norm_record`), so both ways count alike. The one difference: a number beyond
-a double's range in a field memd never reads no longer makes the line bad.
+(`_norm_record`), so both ways count alike. Two differences, both in fields memd
+never reads: a number beyond a double's range there, or bytes that are not UTF-8
+there, no longer make the line bad (msgspec skips such a field without judging it;
+every string memd does read is checked). Checking them would cost a second pass
+over a sixth of the bytes; the agent writes neither, and the line's record is kept.
 """
 
 from __future__ import annotations
@@ -40,14 +43,6 @@ def input_chars(value: Any) -> int:
         except Exception:  # not measurable: counts nothing, as before
             return 0
     return len(out) if out.isascii() else len(out.decode("utf-8"))
-
-
-def utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 # A token count beyond this is not a count (and would overflow SQLite's 64-bit integers once summed).

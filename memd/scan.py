@@ -51,7 +51,7 @@ def scan_home(home: Home, *, key: str | None = None, progress: bool = False, log
         results = (
             _ingest_parallel(home, todo, workers, log)
             if workers > 1
-            else (ledger.ingest(conn, sf, iso(system_clock()), log) for sf in todo)
+            else ledger.ingest_many(conn, todo, iso(system_clock()), log)
         )
         for sf, r in zip(todo, results):
             totals["read"] += 1

@@ -106,13 +106,22 @@ def test_the_corpus_goes_the_typed_way() -> None:
 
 
 @pytest.mark.parametrize("line", [
-    b'{"type":"user","uuid":"x","zzz":"caf\xe9"}',  # invalid UTF-8 where msgspec would not look
     b'{"type":"user","uuid":"x","zzz":' + b"[" * 1100 + b"]" * 1100 + b"}",  # deeper than orjson reads
     b'{"type":"user","uuid":"x","zzz":"\\ud800"}',  # a lone surrogate
     b'{"type":"user","uuid":"x"} {"type":"user"}',  # two values on a line
 ])  # fmt: skip
 def test_lines_orjson_refuses_stay_bad(line: bytes) -> None:
     assert _fold([line], generic=False)[4] == 1
+
+
+def test_bytes_not_utf8_count_only_where_memd_never_reads() -> None:
+    """msgspec skips an unread field without judging its bytes (checking them would be a second pass
+    over the line); every string the fold reads is checked, and such a line stays bad."""
+    unread = b'{"type":"user","uuid":"x","zzz":"caf\xe9","message":{"content":"hi"}}'
+    read = b'{"type":"user","uuid":"x","message":{"content":"caf\xe9"}}'
+    tally, _total, _entries, parsed, bad = _fold([unread, read], generic=False)
+    assert (parsed, bad) == (1, 1)
+    assert tally["records"] == 1 and tally["human_turns"] == 1 and tally["conv_chars"] == 2
 
 
 def test_odd_types_never_crash_the_fold() -> None:

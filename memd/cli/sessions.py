@@ -16,12 +16,13 @@ from memd.errors import UsageError
 @click.pass_context
 def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
     """Ingest whatever is new in the transcripts, once."""
-    from memd.logs import configure, get_logger
     from memd.scan import DeferredLog, scan_home
 
     home = get_home(ctx)
 
     def setup() -> object:  # on the first warning only: structlog's import is a tenth of a small scan
+        from memd.logs import configure, get_logger
+
         configure(home, level="warning", stderr=True, file=True)
         return get_logger("memd.scan")
 
