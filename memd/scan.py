@@ -80,32 +80,54 @@ def _workers(todo: list[SessionFile]) -> int:
     return min(cores, 4)
 
 
-def _ingest_one(args: tuple[Home, SessionFile]) -> ledger.IngestResult:
-    """A worker ingests one session with its own connection (kept for the worker's next session)."""
-    home, sf = args
+WORKER_BATCH_BYTES = 16 << 20  # a worker commits once per this much to read
+
+
+def _ingest_batch(args: tuple[Home, list[SessionFile]]) -> list[ledger.IngestResult]:
+    """A worker ingests a batch of sessions with its own connection (kept for its next batch)."""
+    home, sfs = args
     conn = _WORKER_CONN.get(str(home.state_db))
     if conn is None:
         conn = _WORKER_CONN[str(home.state_db)] = state.connect(home.state_db)
-    return ledger.ingest(conn, sf, iso(system_clock()))
+    return list(ledger.ingest_many(conn, sfs, iso(system_clock())))
 
 
 _WORKER_CONN: dict[str, Any] = {}
 
 
+def _batches(todo: list[SessionFile]) -> list[list[int]]:
+    """Indexes of `todo`, biggest session first, in batches of about WORKER_BATCH_BYTES: the pool
+    stays busy to the end, and a worker commits once per batch rather than once per session."""
+    sizes = [_size(sf) for sf in todo]
+    out: list[list[int]] = []
+    cur: list[int] = []
+    total = 0
+    for i in sorted(range(len(todo)), key=lambda i: -sizes[i]):
+        cur.append(i)
+        total += sizes[i]
+        if total >= WORKER_BATCH_BYTES:
+            out.append(cur)
+            cur, total = [], 0
+    if cur:
+        out.append(cur)
+    return out
+
+
 def _ingest_parallel(home: Home, todo: list[SessionFile], workers: int, log: Any) -> list[ledger.IngestResult]:
-    """Sessions spread over `workers` processes, biggest first so the pool stays busy."""
+    """Sessions spread over `workers` processes, in batches, biggest first."""
     import multiprocessing as mp
 
-    order = sorted(range(len(todo)), key=lambda i: -_size(todo[i]))
+    batches = _batches(todo)
     ctx = mp.get_context("fork")
     with ctx.Pool(workers) as pool:
-        done = pool.map(_ingest_one, [(home, todo[i]) for i in order], chunksize=1)
+        done = pool.map(_ingest_batch, [(home, [todo[i] for i in b]) for b in batches], chunksize=1)
     out: list[Any] = [None] * len(todo)
-    for i, r in zip(order, done):
-        out[i] = r
-        if log is not None:
-            for pr in r.problems[:5]:
-                log.warning("transcript.line_skipped", file=pr.path, line=pr.line, reason=pr.reason)
+    for batch, results in zip(batches, done):
+        for i, r in zip(batch, results):
+            out[i] = r
+            if log is not None:
+                for pr in r.problems[:5]:
+                    log.warning("transcript.line_skipped", file=pr.path, line=pr.line, reason=pr.reason)
     return out
 
 
