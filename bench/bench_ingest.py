@@ -9,7 +9,7 @@ wall time (`ratio`) and by CPU time (`cpu_ratio`: the scan process's user + syst
 processes on the machine disturb much less). `MEMD_SCAN_WORKERS=1` keeps the scan on one core (with
 workers, CPU time adds up over processes and only the wall ratio means anything). `idle_scan_s` is
 a `memd scan` with nothing new to read: the process start, imports and stat checks every scan pays.
-`in_process_*` ratios time `ledger.ingest` over every session inside the bench's own process (no
+`in_process_*` ratios time `ledger.ingest_many` over every session inside the bench's own process (no
 process start or imports): what the reading, folding and ledger writes cost on their own.
 `best_ratio` / `best_cpu_ratio` divide the best parse-only time of all runs by the best scan time.
 """
@@ -59,8 +59,9 @@ def _children_cpu() -> float:
 
 
 def ingest_in_process(home: Path) -> tuple[float, float]:
-    """(wall, CPU) seconds of `ledger.ingest` over every session from a fresh ledger, in this
-    process: the reading and folding without the `memd scan` process's start and imports."""
+    """(wall, CPU) seconds of `ledger.ingest_many` (what `memd scan` runs) over every session from a
+    fresh ledger, in this process: the reading, folding and ledger writes without the `memd scan`
+    process's start and imports."""
     from memd import ledger, ledgerfiles, state
     from memd.tree import Home
 
@@ -69,8 +70,8 @@ def ingest_in_process(home: Path) -> tuple[float, float]:
     conn = state.connect(h.state_db)
     try:
         t, c = time.perf_counter(), time.process_time()
-        for sf in ledgerfiles.stale_sessions(conn, h):
-            ledger.ingest(conn, sf, "2026-01-01T00:00:00.000Z")
+        for _ in ledger.ingest_many(conn, ledgerfiles.stale_sessions(conn, h), "2026-01-01T00:00:00.000Z"):
+            pass
         return time.perf_counter() - t, time.process_time() - c
     finally:
         conn.close()

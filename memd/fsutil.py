@@ -12,7 +12,6 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from memd.errors import MemdError
@@ -203,6 +202,8 @@ def atomic_write(path: Path, data: bytes | str, mode: int = PRIVATE_FILE) -> Non
         raise OSError(f"{path}: refusing to replace a symlink")
     parent = path.parent
     ensure_private_dir(parent)
+    import tempfile  # here: the commands that only read (and `memd scan`) never load it
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "wb") as fh:

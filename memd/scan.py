@@ -95,17 +95,19 @@ def _ingest_batch(args: tuple[Home, list[SessionFile]]) -> list[ledger.IngestRes
 _WORKER_CONN: dict[str, Any] = {}
 
 
-def _batches(todo: list[SessionFile]) -> list[list[int]]:
-    """Indexes of `todo`, biggest session first, in batches of about WORKER_BATCH_BYTES: the pool
-    stays busy to the end, and a worker commits once per batch rather than once per session."""
+def _batches(todo: list[SessionFile], workers: int) -> list[list[int]]:
+    """Indexes of `todo`, biggest session first, in batches of up to WORKER_BATCH_BYTES (and at
+    least four a worker): the pool stays busy to the end, and a worker commits once per batch
+    rather than once per session."""
     sizes = [_size(sf) for sf in todo]
+    per = max(1, min(WORKER_BATCH_BYTES, sum(sizes) // (4 * workers)))
     out: list[list[int]] = []
     cur: list[int] = []
     total = 0
     for i in sorted(range(len(todo)), key=lambda i: -sizes[i]):
         cur.append(i)
         total += sizes[i]
-        if total >= WORKER_BATCH_BYTES:
+        if total >= per:
             out.append(cur)
             cur, total = [], 0
     if cur:
@@ -117,7 +119,7 @@ def _ingest_parallel(home: Home, todo: list[SessionFile], workers: int, log: Any
     """Sessions spread over `workers` processes, in batches, biggest first."""
     import multiprocessing as mp
 
-    batches = _batches(todo)
+    batches = _batches(todo, workers)
     ctx = mp.get_context("fork")
     with ctx.Pool(workers) as pool:
         done = pool.map(_ingest_batch, [(home, [todo[i] for i in b]) for b in batches], chunksize=1)

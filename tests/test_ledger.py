@@ -278,3 +278,65 @@ def test_parallel_first_scan_equals_the_serial_ledger(corpus_home: Path, tmp_pat
     want = ingest_all(serial)
     got = {k: {**v, "path": v["path"].replace(str(parallel), str(serial))} for k, v in ingest_all(parallel).items()}
     assert got == want
+
+
+def _ledger_of(home: Path, serial: Path) -> dict[tuple[str, str], dict]:
+    """The ledger's rows of `home`, paths written as under `serial`, to compare with its ledger."""
+    conn = state.connect(Home(home).state_db)
+    try:
+        rows = {(r["key"], r["session_id"]): session_json(r) for r in ledger.session_rows(conn)}
+    finally:
+        conn.close()
+    return {k: {**v, "path": v["path"].replace(str(home), str(serial))} for k, v in rows.items()}
+
+
+@pytest.mark.parametrize("per_batch", [1, 3, 1000])
+def test_batched_first_scan_equals_the_serial_ledger(
+    corpus_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, per_batch: int
+) -> None:
+    """`memd scan` commits its reads a batch at a time; any batch size gives the one-by-one ledger,
+    and one result per session in the order asked."""
+    serial, home = tmp_path / "serial", tmp_path / "batched"
+    shutil.copytree(corpus_home, serial)
+    shutil.copytree(corpus_home, home)
+    want = ingest_all(serial)
+    monkeypatch.setattr(ledger, "BATCH_SESSIONS", per_batch)
+    h = Home(home)
+    todo = discover_sessions(h)
+    conn = state.connect(h.state_db)
+    results = list(ledger.ingest_many(conn, todo, NOW))
+    again = list(ledger.ingest_many(conn, todo, NOW))
+    conn.close()
+    assert [(r.key, r.session_id) for r in results] == [(sf.key, sf.session_id) for sf in todo]
+    assert sum(r.records for r in again) == 0  # idempotent: nothing is read twice
+    assert _ledger_of(home, serial) == want
+
+
+def test_a_batched_read_that_loses_the_race_is_read_again_alone(corpus_home: Path, tmp_path: Path) -> None:
+    """Another ingester (the daemon) commits a session between a batch's read of it and the batch's
+    commit, and the agent appends meanwhile: the batch's read is dropped and done again, so nothing
+    is counted twice and nothing is lost."""
+    serial, home = tmp_path / "serial", tmp_path / "batched"
+    shutil.copytree(corpus_home, home)
+    h = Home(home)
+    todo = [sf for sf in discover_sessions(h) if Path(sf.main).read_bytes().endswith(b"\n")]
+    first = todo[0]
+    line = json.dumps({"type": "user", "uuid": "late-1", "timestamp": "2026-11-30T00:00:00.000Z",
+                       "message": {"role": "user", "content": "one more durable thing"}}).encode() + b"\n"  # fmt: skip
+    daemon = state.connect(h.state_db)
+
+    def sessions() -> object:
+        yield first
+        with open(first.main, "ab") as fh:  # the batch has read `first`; it has not committed it
+            fh.write(line)
+        ledger.ingest(daemon, first, NOW)
+        yield from todo[1:]
+
+    conn = state.connect(h.state_db)
+    results = list(ledger.ingest_many(conn, sessions(), NOW))  # type: ignore[arg-type]
+    conn.close()
+    daemon.close()
+    assert results[0].records == 0  # read again after the daemon's commit: nothing left to read
+    shutil.copytree(home, serial)
+    shutil.rmtree(serial / "memd")
+    assert _ledger_of(home, serial) == ingest_all(serial)
