@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
 
-from bench.common import CORPUS, MEMD, pct, replicate_corpus, timed
+from bench.common import CORPUS, MEMD, compile_memd, pct, replicate_corpus, timed
 
 
 def parse_only(root: Path, cpu: bool = False) -> float:
@@ -246,6 +246,7 @@ def main() -> None:
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     only = set(args.only.split(","))
+    compile_memd()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="memd-bench-"))
     try:
         res = {}
