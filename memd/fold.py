@@ -34,6 +34,7 @@ from memd.transcripts import (
     CLAUDE_TYPES,
     COMMAND_PREFIXES,
     MEWCODE_TYPES,
+    NOTHING_TO_FOLD,
     PAUSE_COMMANDS,
     PRIO_COPY,
     PRIO_DIRECT,
@@ -80,6 +81,7 @@ class Folder:
         decode = typed_records.RECORD.decode  # looked up per batch: a test swaps in a refusing decoder
         claude = self._claude
         usage = self._usage
+        assistant = self._assistant
         main = self.main
         t = self.t
         records, first, last = t.records, t.first_ts, t.last_ts  # kept in locals while lines go typed
@@ -111,6 +113,15 @@ class Folder:
                                 inner = d.message
                                 if inner is not None and inner.type == "assistant" and inner.message is not None:
                                     usage(inner.message, PRIO_COPY)
+                        elif typ in NOTHING_TO_FOLD:  # known, and nothing in them counts
+                            pass
+                        elif typ == "assistant" and (t.kind_decided or not main):  # `_claude`'s branch, inlined
+                            msg = r.message
+                            if msg is not None:
+                                if msg.usage is not None:
+                                    usage(msg, PRIO_DIRECT)
+                                if main and r.isSidechain is not True:
+                                    assistant(msg, r.timestamp, s)
                         else:
                             claude(r, data, s, pos)
                         continue
@@ -313,6 +324,9 @@ class Folder:
         )
         mid = msg.id
         if mid:
+            old = self.u.entries.get(mid)
+            if old is not None and old[0] == prio and old[1] == vals:
+                return  # the usage each line of one response repeats
             self.u.put(mid, prio, vals)
         elif prio == PRIO_DIRECT:
             self.u.add_anonymous(vals)

@@ -41,6 +41,8 @@ CLAUDE_TYPES = CLAUDE_ONLY_TYPES | {
     "user", "assistant", "attachment", "api-request", "api-request-blob", "api-request-shape", "cost-state",
     "atis-latch", "tools-used", "mode", "custom-title", "agent-name", "pr-link",
 }  # fmt: skip
+# Known types the fold reads nothing from but the record itself (counted, with its timestamp).
+NOTHING_TO_FOLD = CLAUDE_TYPES - {"user", "assistant", "progress", "system", "cost-state"}
 SYSTEM_SUBTYPES = frozenset(
     {"compact_boundary", "local_command", "api_error", "stop_hook_summary", "turn_duration", "informational"}
 )

@@ -163,3 +163,10 @@ def test_line_reader_equals_a_plain_split_under_any_chunking(
             assert rest[0] == (b"", len(data) - end + resume_cut % 7) and again.bytes_read == len(extra)
     finally:
         linereader.CHUNK = old
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=64).map(lambda b: b.replace(b"\x00", b"\n")))
+def test_split_lines_is_bytes_split(chunk: bytes) -> None:
+    """The memchr splitter the reader uses cuts exactly where `bytes.split(b"\\n")` does."""
+    assert linereader.split_lines(chunk) == chunk.split(b"\n")
