@@ -118,16 +118,17 @@ def _flush(conn: sqlite3.Connection, batch: list[Read], now_iso: str, log: Any) 
     lost: set[int] = set()
     if any(r.wants_commit for r in batch):
         conn.execute("BEGIN IMMEDIATE")
-        read = None
+        writing: Read | None = None  # the read whose write met an error, if one did
         try:
-            for i, read in enumerate(batch):
-                if read.wants_commit and not _write_one(conn, read, now_iso):
+            for i, writing in enumerate(batch):
+                if writing.wants_commit and not _write_one(conn, writing, now_iso):
                     lost.add(i)
+            writing = None
             conn.execute("COMMIT")
         except BaseException as exc:
             conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.DatabaseError) and read is not None:
-                record_error(conn, read.sf, str(exc), now_iso)
+            if isinstance(exc, sqlite3.DatabaseError) and writing is not None:
+                record_error(conn, writing.sf, str(exc), now_iso)
             raise
     for i, read in enumerate(batch):
         if i in lost:

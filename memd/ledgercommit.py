@@ -63,12 +63,14 @@ class Read:
 
     @property
     def wants_commit(self) -> bool:
+        """Something to write: new bytes, a reset, a moved home, or a session new to the ledger
+        (its row is made even when its files hold nothing yet)."""
         return self.sid is None or self.result.changed or self.result.reset
 
 
 def write(conn: sqlite3.Connection, read: Read, now_iso: str) -> None:
-    """Put one read in the ledger, inside the caller's transaction; `_Retry` if another process
-    moved the session's offsets since the read began (nothing is written then)."""
+    """Put one read in the ledger, inside the caller's transaction; `Retry` if another process
+    moved the session's offsets since the read began (the caller rolls back, and reads again)."""
     sf = read.sf
     sid = read.sid
     if sid is None:

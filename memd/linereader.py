@@ -16,7 +16,7 @@ from typing import Any
 
 # Lines are split while the chunk is still in the CPU's cache, and a chunk stays under glibc's
 # mmap threshold (128 KiB): bigger reads were each mapped fresh and faulted in page by page, a
-# tenth of a first scan's CPU time in system time (bench/RESULTS.md, "Ingest").
+# tenth of a first scan's CPU time in system time (bench/RESULTS.md, "At the speed of the bytes").
 CHUNK = 120 << 10
 SCAN_CHUNK = 4 << 20  # a line over the limit is searched for its newline in these, into one buffer
 MAX_LINE = 32 << 20  # a longer line is skipped (scanned for its newline, never held in memory)
@@ -124,8 +124,8 @@ class LineReader:
 
 def split_lines(chunk: bytes) -> list[bytes]:
     """`chunk.split(b"\\n")`, faster on transcript lines: bytes.split looks at every byte in a
-    loop of its own, `find` runs memchr (a tenth of a first scan's instructions, measured under
-    callgrind; bench/RESULTS.md, "Ingest")."""
+    loop of its own (a fifth of a first scan's instructions under callgrind), `find` runs memchr
+    (bench/RESULTS.md, "At the speed of the bytes")."""
     find = chunk.find
     out: list[bytes] = []
     add = out.append
