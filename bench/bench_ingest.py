@@ -79,8 +79,8 @@ def ingest_in_process(home: Path) -> tuple[float, float]:
 
 def breakdown(home: Path) -> dict:
     """CPU seconds of each stage of the ingest over the same bytes, best of three, in this process:
-    reading and splitting lines, + the typed decode, + the fold, the whole
-    `ledger.ingest` (+ the ledger's SQLite writes); and orjson parse-only over the same split lines."""
+    reading and splitting lines, + the typed decode, + the fold, the whole ingest as `memd scan`
+    runs it (+ the ledger's SQLite writes); and orjson parse-only over the same split lines."""
     from memd.fold import Folder
     from memd.linereader import LineReader
     from memd.records import RECORD
