@@ -22,22 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
 
-from bench.common import MEMD, pct, timed
+from bench.common import MEMD, pct, start_daemon, timed
 
 
 def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-
-
-def _start(home: Path) -> subprocess.Popen[bytes]:
-    p = subprocess.Popen([*MEMD, "--home", str(home), "run"], env=_env(), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.time() + 60
-    while not (home / "memd" / "daemon.json").exists():
-        if time.time() > deadline or p.poll() is not None:
-            raise SystemExit("daemon did not start")
-        time.sleep(0.05)
-    return p
 
 
 def _stop(p: subprocess.Popen[bytes]) -> None:
@@ -76,7 +65,7 @@ def latency(work: Path, appends: int, polling: bool) -> dict:
     t.write_text("")
     settings = {"memd": {"provider": "offline", "forcePolling": polling, "pollSeconds": 1}}
     (home / "settings.json").write_text(json.dumps(settings))
-    p = _start(home)
+    p = start_daemon(home, _env())
     time.sleep(1.0)
     tail = LogTail(home / "memd" / "logs" / "memd.jsonl")
     lat = []
@@ -107,7 +96,7 @@ def idle(work: Path, seconds: int) -> dict:
         d.mkdir(parents=True, exist_ok=True)
         (d / f"s{i:05d}.jsonl").write_text(rec)
     (home / "settings.json").write_text(json.dumps({"memd": {"provider": "offline"}}))
-    p = _start(home)
+    p = start_daemon(home, _env())
     proc = psutil.Process(p.pid)
     time.sleep(20)  # the first scan and the initial jobs
     c0 = proc.cpu_times()

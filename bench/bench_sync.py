@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
 
-from bench.common import MEMD
+from bench.common import MEMD, start_daemon
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid", "GIT_COMMITTER_NAME": "Bench",
            "GIT_COMMITTER_EMAIL": "bench@example.invalid", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}  # fmt: skip
@@ -162,23 +162,12 @@ def syncs(work: Path, n: int) -> dict:
     return out
 
 
-def _start(home: Path) -> subprocess.Popen[bytes]:
-    p = subprocess.Popen([*MEMD, "--home", str(home), "run"], env=_env(MEMD_HOST="idle"), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.time() + 60
-    while not (home / "memd" / "daemon.json").exists():
-        if time.time() > deadline or p.poll() is not None:
-            raise SystemExit("daemon did not start")
-        time.sleep(0.05)
-    return p
-
-
 def idle(work: Path, n: int, seconds: int, sync_on: bool) -> dict:
     remote = work / f"idle-remote-{sync_on}.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True, env=_env())
     memd = {"provider": "offline", "git": sync_on, "sync": {"remote": str(remote), "everyMinutes": 1}}
     home = _home(work / f"idle-{'sync' if sync_on else 'plain'}", n, {"memd": memd})
-    p = _start(home)
+    p = start_daemon(home, _env(MEMD_HOST="idle"))
     proc = psutil.Process(p.pid)
 
     def cpu() -> float:

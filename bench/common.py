@@ -15,6 +15,18 @@ CORPUS = Path(os.environ.get("MEMD_CORPUS", REPO.parent / "shared" / "corpus" / 
 MEMD = [str(Path(sys.executable).with_name("memd"))]
 
 
+def start_daemon(home: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`memd run` on `home`, once it has written its daemon.json (or SystemExit after 60 s)."""
+    p = subprocess.Popen([*MEMD, "--home", str(home), "run"], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + 60
+    while not (home / "memd" / "daemon.json").exists():
+        if time.time() > deadline or p.poll() is not None:
+            raise SystemExit("daemon did not start")
+        time.sleep(0.05)
+    return p
+
+
 def need_corpus() -> None:
     if not CORPUS.is_dir():
         sys.exit(f"corpus folder {CORPUS} is absent")

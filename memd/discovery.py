@@ -48,23 +48,7 @@ class SessionFile:
 
 def _first_session_id(path: Path) -> str | None:
     """The `sessionId` of a stray sub-agent file's first record (2.0.x layout)."""
-    import orjson
-
-    try:
-        with open(path, "rb") as fh:
-            for _ in range(5):
-                line = fh.readline(1 << 20)
-                if not line:
-                    return None
-                try:
-                    rec = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue
-                if isinstance(rec, dict) and isinstance(rec.get("sessionId"), str):
-                    return rec["sessionId"]
-    except OSError:
-        return None
-    return None
+    return _first_string(path, "sessionId", 5)
 
 
 def session_cwd(path: str | os.PathLike[str], max_lines: int = 64) -> str | None:
@@ -73,6 +57,11 @@ def session_cwd(path: str | os.PathLike[str], max_lines: int = 64) -> str | None
     Only the first lines are read (a few KB): enough for the first record that carries
     it. None for formats without one (MewCode) and for unreadable files.
     """
+    return _first_string(path, "cwd", max_lines)
+
+
+def _first_string(path: str | os.PathLike[str], field: str, max_lines: int) -> str | None:
+    """The first non-empty string `field` among a transcript's first `max_lines` records."""
     import orjson
 
     try:
@@ -85,11 +74,12 @@ def session_cwd(path: str | os.PathLike[str], max_lines: int = 64) -> str | None
                     rec = orjson.loads(line)
                 except orjson.JSONDecodeError:
                     continue
-                cwd = rec.get("cwd") if isinstance(rec, dict) else None
-                if isinstance(cwd, str) and cwd:
-                    return cwd
+                value = rec.get(field) if isinstance(rec, dict) else None
+                if isinstance(value, str) and value:
+                    return value
     except OSError:
         return None
+    return None
     return None
 
 

@@ -81,7 +81,6 @@ class Folder:
         decode = typed_records.RECORD.decode  # looked up per batch: a test swaps in a refusing decoder
         claude = self._claude
         usage = self._usage
-        assistant = self._assistant
         main = self.main
         t = self.t
         records, first, last = t.records, t.first_ts, t.last_ts  # kept in locals while lines go typed
@@ -115,13 +114,6 @@ class Folder:
                                     usage(inner.message, PRIO_COPY)
                         elif typ in NOTHING_TO_FOLD:  # known, and nothing in them counts
                             pass
-                        elif typ == "assistant" and (t.kind_decided or not main):  # `_claude`'s branch, inlined
-                            msg = r.message
-                            if msg is not None:
-                                if msg.usage is not None:
-                                    usage(msg, PRIO_DIRECT)
-                                if main and r.isSidechain is not True:
-                                    assistant(msg, r.timestamp, s)
                         else:
                             claude(r, data, s, pos)
                         continue

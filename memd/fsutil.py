@@ -84,6 +84,24 @@ def read_regular(path: Path | str, limit: int | None = None, *, follow: bool = T
     return data
 
 
+def read_at_most(path: Path | str, cap: int) -> bytes:
+    """At most `cap` + 1 bytes of `path`, never through a link at the last hop nor blocking on a
+    FIFO: a caller that gets more than `cap` knows the file is over its cap without reading it all."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        chunks: list[bytes] = []
+        left = cap + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _size(n: int) -> str:
     return f"{n // (1 << 20)} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n:,} bytes"
 

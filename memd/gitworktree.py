@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memd.fsutil import ensure_private_dir, fsync_dir
+from memd.fsutil import ensure_private_dir, fsync_dir, read_at_most
 from memd.gitcli import Entries, blob_sha
 from memd.gitlayout import FILE_MODE, MAX_FILE_BYTES, dir_files, is_memory_name
 from memd.logs import lazy_logger
@@ -106,18 +106,8 @@ def _refuse(refused: dict[str, Any], path: str, file: Path, why: str, out: Commi
 
 
 def read_capped(path: Path) -> bytes | None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    try:
-        chunks, left = [], MAX_FILE_BYTES + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
+    """The file's bytes, or None when it is over MAX_FILE_BYTES."""
+    data = read_at_most(path, MAX_FILE_BYTES)
     return None if len(data) > MAX_FILE_BYTES else data
 
 

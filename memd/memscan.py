@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memd.fsutil import read_at_most
 from memd.logs import lazy_logger
 from memd.memories import Memory, MemoryParseError, is_candidate_name, parse_memory
 
@@ -41,23 +42,6 @@ class Problem:
 class ScanResult:
     memories: list[Memory] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
-
-
-def _read_capped(path: Path, cap: int) -> bytes:
-    """Read at most `cap + 1` bytes without following a symlink at the last hop."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    try:
-        chunks: list[bytes] = []
-        left = cap + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _human_size(n: int) -> str:
@@ -97,7 +81,7 @@ def _load_entry(
     if st.st_size > max_bytes:
         return Problem(path, f"too large ({_human_size(st.st_size)} > {_human_size(max_bytes)} cap); not read")
     try:
-        data = _read_capped(path, max_bytes)
+        data = read_at_most(path, max_bytes)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return Problem(path, "symlink not followed")
