@@ -3,7 +3,7 @@
 A project scope of 1,000 memories (four types, 50 near-duplicate pairs, 40 with
 relative dates, bodies of 150-500 characters of Zipf-distributed words) and 30 sessions since the last
 consolidation (half with a summary.md). The dream runs through
-`memd.runner.run_job` with the real model layer (`memd.llm.LLM`, the real
+`memd.job.runner.run_job` with the real model layer (`memd.llm.client.LLM`, the real
 `anthropic` client) against the fake Messages API, which answers at once with
 a realistic plan: 50 merges, 40 rewrites, 20 deletes. The `anthropic` module
 is imported before timing (the daemon pays that once per process, not per run).
@@ -39,12 +39,13 @@ import structlog
 
 import jobs.dream as dream
 from bench.common import REPO, write_section
-from memd import ledger, state
+from memd import state
 from memd.clock import iso
 from memd.discovery import discover_sessions
-from memd.jobctx import JobContext
-from memd.memories import render_memory
-from memd.runner import run_job
+from memd.job.context import JobContext
+from memd.job.runner import run_job
+from memd.ledger import store as ledger
+from memd.memory.file import render_memory
 from memd.settings import parse_text
 from memd.tree import (
     Home,
@@ -147,7 +148,7 @@ def build_sessions(home: Path, rng: random.Random) -> None:
 def scripted_plan(home: Path, plan: dict[str, list[str]]) -> str:
     d = home / "projects" / KEY / "memory"
     ops: list[dict[str, Any]] = []
-    from memd.memscan import scan_dir
+    from memd.memory.scan import scan_dir
 
     by = {m.name: m for m in scan_dir(d, "project", KEY).memories}
     for n in plan["pairs"]:
@@ -185,8 +186,8 @@ class TimedLLM:
 
 
 def make_ctx(home: Path, url: str | None, provider: str) -> tuple[JobContext, list[TimedLLM]]:
-    from memd.llm import LLM
-    from memd.llmtypes import LLMConfig
+    from memd.llm.client import LLM
+    from memd.llm.types import LLMConfig
 
     made: list[TimedLLM] = []
     s = parse_text(json.dumps({"memd": {"provider": provider}}))
@@ -243,8 +244,9 @@ def offline_run(base: Path, work: Path) -> dict[str, Any]:
 
 def parts(base: Path, work: Path) -> dict[str, float]:
     """Two fixed costs inside the overhead, timed alone: one YAML scan of the scope, one snapshot."""
-    from memd import history, swap
-    from memd.memscan import scan_dir
+    from memd.history import runs as history
+    from memd.history import snapshots as swap
+    from memd.memory.scan import scan_dir
 
     if work.exists():
         shutil.rmtree(work)
@@ -322,7 +324,7 @@ Command: `{command}`
 
 A project scope of {r['memories']:,} memories (four types, {PAIRS} near-duplicate pairs, {DATED} with relative
 dates, bodies of 150-500 characters of Zipf-distributed words) and {SESSIONS} sessions since the last
-consolidation (half with a summary.md). Each run is a forced dream through `memd.runner.run_job`, the real model
+consolidation (half with a summary.md). Each run is a forced dream through `memd.job.runner.run_job`, the real model
 layer and the real `anthropic` client against the fake Messages API, which answers at once with a plan of {PAIRS}
 merges, {DATED} rewrites and {DELETES} deletes ({d['merged']} merged, {d['rewritten']} rewritten, {d['deleted']}
 deleted applied). Overhead = the run's wall time minus the time inside `LLM.complete` (prompt redaction, SDK, HTTP
@@ -330,7 +332,7 @@ round trip); `anthropic` is imported before timing, as a daemon has it loaded. M
 copies of the scope, after one warm-up run. Load average at the end of the measurement: {r['load'][0]:.2f} /
 {r['load'][1]:.2f} / {r['load'][2]:.2f} (1/5/15 min, 2 CPUs shared with other benchmarks and test suites).
 
-Where the overhead goes: one scan of the scope's files (`memd.memories.scan_dir`: read, parse the YAML front
+Where the overhead goes: one scan of the scope's files (`memd.memory.file.scan_dir`: read, parse the YAML front
 matter), rendering the rewritten files, the search-row sync, the staging directory (hard links), the swap. The
 history snapshot is copied in a thread while the model answers: with a real model it is off the run's path; the
 fake here answers in about a tenth of a second, so it mostly is not. MEMORY.md, the drawer render and the search

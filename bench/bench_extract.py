@@ -3,7 +3,7 @@
 Every main transcript of the corpus is replayed line by line into a fresh home,
 as an agent writes it. After each line the real ledger ingests it and
 `jobs.extract.due` decides; a due session (a new human turn, `extractEveryTurns`
-1) runs the real job through `memd.runner.run_job` — deterministic pre-gate,
+1) runs the real job through `memd.job.runner.run_job` — deterministic pre-gate,
 gate on the small model, extraction on the strong one only on yes — with the
 real `anthropic` client against an in-process FakeAnthropic, whose usage is what
 the API would report (input: a quarter of the JSON of system and messages,
@@ -12,7 +12,7 @@ the API would report (input: a quarter of the JSON of system and messages,
 The ungated baseline, in the same run, extracts every turn: for every due span,
 before the gated job runs, the extraction request the job would send (built with
 the job's own pieces: `read_span`, `unpaused`, `memwrite.prompt_context`,
-`render`, `EXTRACT_SYSTEM`) goes through a second `memd.llm.LLM` to a second
+`render`, `EXTRACT_SYSTEM`) goes through a second `memd.llm.client.LLM` to a second
 fake with the same extraction responder. No pre-gate and no gate on that side.
 It sees the memory directories as the gated run left them, which are smaller
 than an ungated run's would be, so the baseline is if anything underestimated
@@ -52,14 +52,15 @@ from bench.common import CORPUS, REPO, need_corpus, write_section
 from jobs.extract.gate import GATE_ASSISTANT_CHARS, GATE_BUDGET_CHARS, GATE_SYSTEM, human_texts, pre_gate
 from jobs.extract.offline import find_durable, has_durable
 from jobs.extract.prompt import EXTRACT_SYSTEM, RELATED_BODIES, SPAN_BUDGET_CHARS, prompt_context
-from memd import ledger, state
+from memd import state
 from memd.clock import iso
 from memd.discovery import session_file
-from memd.jobctx import JobContext, get_cursor
-from memd.pause import unpaused
-from memd.runner import run_job
+from memd.job.context import JobContext, get_cursor
+from memd.job.runner import run_job
+from memd.ledger import store as ledger
+from memd.ledger.pause import unpaused
 from memd.settings import defaults
-from memd.spans import Piece, read_span, render
+from memd.transcripts.spans import Piece, read_span, render
 from memd.tree import (
     Home,
     Place,
@@ -118,9 +119,9 @@ class Script:
 
 
 def make_llm(url: str, sink: list[dict[str, Any]]) -> Any:
-    """A real `memd.llm.LLM` at the fake; every answered call's usage lands in `sink`."""
-    from memd.llm import LLM
-    from memd.llmtypes import LLMConfig
+    """A real `memd.llm.client.LLM` at the fake; every answered call's usage lands in `sink`."""
+    from memd.llm.client import LLM
+    from memd.llm.types import LLMConfig
 
     config = LLMConfig(provider="anthropic", base_url=url, api_key="bench", timeout_s=30.0, max_retries=0,
                        daily_token_budget=0)  # fmt: skip
@@ -353,7 +354,7 @@ extraction the target allows) and on an explicit durable marker (`memd.offline.h
 stays ≤ 20 % — no corpus turn carries one; extraction answers with the operations the offline provider finds in the
 span. The **ungated baseline** runs in the same replay: for every due span, before the job, the extraction request
 the job would build for it (its own `read_span`/`unpaused`, `memwrite.prompt_context`, `render`, `EXTRACT_SYSTEM`) is
-sent through a second `memd.llm.LLM` to a second fake with the same responder — no pre-gate, no gate. It sees the
+sent through a second `memd.llm.client.LLM` to a second fake with the same responder — no pre-gate, no gate. It sees the
 memory directories the gated run left (smaller than an ungated run's), so it is if anything underestimated.
 
 | figure | value |

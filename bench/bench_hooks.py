@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_search import MISSES, TOPICS, ZH_TERMS, _memory_text
 from bench.common import MEMD, pct, timed, write_section
-from memd.indexer import refresh_all
+from memd.index.refresh import refresh_all
 from memd.keys import cwd_key, project_key
-from memd.logs import cli_defaults
+from memd.logs.events import cli_defaults
 from memd.tree import Home
 
 SEED = 12

@@ -39,8 +39,9 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from memd import ledger, state
-from memd.spans import read_span
+from memd import state
+from memd.ledger import store as ledger
+from memd.transcripts.spans import read_span
 from memd.tree import Home
 try:
     from memd.discovery import discover_sessions

@@ -5,7 +5,7 @@
 Reads tests/data/corrections.jsonl (bench/make_corrections.py writes it): memory sets as they would
 sit on disk (the global drawer and one project's memories) and correction spans, each labelled with
 the memory it corrects. For each memory set a home is laid out (memory files written with memd's
-own renderer, MEMORY.md and the search database built by `memd.indexer.refresh_all`), then each
+own renderer, MEMORY.md and the search database built by `memd.index.refresh.refresh_all`), then each
 span goes through `jobs.extract.prompt._related` — the lookup whose results the extraction prompt
 shows in full — with k = `RELATED_BODIES` (what the prompt shows), and recall@k is the share of
 spans whose memory is among them. recall@1 and @3 say how high it ranks.
@@ -58,9 +58,9 @@ def module_at(rev: str) -> ModuleType:
 
 def lay_out(root: Path, pool: dict[str, Any]) -> Any:
     """A home holding the pool's memories, its indexes and search database; a context for `_related`."""
-    from memd.indexer import refresh_all
-    from memd.memories import render_memory, write_memory
-    from memd.opsvalidate import slugify
+    from memd.index.refresh import refresh_all
+    from memd.memory.file import render_memory, write_memory
+    from memd.memory.operations import slugify
     from memd.tree import Home
 
     home = Home(root)

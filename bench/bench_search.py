@@ -33,12 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import MEMD, pct
 from memd.discovery import list_memory_dirs
-from memd.indexer import refresh_all, refresh_dir
-from memd.logs import cli_defaults
-from memd.memories import INDEX_NAME, parse_memory, render_memory
-from memd.memscan import scan_dir
-from memd.search import open_readonly, query_index
-from memd.searchindex import SearchIndex
+from memd.index.refresh import refresh_all, refresh_dir
+from memd.index.search import open_readonly, query_index
+from memd.index.writer import SearchIndex
+from memd.logs.events import cli_defaults
+from memd.memory.file import INDEX_NAME, parse_memory, render_memory
+from memd.memory.scan import scan_dir
 from memd.tree import Home
 
 SEED = 6
@@ -249,7 +249,7 @@ def bench_cli_search(home: Home, queries: list[tuple[str, str]], key: str, n: in
 def libyaml_front_matter() -> Iterator[None]:
     """A projection, not memd's code: front matter parsed by libyaml's CSafeLoader.
 
-    memd.memories calls `yaml.safe_load` (pure Python, about 0.5 ms a file
+    memd.memory.file calls `yaml.safe_load` (pure Python, about 0.5 ms a file
     here); this measures what the same rebuild costs with the C loader, to
     show where the time goes. Patched for the duration of the block only.
     """

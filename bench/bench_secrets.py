@@ -16,19 +16,19 @@ never a live credential. Each entry is one *context* (a user message, a tool out
   content hashes, npm integrity strings, Anthropic message and request ids, thinking-block
   signatures, identifiers, file paths, placeholders, and code that *refers* to a secret.
 
-Placeholders, decided here and tested in tests/test_redact.py: a value that is a template
+Placeholders, decided here and tested in tests/redact/test_redact.py: a value that is a template
 (`<password>`, `${TOKEN}`, `{{ secrets.X }}`, `$VAR`), a mask (`xxx`, `****`, `...`) or a
 well-known dummy (`changeme`, `your-api-key-here`, `YOUR_API_KEY`) is not a secret and must
 survive: redacting it would hide what the text is about and protects nothing.
 
 Candidates:
 
-* `memd-before`: memd/redact.py as of commit 44479e2 (read from git), before issue 16;
+* `memd-before`: memd/redact/redactor.py as of commit 44479e2 (read from git), before issue 16;
 * `detect-secrets`: Yelp's detect-secrets, every plugin and its default filters, line by line;
 * `credsweeper`: Samsung's CredSweeper with its default rules and ML validation;
 * `gitleaks-rules`: gitleaks' published rules (config/gitleaks.toml, MIT, 222 rules) run by a
   small Python engine here: keywords pre-check, regex, secret group, entropy, allowlists;
-* `memd`: memd/redact.py as it is now.
+* `memd`: memd/redact/redactor.py as it is now.
 
 The external detectors are optional: they are imported if installed (they are not memd
 dependencies). To measure them, install them in a side virtualenv and point
@@ -642,16 +642,16 @@ def _module_from_source(name: str, source: str) -> types.ModuleType:
 
 def memd_before() -> Candidate | str:
     try:
-        source = subprocess.run(["git", "-C", str(REPO), "show", f"{BEFORE_COMMIT}:memd/redact.py"],
+        source = subprocess.run(["git", "-C", str(REPO), "show", f"{BEFORE_COMMIT}:memd/redact/redactor.py"],
                                 capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
-        return f"git show {BEFORE_COMMIT}:memd/redact.py failed: {exc}"
+        return f"git show {BEFORE_COMMIT}:memd/redact/redactor.py failed: {exc}"
     mod = _module_from_source("memd_redact_before", source)
     return Candidate("memd-before", lambda t: [s for _, s in mod.find_secrets(t)], "none (memd, 18 rules)")
 
 
 def memd_now() -> Candidate:
-    from memd import redact as mod
+    from memd.redact import redactor as mod
 
     return Candidate("memd", lambda t: [s for _, s in mod.find_secrets(t)], f"none (memd, {len(mod.RULES)} rules)")
 
@@ -960,7 +960,7 @@ model request and every file and log write, and memd's rules are one to two orde
 faster than the alternatives (CredSweeper's ML validation costs milliseconds per KB). Install weight
 agrees: detect-secrets brings requests and its stack (~8 MB), CredSweeper numpy, onnxruntime,
 pandas and more (~400 MB); gitleaks is a Go binary that a PyPI install cannot bring, so its
-published rules (MIT) were ported instead: literal-first regexes in memd/redact.py, each marked
+published rules (MIT) were ported instead: literal-first regexes in memd/redact/redactor.py, each marked
 `(gitleaks: <rule id>)`. The Python engine for the full gitleaks rule set measured above is the
 bench's own and shows what running all 222 rules unported would cost."""
 

@@ -3,7 +3,7 @@
 The largest corpus session is replayed from its first line as an agent writes
 it, with the default thresholds (10,000 / 5,000 / 3). At every line the ledger
 ingests and `jobs.summary.due` decides; a due summary runs through
-`memd.runner.run_job` and the real `anthropic` client against the fake
+`memd.job.runner.run_job` and the real `anthropic` client against the fake
 Messages API, which counts each request's input tokens with its default
 estimate. Beside it, in the same run, the baseline: at the same update points,
 a request that re-sends the whole transcript so far (the same system prompt,
@@ -37,13 +37,14 @@ from jobs.summary.document import finish, redact, render_summary
 from jobs.summary.offline import conversation_of, offline_summary
 from jobs.summary.prompt import MAX_OUTPUT_TOKENS, SYSTEM_PROMPT, build_user_prompt
 from jobs.summary.runner import cursor_of, read_previous
-from memd import ledger, state
+from memd import state
 from memd.discovery import SessionFile
-from memd.jobctx import JobContext
-from memd.runner import run_job
+from memd.job.context import JobContext
+from memd.job.runner import run_job
+from memd.ledger import store as ledger
 from memd.settings import defaults
-from memd.spans import read_span, render
-from memd.transcripts import tokens_of
+from memd.transcripts.formats import tokens_of
+from memd.transcripts.spans import read_span, render
 from memd.tree import (
     Home,
     Place,
@@ -64,8 +65,8 @@ def estimate(body: dict[str, Any]) -> int:
 
 
 def make_llm(url: str) -> Any:
-    from memd.llm import LLM
-    from memd.llmtypes import LLMConfig
+    from memd.llm.client import LLM
+    from memd.llm.types import LLMConfig
 
     config = LLMConfig(
         provider="anthropic", small_model="claude-haiku-4-5", strong_model="claude-sonnet-4-6", base_url=url,

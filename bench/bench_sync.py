@@ -43,7 +43,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _memory(i: int) -> str:
-    from memd.memories import render_memory
+    from memd.memory.file import render_memory
 
     body = (f"Decision {i}: the service keeps its queue in Postgres, not Redis, because the team "
             "already runs Postgres and the queue is small. **Why:** one less system to operate. "
@@ -76,12 +76,12 @@ def _memd(home: Path, *args: str, host: str = "bench") -> tuple[float, dict]:
 def commits(work: Path, n: int) -> dict:
     """In-process, as the hooks run: the first commit, then single writes."""
     os.environ.update(GIT_ENV)
-    from memd.logs import cli_defaults
+    from memd.logs.events import cli_defaults
 
     cli_defaults()  # warnings to stderr; stdout is the result
-    from memd.changes import Recorder
     from memd.fsutil import atomic_write
-    from memd.gitrepo import Repo
+    from memd.git.repo import Repo
+    from memd.history.writes import Recorder
     from memd.settings import load
     from memd.tree import Home, Place
 
@@ -99,7 +99,7 @@ def commits(work: Path, n: int) -> dict:
         rec = Recorder(home, place, "bench", f"write {k}", datetime.now(UTC))
         rec.before(path)
         atomic_write(path, _memory(1) + f"\nrevision {k}\n")
-        rec.commit()  # → memd.gitmem.after_write: one commit
+        rec.commit()  # → memd.git.commits.after_write: one commit
         writes.append(time.perf_counter() - t0)
     writes_plain = []
     home.settings_file.write_text(json.dumps({"memd": {"git": False}}))

@@ -1,4 +1,4 @@
-"""Locks on what memd writes (DESIGN "Locks"); the daemon's own lock is in memd/daemonlock.py.
+"""Locks on what memd writes (DESIGN "Locks"); the daemon's own lock is in memd/daemon/lock.py.
 
 Invariants this module keeps:
 
@@ -18,7 +18,7 @@ Invariants this module keeps:
 The locks are `flock(2)` locks: the kernel drops them when the holder exits,
 however it exits, so there is no stale-lock cleanup to get wrong. The
 primitives (`file_lock`, `try_lock`, `check_not_symlink`) are shared with
-memd/daemonlock.py.
+memd/daemon/lock.py.
 """
 
 from __future__ import annotations

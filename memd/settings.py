@@ -37,7 +37,7 @@ MEMORY_FIELDS: list[tuple[str, str, Any]] = [
     ("global.maxBytes", "int:1..16777216", 8192),  # 16 MiB
     ("indexConsolidation.enabled", "bool", True),
     ("review", "bool", False),  # extraction, dream and MCP writes become proposals (`memd review`)
-    ("readOnly", "bool", False),  # nothing is written to memory directories (memd/readonly.py)
+    ("readOnly", "bool", False),  # nothing is written to memory directories (memd/memory/readonly.py)
 ]
 
 # memd's own settings live under "memd" in the same file; all optional (§8.2).
@@ -388,7 +388,7 @@ def effective_provider(
     """
     import os
 
-    from memd.keyfile import load_key
+    from memd.llm.keyfile import load_key
 
     env = dict(os.environ) if env is None else env
     key, problem = (env.get("ANTHROPIC_API_KEY") or None), None

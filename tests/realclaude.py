@@ -19,7 +19,7 @@
   the auto-memory (`projects/<key>/memory/MEMORY.md`): the canonical git root,
   which for a linked worktree is the main repository's root.
 
-Observed with Claude Code 2.1.197 and 2.1.332 (tests/agents/ check them
+Observed with Claude Code 2.1.197 and 2.1.332 (tests/e2e/agents/ check them
 against the binary): transcripts go to
 `<config>/projects/<claude_key(realpath(cwd))>/<session>.jsonl`; auto-memory is
 read from `<config>/projects/<claude_key(claude_memory_root(realpath(cwd)))>/memory/MEMORY.md`;

@@ -1,6 +1,6 @@
 """An independent count of a transcript's facts, straight from the raw lines.
 
-Written apart from memd.transcripts on purpose (whole-file reads, stdlib json,
+Written apart from memd.transcripts.formats on purpose (whole-file reads, stdlib json,
 no shared helpers) so that agreement between the two means something.
 
 Pending tool calls follow the same rule as memd (a call no longer waits once a

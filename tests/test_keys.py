@@ -3,7 +3,7 @@
 The key rule is checked against an independent JavaScript implementation run by
 node (Claude Code's own language) where node is installed, and against literals
 computed by it; the canonical root against real `git` repositories, worktrees and
-submodules. `tests/agents/` checks the same against a real Claude Code binary.
+submodules. `tests/e2e/agents/` checks the same against a real Claude Code binary.
 """
 
 from __future__ import annotations

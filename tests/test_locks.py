@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 import memd
-from memd import daemonlock, locks
-from memd.daemonlock import AlreadyRunning, DaemonLock, daemon_alive, read_pid_file
+from memd import locks
+from memd.daemon import lock as daemonlock
+from memd.daemon.lock import AlreadyRunning, DaemonLock, daemon_alive, read_pid_file
 from memd.locks import (
     GLOBAL,
     LockBusy,
@@ -55,7 +56,7 @@ HOLDER = textwrap.dedent(
     from pathlib import Path
     from memd.locks import acquire
     from memd.tree import Place
-    from memd.daemonlock import DaemonLock
+    from memd.daemon.lock import DaemonLock
     from memd.tree import Home
     home = Home(Path(sys.argv[1]))
     what, seconds = sys.argv[2], float(sys.argv[3])
@@ -267,7 +268,7 @@ SECOND_DAEMON = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from memd.daemonlock import DaemonLock, AlreadyRunning
+    from memd.daemon.lock import DaemonLock, AlreadyRunning
     from memd.tree import Home
     try:
         DaemonLock(Home(Path(sys.argv[1]))).acquire()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memd import state
-from memd.jobctx import get_cursor, set_cursor
+from memd.job.context import get_cursor, set_cursor
 
 
 def test_fresh_database_is_migrated_private_and_wal(tmp_path: Path) -> None:

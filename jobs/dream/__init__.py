@@ -6,9 +6,9 @@ provider) reads every memory of the scope, its MEMORY.md and what the sessions
 since were about, and proposes operations: merge several memories into one,
 rewrite one (relative dates made absolute, contradictions resolved: the newer
 word wins), delete a stale one. The answer is validated like extraction's
-(`memd.opsvalidate`, plus this module's own checks for merges), then applied to
+(`memd.memory.operations`, plus this module's own checks for merges), then applied to
 a staging copy of the directory which is swapped in atomically, after a
-snapshot went to the history (`memd.swap`), so `memd undo` can take it back.
+snapshot went to the history (`memd.history.snapshots`), so `memd undo` can take it back.
 
 Decisions worth knowing (each is tested):
 

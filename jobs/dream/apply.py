@@ -1,5 +1,5 @@
 """Applying a plan: render the operations, stage them beside the live directory, snapshot to the
-history, check nothing moved under the run, record and swap in (`memd.swap`); any failure rolls back."""
+history, check nothing moved under the run, record and swap in (`memd.history.snapshots`); any failure rolls back."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 from jobs.dream.eligibility import advance
 from jobs.dream.plan import DreamOp, Plan
 from memd.clock import iso
-from memd.jobctx import Deferred, JobContext, RunResult
+from memd.job.context import Deferred, JobContext, RunResult
 from memd.tree import Place
 
 if TYPE_CHECKING:
-    from memd.memories import Memory
+    from memd.memory.file import Memory
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Rendered:
 
 def render_ops(ops: Sequence[DreamOp], by_file: dict[str, Memory], *, provider: str, now_iso: str) -> tuple[list[Rendered], list[tuple[DreamOp, str]]]:
     """Each op rendered as memd writes memories, and the ops that cannot be rendered (with why)."""
-    from memd.memories import render_memory
+    from memd.memory.file import render_memory
 
     out: list[Rendered] = []
     bad: list[tuple[DreamOp, str]] = []
@@ -106,7 +106,7 @@ def final_memories(memories: Sequence[Memory], rendered: Sequence[Rendered], dir
     """The scope's memories after the plan, placed in `directory`, without rescanning or reparsing:
     unchanged ones as scanned (their files are hard links, so mtimes hold), plus what was
     rendered, as `parse_memory` would read it back (mtime 0 until `_stamp` reads the file)."""
-    from memd.memories import Memory
+    from memd.memory.file import Memory
 
     gone: set[str] = set()
     new: dict[str, Memory] = {}
@@ -148,9 +148,9 @@ def refresh_known(ctx: JobContext, ref: Place, memories: list[Memory]) -> None:
     run knows the new directory exactly (it just built it). The renders and the
     search sync are the same public functions `refresh_dir` uses.
     """
-    from memd.index import render_drawer, render_memory_index
-    from memd.indexer import write_if_changed
-    from memd.searchindex import SearchIndex
+    from memd.index.refresh import write_if_changed
+    from memd.index.render import render_drawer, render_memory_index
+    from memd.index.writer import SearchIndex
 
     s = ctx.settings
     directory = ref.memory_dir(ctx.home)
@@ -203,7 +203,7 @@ class Snapshot:
             self._thread.start()
 
     def _copy(self) -> None:
-        from memd import swap
+        from memd.history import snapshots as swap
 
         self._copied = True
         try:
@@ -221,7 +221,7 @@ class Snapshot:
         again if the copy failed or no longer matches `live` (see the class docstring)."""
         import shutil
 
-        from memd import swap
+        from memd.history import snapshots as swap
 
         self.settle()
         if not self._copied:
@@ -239,7 +239,7 @@ class Snapshot:
     def discard(self) -> None:
         import shutil
 
-        from memd import swap
+        from memd.history import snapshots as swap
 
         self.settle()
         if not self.kept:
@@ -271,7 +271,7 @@ def _propose(ctx: JobContext, target: Place, ref: Place, rendered: Sequence[Rend
     """Review mode (`memory.review`): the whole change waits as one proposal; nothing is written.
     The cursor moves, so the same plan is not proposed again each hour (a rerun with the same
     result reuses the proposal)."""
-    from memd import proposals
+    from memd.write import proposals
 
     files: dict[str, str | None] = {}
     for r in rendered:
@@ -291,7 +291,9 @@ def _propose(ctx: JobContext, target: Place, ref: Place, rendered: Sequence[Rend
 
 def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], plan: Plan, sig0: dict[str, Any],
           snap: Snapshot, provider: str, force: bool, details: dict[str, Any]) -> RunResult:  # fmt: skip
-    from memd import history, memwrite, treecopy
+    from memd.history import runs as history
+    from memd.history import treecopy
+    from memd.write import apply as memwrite
 
     now_iso = iso(ctx.now())
     by_file = {m.path.name: m for m in memories}
@@ -303,7 +305,7 @@ def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], pl
         memwrite.refresh(ctx, touched)  # type: ignore[arg-type]
         advance(ctx, target, None)
         return RunResult("ok", "nothing to change", details)
-    from memd import proposals
+    from memd.write import proposals
 
     if proposals.review_on(ctx.settings):
         return _propose(ctx, target, ref, rendered, by_file, provider, details)
@@ -326,9 +328,11 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
             plan: Plan) -> tuple[dict[str, list[dict[str, Any]]], list[Memory]]:  # fmt: skip
     """Snapshot (done already if the model call hid it), stage, check nothing moved under us,
     record, swap. Any failure rolls back."""
-    from memd import history, swap, treecopy
-    from memd.index import render_memory_index
-    from memd.indexer import write_if_changed
+    from memd.history import runs as history
+    from memd.history import snapshots as swap
+    from memd.history import treecopy
+    from memd.index.refresh import write_if_changed
+    from memd.index.render import render_memory_index
 
     directory = ref.memory_dir(ctx.home)
     run_id = snap.run_id

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memd.memories import Memory
+    from memd.memory.file import Memory
 
 SIMILARITY = 0.85
 

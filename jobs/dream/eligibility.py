@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from memd.clock import iso, parse_iso
-from memd.jobctx import JobContext, get_cursor, set_cursor
+from memd.job.context import JobContext, get_cursor, set_cursor
 from memd.locks import Held, acquire
 from memd.tree import Place
 

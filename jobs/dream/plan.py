@@ -1,6 +1,6 @@
 """Operations: what a dream may change, the offline provider's plan, validating a model's, the guard. Pure.
 
-The checks that need `memd.opsvalidate` import it where they run.
+The checks that need `memd.memory.operations` import it where they run.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from jobs.dream.duplicates import SIMILARITY, near_duplicate_groups
 from memd.clock import parse_iso
 
 if TYPE_CHECKING:
-    from memd.memories import Memory
+    from memd.memory.file import Memory
 
 MEMD_WRITE_SLACK_S = 120.0
 MAX_MERGE_SOURCES = 50
@@ -134,14 +134,14 @@ class Rules:
 
 
 def dream_caps() -> Any:
-    from memd.opsparse import Caps
+    from memd.memory.answer import Caps
 
     return Caps(max_operations=200, max_body_bytes=16 * 1024)
 
 
 def _validate_plain(raw: dict[str, Any], rules: Rules, caps: Any) -> Any:
-    """One add/update/delete through `memd.opsvalidate`; the Operation or a reason."""
-    from memd.opsvalidate import validate_operations
+    """One add/update/delete through `memd.memory.operations`; the Operation or a reason."""
+    from memd.memory.operations import validate_operations
 
     accepted, rejected = validate_operations({"operations": [raw]}, allowed_scopes=(rules.scope,), caps=caps)
     return accepted[0] if accepted else rejected[0][1]
@@ -149,7 +149,7 @@ def _validate_plain(raw: dict[str, Any], rules: Rules, caps: Any) -> Any:
 
 def _new_file(slug: str, rules: Rules) -> str | None:
     """`<slug>.md` if it is a confined, free file name in the scope directory."""
-    from memd.opsvalidate import UnsafePath, confine
+    from memd.memory.operations import UnsafePath, confine
 
     try:
         path = confine(rules.directory, slug)
@@ -226,14 +226,14 @@ def _check_files(op: DreamOp, rules: Rules, touched: dict[str, int], existing: s
 def validate_dream(data: Any, memories: Sequence[Memory], rules: Rules, caps: Any = None) -> tuple[list[DreamOp], list[tuple[int, str]]]:
     """A dream model's answer as accepted operations and (index, reason) rejections.
 
-    add/update/delete go through `memd.opsvalidate` (names, types, sizes,
+    add/update/delete go through `memd.memory.operations` (names, types, sizes,
     secrets); a merge's sources must be memories of the scope and its result
     is validated like an add. Beyond that: an operation must name an existing
     memory (except add), no file is changed by two operations, memories the
     model was not shown in full are not changed, and hand-edited ones only
     with a reason. Raises `ModelOutputError` when there is no operations list.
     """
-    from memd.opsparse import ModelOutputError
+    from memd.memory.answer import ModelOutputError
 
     caps = caps or dream_caps()
     if not isinstance(data, dict) or not isinstance(data.get("operations"), list):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from jobs.dream.plan import mem_date
 
 if TYPE_CHECKING:
-    from memd.memories import Memory
+    from memd.memory.file import Memory
 
 MAX_OUTPUT_TOKENS = 16_000
 # What the model is shown: every memory in full up to a budget; past it, a

@@ -47,11 +47,11 @@ from jobs.dream.prompt import (
     summary_note,
 )
 from memd.clock import iso
-from memd.jobctx import Deferred, JobContext, RunResult
+from memd.job.context import Deferred, JobContext, RunResult
 from memd.tree import Place
 
 if TYPE_CHECKING:
-    from memd.memories import Memory
+    from memd.memory.file import Memory
 
 
 def _session_notes(ctx: JobContext, ref: Place, since: datetime | None) -> list[SessionNote]:
@@ -77,7 +77,7 @@ def _session_notes(ctx: JobContext, ref: Place, since: datetime | None) -> list[
 
 
 def _note_of(ctx: JobContext, row: Any) -> tuple[str, str]:
-    from memd.spans import read_span
+    from memd.transcripts.spans import read_span
 
     path = ctx.home.summary_file(row["key"], row["session_id"])
     try:
@@ -106,8 +106,8 @@ def _label(ref: Place) -> str:
 
 
 def _model_plan(ctx: JobContext, ref: Place, memories: list[Memory], rules: Rules, base: Baseline) -> Plan:
-    from memd.llmtypes import ModelCallFailed
-    from memd.opsparse import ModelOutputError, parse_model_json
+    from memd.llm.types import ModelCallFailed
+    from memd.memory.answer import ModelOutputError, parse_model_json
 
     directory = ref.memory_dir(ctx.home)
     notes = _session_notes(ctx, ref, base.at)
@@ -128,7 +128,9 @@ def _model_plan(ctx: JobContext, ref: Place, memories: list[Memory], rules: Rule
 
 
 def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
-    from memd import history, swap, treecopy
+    from memd.history import runs as history
+    from memd.history import snapshots as swap
+    from memd.history import treecopy
 
     ref = scope_ref(target)
     directory = ref.memory_dir(ctx.home)
@@ -141,7 +143,7 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         ok, why = due_decisions(ctx, [target])[target]
         if not ok:
             return RunResult("skipped", f"not due: {why}")
-    from memd import readonly
+    from memd.memory import readonly
 
     locked = readonly.reason(ctx.home, ctx.settings, ref.kind, ref.key)
     if locked:  # before any model call: nothing it says could be written
@@ -161,8 +163,8 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
                     sig0: dict[str, Any], snap: Snapshot, force: bool) -> RunResult:  # fmt: skip
     """Plan under no memory lock (every write to the directory is atomic, so the scan reads whole
     files, and `sig0`, taken before it, says what the plan was made on), then apply under the lock."""
-    from memd import treecopy
-    from memd.memscan import scan_dir
+    from memd.history import treecopy
+    from memd.memory.scan import scan_dir
 
     directory = ref.memory_dir(ctx.home)
     scan = scan_dir(directory, ref.kind, ref.key)
@@ -177,7 +179,7 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
         plan = _model_plan(ctx, ref, scan.memories, rules, base)
     details: dict[str, Any] = {"provider": provider, "memories": len(scan.memories), "proposed": len(plan.ops),
                                "rejected": len(plan.rejected)}  # fmt: skip
-    from memd.opsvalidate import log_rejections
+    from memd.memory.operations import log_rejections
 
     log_rejections(ctx.log, "operation.rejected", plan.rejected)  # a runaway answer: one summary line
     if plan.error:

@@ -16,7 +16,7 @@ The offline provider answers 2 and 3 deterministically (module `offline`).
 The package, by module: `trigger` (due-ness), `gate` (pause, pre-gate and
 what the gate reads), `prompt` (what extraction is sent, related memories),
 `offline` (the offline provider's rules) and `runner` (the run itself). The
-shared write path (`memd.memwrite.apply`) applies the operations. This module
+shared write path (`memd.write.apply.apply`) applies the operations. This module
 is the job's contract with the daemon and nothing else.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from jobs.extract.runner import run
 from jobs.extract.trigger import NAME, extract_due
-from memd.jobctx import JobContext
+from memd.job.context import JobContext
 from memd.tree import Place
 
 __all__ = ["NAME", "NEEDS_MODEL", "TARGET_KINDS", "TRIGGER", "due", "run", "scopes", "targets"]
@@ -44,7 +44,7 @@ def scopes(target: Place) -> list[Place]:
 
 
 def targets(ctx: JobContext) -> list[Place]:
-    from memd.ledger import session_rows
+    from memd.ledger.store import session_rows
 
     return [Place("session", r["key"], r["session_id"]) for r in session_rows(ctx.conn)]
 

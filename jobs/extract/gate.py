@@ -1,4 +1,4 @@
-"""What reaches the gate, and its answer (SPEC §3.1): pre-gate and gate (pure; pause is `memd.pause`).
+"""What reaches the gate, and its answer (SPEC §3.1): pre-gate and gate (pure; pause is `memd.ledger.pause`).
 
 A deterministic pre-gate spares the model call when the new span holds no user
 text of substance; the gate is a small model answering one word, yes or no.
@@ -6,7 +6,7 @@ text of substance; the gate is a small model answering one word, yes or no.
 
 from __future__ import annotations
 
-from memd.spans import Piece, render
+from memd.transcripts.spans import Piece, render
 
 GATE_BUDGET_CHARS = 6_000
 GATE_ASSISTANT_CHARS = 300

@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
-from memd.opsvalidate import Operation
-from memd.redact import redact
-from memd.spans import Piece
+from memd.memory.operations import Operation
+from memd.redact.redactor import redact
+from memd.transcripts.spans import Piece
 
 _SENT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _URL = re.compile(r"https?://[^\s)>\]]+")
@@ -264,7 +264,7 @@ def _plain(sentence: str) -> str:
 def name_for(sentence: str) -> str:
     """Up to five content words of the (redacted) sentence; never a URL, a placeholder or anything
     shaped like a key (a token no detector knows would otherwise become a file name)."""
-    from memd.opsvalidate import token_like
+    from memd.memory.operations import token_like
 
     sentence = _URL.sub(" ", _plain(sentence))
     raw = re.findall(r"[A-Za-z0-9][A-Za-z0-9+#.-]*|[\u4e00-\u9fff]{2,}", sentence)
@@ -363,7 +363,7 @@ def offline_operations(pieces: list[Piece], session_id: str = "") -> tuple[list[
     """The offline provider's operations, validated like a model's, each with the turn its statement
     came from; and the sources of the whole call (the union of those turns)."""
     from jobs.extract.provenance import sources
-    from memd.opsvalidate import validate_operations
+    from memd.memory.operations import validate_operations
 
     humans = [p for p in pieces if p.kind == "human"]
     found = find_durable([(p.text, p.ts) for p in humans])

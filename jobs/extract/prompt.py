@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from memd.jobctx import JobContext
-from memd.memories import Memory
-from memd.memscan import scan_dir
+from memd.job.context import JobContext
+from memd.memory.file import Memory
+from memd.memory.scan import scan_dir
 
 SPAN_BUDGET_CHARS = 24_000
 RELATED_BODIES = 8

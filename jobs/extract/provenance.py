@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.extract.gate import INTERRUPTED
-from memd.spans import Piece
+from memd.transcripts.spans import Piece
 
 
 def typed(pieces: list[Piece]) -> list[Piece]:

@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from memd.memories import Memory
+from memd.memory.file import Memory
 
 NAME_WEIGHT, DESCRIPTION_WEIGHT, BODY_WEIGHT = 3.0, 2.0, 1.0
 KIND_WEIGHT = 0.6  # a shared kind counts this much of a shared word

@@ -11,8 +11,8 @@ from typing import Any
 from jobs.extract.gate import GATE_SYSTEM, gate_text, human_texts, parse_gate, pre_gate
 from jobs.extract.trigger import NAME, extract_due
 from memd.clock import iso
-from memd.jobctx import JobContext, RunResult, get_cursor, set_cursor
-from memd.spans import Piece, read_span, render
+from memd.job.context import JobContext, RunResult, get_cursor, set_cursor
+from memd.transcripts.spans import Piece, read_span, render
 from memd.tree import Place
 
 
@@ -75,9 +75,9 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
 def _plan(ctx: JobContext, target: Place, row: dict[str, Any], cur: dict[str, Any]) -> Plan:
     """What this run judges: the span since the cursor, minus what was said while paused and,
     after a rewrite, minus the user texts already judged before it."""
-    from memd import pause
     from memd.discovery import session_cwd
     from memd.keys import memory_key_for_session
+    from memd.ledger import pause
 
     start = int(cur.get("offset", 0))
     span = read_span(row["path"], start, row["safe_offset"], row["format"])
@@ -106,14 +106,14 @@ def _apply(ctx: JobContext, target: Place, cur: dict[str, Any], plan: Plan, ops:
            rejected: list[tuple[int, str]], shown: set[str] | None, provider: str,
            sources: list[dict[str, Any]]) -> RunResult:  # fmt: skip
     """Under the drawer's and the project's locks: re-check the cursor, write, refresh, advance."""
-    from memd import memwrite
     from memd.locks import acquire
+    from memd.write import apply as memwrite
 
     places = [Place.global_(), Place.project(plan.memory_key)]
     with acquire(ctx.home, places, timeout=float(ctx.settings.get("memd.lockTimeoutSeconds"))):
         if _cursor_moved(ctx, target, cur):
             return RunResult("skipped", "another run handled this span meanwhile")
-        from memd.opsvalidate import log_rejections
+        from memd.memory.operations import log_rejections
 
         log_rejections(ctx.log, "operation.rejected", rejected)  # a runaway answer: one summary line
         applied = memwrite.apply(ctx, plan.memory_key, ops, provider=provider, session_id=target.session_id or "",
@@ -197,7 +197,7 @@ def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tupl
         retry_note,
         unseen_targets,
     )
-    from memd.opsparse import ModelOutputError
+    from memd.memory.answer import ModelOutputError
 
     texts = human_texts(plan.pieces)
     conversation = f"## New conversation\n\n{render(plan.pieces, SPAN_BUDGET_CHARS)}"
@@ -205,7 +205,7 @@ def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tupl
     try:
         accepted, rejected, answer = _ask(ctx, f"{context}\n\n{conversation}")
     except ModelOutputError as exc:
-        from memd.llmtypes import ModelCallFailed
+        from memd.llm.types import ModelCallFailed
 
         raise ModelCallFailed(f"extraction answer refused: {exc}") from exc
     unseen = unseen_targets(ctx, plan.memory_key, accepted, shown)
@@ -225,8 +225,8 @@ def _ask(ctx: JobContext, user: str) -> tuple[list[Any], list[tuple[int, str]], 
     """One strong call: (accepted operations, rejections, the answer's text). Raises ModelOutputError
     when the answer as a whole is unusable."""
     from jobs.extract.prompt import EXTRACT_SYSTEM
-    from memd.opsparse import parse_model_json
-    from memd.opsvalidate import validate_operations
+    from memd.memory.answer import parse_model_json
+    from memd.memory.operations import validate_operations
 
     reply = ctx.llm.complete(job="extract", tier="strong", system=EXTRACT_SYSTEM, user=user)
     data = parse_model_json(reply.text)

@@ -38,7 +38,7 @@ from typing import Any
 
 from jobs.summary.runner import cursor_of, facts_of, run
 from jobs.summary.trigger import NAME, Thresholds, summary_due
-from memd.jobctx import JobContext
+from memd.job.context import JobContext
 from memd.tree import Place
 
 __all__ = ["NAME", "NEEDS_MODEL", "TARGET_KINDS", "TRIGGER", "due", "run", "scopes", "targets"]
@@ -54,7 +54,7 @@ def scopes(target: Place) -> list[Place]:
 
 
 def targets(ctx: JobContext) -> list[Place]:
-    from memd.ledger import session_rows
+    from memd.ledger.store import session_rows
 
     return [Place("session", r["key"], r["session_id"]) for r in session_rows(ctx.conn)]
 

@@ -282,7 +282,7 @@ def merge_sections(new: Summary, previous: Summary | None, fallback: dict[str, s
 
 def redact(text: str) -> str:
     """Imported on first use: compiling the rule list costs start-up time `memd status` should not pay."""
-    from memd import redact as rules
+    from memd.redact import redactor as rules
 
     return rules.redact(text)
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jobs.summary.document import Summary, one_line
-from memd.spans import Piece
+from memd.transcripts.spans import Piece
 
 # What a summary is about; slash commands and compaction markers alone are not.
 TALK = frozenset({"human", "assistant", "tool_call", "tool_result"})

@@ -19,8 +19,8 @@ from jobs.summary.document import (
 )
 from jobs.summary.offline import offline_sections, requests
 from jobs.summary.trigger import NAME
-from memd.jobctx import Deferred, JobContext
-from memd.spans import Piece, render
+from memd.job.context import Deferred, JobContext
+from memd.transcripts.spans import Piece, render
 
 # The rendered conversation of one model call; a longer span is split into calls.
 SPAN_BUDGET_CHARS = 120_000

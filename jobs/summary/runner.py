@@ -23,9 +23,9 @@ from jobs.summary.prompt import EmptyAnswer, model_summary
 from jobs.summary.trigger import NAME, Cursor, Facts, Thresholds, summary_due
 from memd.clock import iso
 from memd.fsutil import atomic_write, ensure_private_dir
-from memd.jobctx import JobContext, RunResult, get_cursor, set_cursor
-from memd.spans import Span, read_span
-from memd.transcripts import tokens_of
+from memd.job.context import JobContext, RunResult, get_cursor, set_cursor
+from memd.transcripts.formats import tokens_of
+from memd.transcripts.spans import Span, read_span
 from memd.tree import Place
 
 # A previous summary larger than this (a user's paste) is read only this far.

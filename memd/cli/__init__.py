@@ -45,7 +45,7 @@ COMMAND_MODULES: dict[str, str] = {
 }
 
 # Commands that must start fast and never log: they skip importing structlog (`scan` sets logging
-# up on its first warning: memd.scan.DeferredLog).
+# up on its first warning: memd.ledger.scan.DeferredLog).
 FAST_COMMANDS = frozenset({"status", "sessions", "key", "jobs", "config", "context", "precompact", "recall", "mcp",
                            "scan", None})  # fmt: skip
 
@@ -143,6 +143,6 @@ def main(ctx: click.Context) -> None:
     """
     ctx.ensure_object(dict)
     if ctx.invoked_subcommand not in FAST_COMMANDS:
-        from memd.logs import cli_defaults
+        from memd.logs.events import cli_defaults
 
         cli_defaults()

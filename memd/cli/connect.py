@@ -33,7 +33,7 @@ mcp     with --print: the mcpServers entry for any MCP client (nothing is writte
 
 
 def _check_agent(agent: str) -> None:
-    from memd.connect import refuse_agent
+    from memd.agent.connect import refuse_agent
 
     if agent in ("deepcode", "mewcode"):
         raise refuse_agent(agent)
@@ -45,7 +45,7 @@ def _check_agent(agent: str) -> None:
 @click.option("--print", "print_", is_flag=True, help="mcp: print the MCP client configuration snippet.")
 @click.pass_context
 def connect_cmd(ctx: click.Context, agent: str, dry_run: bool, print_: bool) -> None:
-    from memd import connect
+    from memd.agent import connect
     from memd.errors import UsageError
 
     _check_agent(agent)
@@ -69,7 +69,7 @@ def disconnect_cmd(ctx: click.Context, agent: str, dry_run: bool) -> None:
 
 
 def _run(home: Home, *, connect_: bool, dry_run: bool) -> None:
-    from memd import connect
+    from memd.agent import connect
     from memd.clock import system_clock
 
     plan = connect.plan_claude(home, connect=connect_)

@@ -35,7 +35,7 @@ leaves them out.
 @click.pass_context
 def context_cmd(ctx: click.Context, cwd: str | None, agent: str | None, hook: bool, as_json: bool) -> None:
     if hook:
-        from memd import hooks
+        from memd.agent import hooks
 
         try:
             home = get_home(ctx)
@@ -44,9 +44,9 @@ def context_cmd(ctx: click.Context, cwd: str | None, agent: str | None, hook: bo
         sys.exit(hooks.run(lambda event: hooks.session_start(home, event, agent=agent or "claude")))
     import os
 
-    from memd import inject
     from memd import settings as st
-    from memd.logs import cli_defaults
+    from memd.agent import context as inject
+    from memd.logs.events import cli_defaults
 
     cli_defaults()
     home = get_home(ctx)
@@ -70,7 +70,7 @@ def precompact_cmd(ctx: click.Context, hook: bool) -> None:
     leaves a request in memd's state; the running daemon's next due-check (within
     30 s) runs the summary job for that session. Prints nothing; exits 0 always.
     """
-    from memd import hooks
+    from memd.agent import hooks
 
     try:
         home = get_home(ctx)

@@ -1,5 +1,5 @@
-"""The user's direct control over memory: remember, edit, forget, why, readonly (memd/control.py,
-memd/provenance.py, memd/readonly.py hold the logic)."""
+"""The user's direct control over memory: remember, edit, forget, why, readonly (memd/write/control.py,
+memd/history/provenance.py, memd/memory/readonly.py hold the logic)."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def _target(key: str | None, cwd: str | None, glob: bool) -> tuple[str, str | No
 
 def _context(ctx: click.Context, name: str) -> Any:
     from memd import settings as st
-    from memd.jobctx import make_context
-    from memd.logs import configure, get_logger
+    from memd.job.context import make_context
+    from memd.logs.events import configure, get_logger
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
@@ -90,7 +90,7 @@ def remember_cmd(ctx: click.Context, text: str, key: str | None, cwd: str | None
     drawer, decisions and references to the current directory's project. With a model
     provider the small model types, names and scopes it; offline, the offline rules do.
     """
-    from memd import control
+    from memd.write import control
 
     pkey, scope = _target(key, cwd, glob)
     jctx = _context(ctx, "remember")
@@ -125,7 +125,7 @@ def remember_cmd(ctx: click.Context, text: str, key: str | None, cwd: str | None
 @click.pass_context
 def forget_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, glob: bool, as_json: bool) -> None:
     """Delete the memory NAME (the project's first, then the drawer's) through memd's write path."""
-    from memd import control
+    from memd.write import control
 
     pkey, scope = _target(key, cwd, glob)
     jctx = _context(ctx, "forget")
@@ -153,7 +153,8 @@ def edit_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, gl
     An invalid file is refused with the reason and the memory is left as it was (your edit
     stays in the printed temporary file). A memory changed meanwhile is not overwritten.
     """
-    from memd import control, memwrite
+    from memd.write import apply as memwrite
+    from memd.write import control
 
     pkey, scope = _target(key, cwd, glob)
     jctx = _context(ctx, "edit")
@@ -194,8 +195,9 @@ def edit_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, gl
 def why_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, glob: bool, as_json: bool) -> None:
     """Where the memory NAME came from: the user's own lines (redacted) that led to it, with session
     and time, and for a merged memory the memories it was made of."""
-    from memd import control, provenance
     from memd.clock import system_clock
+    from memd.history import provenance
+    from memd.write import control
 
     pkey, scope = _target(key, cwd, glob)
     home = get_home(ctx)
@@ -229,10 +231,10 @@ def readonly_cmd(ctx: click.Context, switch: str | None, keys: tuple[str, ...], 
     Recall, search and the indexes go on. `memory.readOnly: true` in settings.json makes
     everything read-only.
     """
-    from memd import readonly
     from memd import settings as st
     from memd.clock import system_clock
     from memd.keys import project_key
+    from memd.memory import readonly
     from memd.tree import Place
 
     home = get_home(ctx)

@@ -19,13 +19,13 @@ RUN_NOW_LOCK_WAIT = 600.0
 def run_cmd(ctx: click.Context) -> None:
     """Run the daemon in the foreground (what the service units start)."""
     from memd import settings as st
-    from memd.daemon import Daemon
-    from memd.logs import configure, get_logger
+    from memd.daemon.loop import Daemon
+    from memd.logs.events import configure, get_logger
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
     configure(home, level=s.get("memd.logLevel"))
-    sys.exit(Daemon(home, log=get_logger("memd.daemon")).run())
+    sys.exit(Daemon(home, log=get_logger("memd.daemon.loop")).run())
 
 
 def _targets(job: Any, jctx: Any, *, key: str | None, session: str | None, all_: bool,
@@ -74,12 +74,12 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     JOB is extract, summary, dream or index; `all` runs them in that order.
     Without a target option it runs every target that is due.
     """
-    from memd import registry
     from memd import settings as st
-    from memd.jobctx import make_context
-    from memd.logs import configure, get_logger
-    from memd.runner import run_job
-    from memd.scan import scan_home
+    from memd.daemon import registry
+    from memd.job.context import make_context
+    from memd.job.runner import run_job
+    from memd.ledger.scan import scan_home
+    from memd.logs.events import configure, get_logger
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
@@ -133,7 +133,7 @@ def exit_code_of(results: list[dict[str, Any]]) -> int:
 @click.option("--json", "as_json", is_flag=True)
 def jobs_cmd(as_json: bool) -> None:
     """List the jobs and what triggers each."""
-    from memd import registry
+    from memd.daemon import registry
 
     rows = [{"job": j.NAME, "trigger": j.TRIGGER, "model": j.NEEDS_MODEL} for j in registry.all_jobs()]
     if as_json:
@@ -153,7 +153,7 @@ def jobs_cmd(as_json: bool) -> None:
 def logs_cmd(ctx: click.Context, job: str | None, level: str | None, since: str | None, follow: bool,
              as_json: bool) -> None:  # fmt: skip
     """Show memd's log (memd/logs/memd.jsonl and its rotations)."""
-    from memd.logread import follow_log, read_log
+    from memd.logs.read import follow_log, read_log
 
     home = get_home(ctx)
     when = parse_since(since)

@@ -20,14 +20,14 @@ DEMO_MARK = ".memd-demo"
 @click.argument("directory", required=False, default="sample-home", type=click.Path(file_okay=False))
 def demo_cmd(directory: str) -> None:
     """Copy the bundled sample home to DIRECTORY (default ./sample-home) and run memd's jobs on it."""
-    from memd import registry
     from memd import settings as st
+    from memd.daemon import registry
+    from memd.daemon.status import gather, render
     from memd.errors import UsageError
-    from memd.jobctx import make_context
-    from memd.logs import configure, get_logger
-    from memd.runner import run_job
-    from memd.scan import scan_home
-    from memd.status import gather, render
+    from memd.job.context import make_context
+    from memd.job.runner import run_job
+    from memd.ledger.scan import scan_home
+    from memd.logs.events import configure, get_logger
     from memd.tree import Home
 
     if not SAMPLE.is_dir():

@@ -100,8 +100,8 @@ def check_provider(home: Any, call: bool) -> Check:
 
 
 def _call_check(home: Any, s: Any) -> Check:
-    from memd.jobctx import make_context
-    from memd.logs import get_logger
+    from memd.job.context import make_context
+    from memd.logs.events import get_logger
 
     ctx = make_context(home, s, log=get_logger("memd.doctor"))
     try:
@@ -114,8 +114,8 @@ def _call_check(home: Any, s: Any) -> Check:
 
 
 def check_service(home: Any) -> Check:
-    from memd import service
-    from memd.daemonlock import daemon_alive
+    from memd.daemon import service
+    from memd.daemon.lock import daemon_alive
 
     try:
         alive = daemon_alive(home)
@@ -148,7 +148,7 @@ def check_ledger(home: Any) -> Check:
     if not home.state_db.is_file():
         return Check("ledger", True, "no ledger yet")
     from memd import state
-    from memd.ledgerquery import stuck_sessions
+    from memd.ledger.query import stuck_sessions
 
     try:
         conn = state.connect(home.state_db, readonly=True)

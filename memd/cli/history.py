@@ -101,7 +101,7 @@ def history_cmd(ctx: click.Context, key: str | None, glob: bool, as_json: bool) 
 
     Without --project or --global: every scope.
     """
-    from memd.history import list_runs
+    from memd.history.runs import list_runs
 
     home = get_home(ctx)
     rows = [run_json(r) for r in list_runs(home, _scope(key, glob), damaged=True)]  # a damaged entry is shown
@@ -128,10 +128,11 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
     The present is snapshotted first, so an undo can itself be undone
     (`memd undo` again). Runs under the scope's lock, like a dream.
     """
-    from memd import history, swap
     from memd import settings as st
     from memd.clock import system_clock
-    from memd.logs import configure, get_logger
+    from memd.history import runs as history
+    from memd.history import snapshots as swap
+    from memd.logs.events import configure, get_logger
 
     home = get_home(ctx)
     ref = _scope(key, glob)

@@ -19,6 +19,6 @@ def mcp_cmd(ctx: click.Context) -> None:
     starts the server in (or $CLAUDE_PROJECT_DIR). For a client's configuration:
     `memd connect mcp --print`.
     """
-    from memd.mcp_server import serve
+    from memd.agent.mcp import serve
 
     serve(get_home(ctx))

@@ -27,21 +27,21 @@ def ensure_search_db(home: Any, damaged: str | None = None) -> None:
     first (`search.sqlite.corrupt-<time>`) and rebuilt from the memory files."""
     import os
 
-    from memd.searchschema import LAYOUT, problem, set_aside
+    from memd.index.schema import LAYOUT, problem, set_aside
 
     why = damaged or problem(home.search_db)
     if why is None and os.path.lexists(home.search_db):
         return
     if why is not None and not why.startswith(LAYOUT):  # an old layout is rebuilt in place by the writer
         set_aside(home.search_db, why)
-    from memd import registry
     from memd import settings as st
-    from memd.jobctx import make_context
-    from memd.logs import get_logger
-    from memd.runner import run_job
+    from memd.daemon import registry
+    from memd.job.context import make_context
+    from memd.job.runner import run_job
+    from memd.logs.events import get_logger
 
     job = registry.get("index")
-    ctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.search"))
+    ctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.index.search"))
     try:
         for t in job.targets(ctx):
             run_job(ctx, job, t)
@@ -52,13 +52,13 @@ def ensure_search_db(home: Any, damaged: str | None = None) -> None:
 def echo(text: str, err: bool = False) -> None:
     """Print what memories hold without terminal control sequences (a model's answer, a file written
     by hand: `ESC ] 0 ; … BEL` would retitle the terminal); `--json` output is escaped by JSON itself."""
-    from memd.opsvalidate import strip_controls
+    from memd.memory.operations import strip_controls
 
     click.echo(strip_controls(text), err=err)
 
 
 def hit_json(h: Any, now: Any) -> dict[str, Any]:
-    from memd.index import staleness_note
+    from memd.index.render import staleness_note
 
     return {
         "scope": h.scope, "project_key": h.project_key, "file": h.file, "name": h.name,
@@ -77,7 +77,7 @@ def hit_json(h: Any, now: Any) -> dict[str, Any]:
 def search_cmd(ctx: click.Context, query: str, key: str | None, cwd: str | None, limit: int, as_json: bool) -> None:
     """Full-text search over the project's memories and the global drawer."""
     from memd.clock import system_clock
-    from memd.search import open_readonly, query_index
+    from memd.index.search import open_readonly, query_index
 
     home = get_home(ctx)
     pkey = resolve_key(key, cwd)
@@ -93,7 +93,7 @@ def search_cmd(ctx: click.Context, query: str, key: str | None, cwd: str | None,
     try:
         hits = search()
     except sqlite3.DatabaseError as exc:  # truncated, garbage, a bad page, a wrong schema: rebuild, try once more
-        from memd.searchschema import damaged
+        from memd.index.schema import damaged
 
         if not damaged(exc):
             raise
@@ -127,7 +127,7 @@ def _scopes(home: Any, pkey: str | None, everything: bool) -> list[tuple[str, st
 
 
 def _memories(home: Any, pkey: str | None, everything: bool) -> tuple[list[Any], list[Any]]:
-    from memd.memscan import scan_dir
+    from memd.memory.scan import scan_dir
 
     mems, problems = [], []
     for scope, k, path in _scopes(home, pkey, everything):
@@ -138,7 +138,7 @@ def _memories(home: Any, pkey: str | None, everything: bool) -> tuple[list[Any],
 
 
 def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
-    from memd.index import staleness_note
+    from memd.index.render import staleness_note
 
     return {
         "scope": m.scope, "project_key": m.project_key, "file": str(m.path.relative_to(home.root)),
@@ -210,7 +210,7 @@ def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, as
 
 def provenance_lines(m: Any, age: int) -> list[str]:
     """Age and where it came from, short (`memd why NAME` prints the lines themselves)."""
-    from memd.provenance import age_text, expected
+    from memd.history.provenance import age_text, expected
 
     lines = [f"age: {age_text(age)} (last written {_when(m.mtime)})"]
     for s in sources_of(m):
@@ -239,12 +239,12 @@ def _when(mtime: float) -> str:
 
 
 def sources_of(m: Any) -> list[dict[str, Any]]:
-    from memd.provenance import sources_of as of
+    from memd.history.provenance import sources_of as of
 
     return of(m)
 
 
 def merged_from(m: Any) -> list[str]:
-    from memd.provenance import merged_from as mf
+    from memd.history.provenance import merged_from as mf
 
     return mf(m)

@@ -42,7 +42,7 @@ On any error it prints nothing and exits 0.
 
 
 def recall_json(c: Any, now: Any, bodies: bool) -> dict[str, Any]:
-    from memd.index import staleness_note
+    from memd.index.render import staleness_note
 
     row = {
         "file": c.file, "name": c.name, "description": c.description, "type": c.type, "scope": c.scope,
@@ -82,7 +82,7 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
     if hook:
         import sys
 
-        from memd import hooks
+        from memd.agent import hooks
 
         try:
             home = get_home(ctx)
@@ -94,17 +94,17 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
 
         raise UsageError("recall needs a QUERY (or --hook, which reads the prompt from stdin)")
     from memd import settings as st
+    from memd.agent.recall import recall
     from memd.cli.memories import ensure_search_db, resolve_key
-    from memd.jobctx import make_context
-    from memd.logs import cli_defaults, get_logger
-    from memd.recall import recall
-    from memd.search import open_readonly
+    from memd.index.search import open_readonly
+    from memd.job.context import make_context
+    from memd.logs.events import cli_defaults, get_logger
 
     cli_defaults()  # a fast command: logging is set up only off the hook path
     home = get_home(ctx)
     pkey = resolve_key(key, cwd)
     ensure_search_db(home)
-    jctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.recall"))
+    jctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.agent.recall"))
     search = open_readonly(home.search_db)
     try:
         result = recall(jctx, search, query, project_key=pkey, session=session, limit=limit, bodies=bodies)

@@ -1,4 +1,4 @@
-"""`memd review`: proposals waiting for the user (review mode, memd/proposals.py).
+"""`memd review`: proposals waiting for the user (review mode, memd/write/proposals.py).
 
 `--json` output is a stable interface (README): the listing is a list of
 `{"id", "time", "age_seconds", "job", "kind", "reason", "session", "provider",
@@ -39,19 +39,19 @@ def _where(c: dict[str, Any]) -> str:
 
 def _context(ctx: click.Context) -> Any:
     from memd import settings as st
-    from memd.jobctx import make_context
-    from memd.logs import configure, get_logger
+    from memd.job.context import make_context
+    from memd.logs.events import configure, get_logger
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
     configure(home, level=s.get("memd.logLevel"), stderr_level="warning")
-    return make_context(home, s, log=get_logger("memd.review"))
+    return make_context(home, s, log=get_logger("memd.write.review"))
 
 
 def _list(ctx: click.Context, as_json: bool) -> None:
-    from memd import proposals
     from memd.clock import system_clock
-    from memd.provenance import age_text
+    from memd.history.provenance import age_text
+    from memd.write import proposals
 
     now = system_clock()
     rows = [_row(p, now) for p in proposals.list_proposals(get_home(ctx))]
@@ -111,9 +111,9 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def show_cmd(ctx: click.Context, pid: str, as_json: bool) -> None:
     """One proposal: why, from where, and the diff against the files as they were."""
-    from memd import proposals
     from memd.clock import system_clock
-    from memd.provenance import expected
+    from memd.history.provenance import expected
+    from memd.write import proposals
 
     p = proposals.load(get_home(ctx), pid)
     row = _row(p, system_clock(), full=True)
@@ -144,7 +144,7 @@ def show_cmd(ctx: click.Context, pid: str, as_json: bool) -> None:
 def accept_cmd(ctx: click.Context, pid: str | None, everything: bool, no_wait: bool, as_json: bool) -> None:
     """Apply a proposal (or --all) through memd's write path: validated, locked, atomic, indexed,
     in the history. One whose files changed since it was made is refused and kept."""
-    from memd import proposals, review
+    from memd.write import proposals, review
 
     if bool(pid) == everything:
         raise UsageError("give a proposal ID or --all")
@@ -191,7 +191,7 @@ def accept_cmd(ctx: click.Context, pid: str | None, everything: bool, no_wait: b
 @click.pass_context
 def reject_cmd(ctx: click.Context, pids: tuple[str, ...]) -> None:
     """Drop proposals: nothing of them is written."""
-    from memd import review
+    from memd.write import review
 
     jctx = _context(ctx)
     try:
@@ -210,7 +210,7 @@ def rebase_cmd(ctx: click.Context, pid: str) -> None:
 
     Nothing is applied: accept it afterwards if the diff is still what you want.
     """
-    from memd import review
+    from memd.write import review
 
     jctx = _context(ctx)
     try:
@@ -228,7 +228,8 @@ def rebase_cmd(ctx: click.Context, pid: str) -> None:
 def edit_cmd(ctx: click.Context, pid: str, file: str | None) -> None:
     """Change a proposed file in $EDITOR before accepting it; validated on save (an invalid file is
     refused with the reason, the proposal kept as it was). FILE: which file, when it has several."""
-    from memd import control, memwrite, proposals, review
+    from memd.write import apply as memwrite
+    from memd.write import control, proposals, review
 
     jctx = _context(ctx)
     try:

@@ -1,4 +1,4 @@
-"""`memd install` and `memd uninstall`: memd as a user service (memd/service.py)."""
+"""`memd install` and `memd uninstall`: memd as a user service (memd/daemon/service.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from memd.cli import command, get_home
 @click.pass_context
 def install_cmd(ctx: click.Context, dry_run: bool) -> None:
     """Install memd as a user service (systemd on Linux, launchd on macOS) and start it."""
-    from memd import service
+    from memd.daemon import service
 
     sys.exit(service.install(get_home(ctx), dry_run=dry_run, echo=click.echo))
 
@@ -24,6 +24,6 @@ def install_cmd(ctx: click.Context, dry_run: bool) -> None:
 @click.pass_context
 def uninstall_cmd(ctx: click.Context, dry_run: bool) -> None:
     """Stop and remove the user service."""
-    from memd import service
+    from memd.daemon import service
 
     sys.exit(service.uninstall(dry_run=dry_run, echo=click.echo))

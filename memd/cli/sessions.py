@@ -16,15 +16,15 @@ from memd.errors import UsageError
 @click.pass_context
 def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
     """Ingest whatever is new in the transcripts, once."""
-    from memd.scan import DeferredLog, scan_home
+    from memd.ledger.scan import DeferredLog, scan_home
 
     home = get_home(ctx)
 
     def setup() -> object:  # on the first warning only: structlog's import is a tenth of a small scan
-        from memd.logs import configure, get_logger
+        from memd.logs.events import configure, get_logger
 
         configure(home, level="warning", stderr=True, file=True)
-        return get_logger("memd.scan")
+        return get_logger("memd.ledger.scan")
 
     totals = scan_home(home, key=key, progress=not as_json, log=DeferredLog(setup))
     if as_json:
@@ -45,11 +45,11 @@ def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
 def sessions_cmd(ctx: click.Context, key: str | None, as_json: bool, no_scan: bool) -> None:
     """One row per session: turns, tool calls, tokens, usage, compactions, pause."""
     from memd import state
-    from memd.sessions import list_sessions, sessions_json_text
+    from memd.ledger.sessions import list_sessions, sessions_json_text
 
     home = get_home(ctx)
     if not no_scan:
-        from memd.scan import scan_home
+        from memd.ledger.scan import scan_home
 
         scan_home(home, key=key)
     conn = state.connect(home.state_db)
@@ -78,9 +78,10 @@ def sessions_cmd(ctx: click.Context, key: str | None, as_json: bool, no_scan: bo
 
 
 def _set_pause(ctx: click.Context, session_id: str, key: str | None, paused: bool) -> None:
-    from memd import pause, state
+    from memd import state
     from memd.clock import iso, system_clock
-    from memd.scan import scan_home
+    from memd.ledger import pause
+    from memd.ledger.scan import scan_home
 
     home = get_home(ctx)
     scan_home(home, key=key)

@@ -1,4 +1,4 @@
-"""`memd status`: is the daemon running, what has each job done, what is due (memd/status.py)."""
+"""`memd status`: is the daemon running, what has each job done, what is due (memd/daemon/status.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from memd.cli import command, get_home, json_out
 @click.pass_context
 def status_cmd(ctx: click.Context, as_json: bool) -> None:
     """Is the daemon running, what has each job done, what is due, what did models cost."""
-    from memd.status import gather, render
+    from memd.daemon.status import gather, render
 
     data = gather(get_home(ctx))
     if as_json:

@@ -20,7 +20,7 @@ from memd.errors import UsageError
 
 def _setup(ctx: click.Context) -> tuple[Any, Any]:
     from memd import settings as st
-    from memd.logs import configure
+    from memd.logs.events import configure
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
@@ -38,7 +38,7 @@ def sync_cmd(ctx: click.Context, as_json: bool) -> None:
     nothing is ever force-pushed. The daemon does the same every
     memd.sync.everyMinutes and soon after memd writes.
     """
-    from memd import sync
+    from memd.sync import run as sync
 
     home, s = _setup(ctx)
     r = sync.run(home, s)
@@ -64,7 +64,7 @@ def sync_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def export_cmd(ctx: click.Context, key: str | None, glob: bool, all_: bool, file: str) -> None:
     """Write memories to FILE, a tar (`.tar.gz`/`.tgz`: compressed; `-`: standard output)."""
-    from memd.transfer import export
+    from memd.sync.transfer import export
 
     if sum(bool(x) for x in (key, glob, all_)) > 1:
         raise UsageError("give one of --project KEY, --global, --all")
@@ -109,7 +109,7 @@ def import_cmd(ctx: click.Context, file: str, as_json: bool) -> None:
     version lands beside it as `<name>.conflict-<host>.md`. Undo with `memd undo`.
     """
     from memd.fsutil import ensure_private_dir
-    from memd.transfer import import_
+    from memd.sync.transfer import import_
 
     home, s = _setup(ctx)
     ensure_private_dir(home.root)

@@ -28,7 +28,7 @@ def reader_main(home: str, key: str, stop_file: str, out: str) -> None:
     """An agent at session start, over and over: read MEMORY.md (both scopes), the drawer
     render, and query the search database read-only. Every read must be a whole file
     and every query must succeed once the database exists. Results go to `out` (JSON)."""
-    from memd.search import open_readonly, query_index
+    from memd.index.search import open_readonly, query_index
     from tests.faults.kit import drawer_problems, index_problems
 
     root = Path(home)

@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memd.index import DRAWER_HEADER, DRAWER_TITLE, INDEX_HEADER
-from memd.memories import INDEX_NAME
-from memd.memscan import scan_dir
+from memd.index.render import DRAWER_HEADER, DRAWER_TITLE, INDEX_HEADER
+from memd.memory.file import INDEX_NAME
+from memd.memory.scan import scan_dir
 from memd.tree import Home
 from tests.procs import memd_env, wait_for
 
@@ -156,8 +156,8 @@ class FakeModel:
 # restart would spend its budget importing instead of running jobs. The
 # forkserver imports them once; every daemon is a fresh fork of it running
 # `memd --home H run` through memd's own click entry point.
-PRELOAD = ["anthropic", "httpx", "memd.cli", "memd.cli.daemon", "memd.daemon", "memd.llm", "memd.logs",
-           "memd.indexer", "memd.memwrite", "jobs.extract", "jobs.extract.prompt", "jobs.extract.offline",
+PRELOAD = ["anthropic", "httpx", "memd.cli", "memd.cli.daemon", "memd.daemon.loop", "memd.llm.client", "memd.logs.events",
+           "memd.index.refresh", "memd.write.apply", "jobs.extract", "jobs.extract.prompt", "jobs.extract.offline",
            "jobs.summary", "jobs.index", "structlog",
            "apscheduler.schedulers.background", "apscheduler.executors.pool", "watchdog.observers",
            "tests.faults.kit"]  # fmt: skip
@@ -487,8 +487,8 @@ def ledger_problems(home: Path, scratch: Path) -> list[str]:
     tests/reference.py's count of exactly the lines before it — so a span read
     twice (or skipped) after a crash shows as a difference.
     """
-    from memd import ledger
-    from memd.sessions import session_json
+    from memd.ledger import store as ledger
+    from memd.ledger.sessions import session_json
     from tests.reference import claude_counts
 
     conn = state_conn(home)
@@ -568,7 +568,7 @@ def search_files(home: Path) -> set[str] | None:
     db = home / "memd" / "search.sqlite"
     if not db.exists():
         return None
-    from memd.search import open_readonly
+    from memd.index.search import open_readonly
 
     conn = open_readonly(db)
     try:
@@ -584,7 +584,7 @@ def not_settled(home: Path, after_run_id: int = 0) -> str | None:
     import jobs.extract as extract
     import jobs.summary as summary
     from memd import settings as st
-    from memd.jobctx import JobContext
+    from memd.job.context import JobContext
 
     conn = state_conn(home)
     if conn is None:
@@ -650,8 +650,8 @@ def settle(home: Path, after_run_id: int = 0, timeout: float = 240.0) -> None:
 
 def ledger_state(home: Path) -> dict[str, dict[str, Any]]:
     """session id → the compared counts, as the ledger holds them."""
-    from memd import ledger
-    from memd.sessions import session_json
+    from memd.ledger import store as ledger
+    from memd.ledger.sessions import session_json
 
     conn = state_conn(home)
     assert conn is not None

@@ -5,7 +5,7 @@ is called over and over from a shell, with an agent-style reader reading all alo
   and every durable statement the agents made is a memory.
 * No torn read: the reader (a separate process) reads MEMORY.md of both scopes and the
   drawer render and queries the search database read-only the way an agent does
-  (`memd.search.open_readonly` + `query_index`); every read is a whole file, every
+  (`memd.index.search.open_readonly` + `query_index`); every read is a whole file, every
   query succeeds.
 * No byte counted twice: the daemon and the shell's `run-now` both ingest the same
   transcripts; the ledger still equals an independent count.

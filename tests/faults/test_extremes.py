@@ -36,8 +36,8 @@ import pytest
 
 import jobs.extract as extract
 import jobs.index as index_job
-from memd.memscan import scan_dir
-from memd.runner import run_job
+from memd.job.runner import run_job
+from memd.memory.scan import scan_dir
 from memd.tree import Place
 from tests.fakeapi import FakeAnthropic, op, ops_reply, text
 from tests.faults.kit import RecordingLog, one_line, snapshot
@@ -405,8 +405,9 @@ def test_a_damaged_state_db_is_one_line(demo: Path, tmp_path: Path, how: str) ->
 
 
 def _dream_entry(home: Path) -> tuple[Any, str]:
-    """A dream's history entry of the drawer, made through memd.history as a dream makes it."""
-    from memd import history, swap
+    """A dream's history entry of the drawer, made through memd.history.runs as a dream makes it."""
+    from memd.history import runs as history
+    from memd.history import snapshots as swap
     from memd.tree import Home, Place
 
     h = Home(home)
@@ -482,11 +483,11 @@ def test_times_in_the_future_are_clamped_to_now(tmp_path: Path) -> None:
     from jobs import dream
     from jobs.dream.eligibility import due_decisions
     from memd.clock import iso
-    from memd.jobctx import set_cursor
-    from tests.dream.helpers import KEY as DKEY
-    from tests.dream.helpers import TARGET, make_ctx, mdir, mk_settings, write_mem
-    from tests.dream.helpers import ingest as d_ingest
-    from tests.dream.helpers import write_session as d_session
+    from memd.job.context import set_cursor
+    from tests.jobs.dream.helpers import KEY as DKEY
+    from tests.jobs.dream.helpers import TARGET, make_ctx, mdir, mk_settings, write_mem
+    from tests.jobs.dream.helpers import ingest as d_ingest
+    from tests.jobs.dream.helpers import write_session as d_session
 
     home = tmp_path / "home"
     s = mk_settings(dream={"minHours": 24, "minSessions": 1})

@@ -155,9 +155,10 @@ transcript_lines = st.one_of(
 
 
 def _ingest(home: Path, problems: list[Any]) -> dict[str, Any]:
-    from memd import ledger, state
+    from memd import state
     from memd.discovery import discover_sessions
-    from memd.sessions import session_json
+    from memd.ledger import store as ledger
+    from memd.ledger.sessions import session_json
     from memd.tree import Home
 
     h = Home(home)
@@ -187,7 +188,7 @@ def test_fuzzed_transcripts_are_ingested_the_same_whole_or_in_pieces_and_jobs_su
 ) -> None:
     import jobs.extract as extract
     import jobs.summary as summary
-    from memd.runner import run_job
+    from memd.job.runner import run_job
     from tests.jobkit import context, make_settings
 
     data = b"\n".join(lines) + (b"" if tail else b"\n")
@@ -277,9 +278,9 @@ memory_contents = st.one_of(
 @fuzz(1.0)
 @given(files=st.dictionaries(file_names, memory_contents, min_size=1, max_size=8), scope=st.sampled_from(["global", "project"]))
 def test_fuzzed_memory_files_are_reported_never_fatal_and_never_touched(files: dict[str, bytes], scope: str) -> None:
-    from memd.index import INDEX_HEADER, index_line
-    from memd.indexer import refresh_dir
-    from memd.memscan import scan_dir
+    from memd.index.refresh import refresh_dir
+    from memd.index.render import INDEX_HEADER, index_line
+    from memd.memory.scan import scan_dir
     from memd.tree import Home
 
     COUNTS["fuzz: memory directories tried"] += 1
@@ -458,7 +459,7 @@ DURABLE = [("user", "Please always remember: we deploy the billing service only 
 @given(answer=answers)
 def test_fuzzed_model_answers_never_escape_the_tree_and_every_refusal_is_one_line(fake_api: Any, answer: str) -> None:
     import jobs.extract as extract
-    from memd.runner import run_job
+    from memd.job.runner import run_job
     from tests.fakeapi import text
     from tests.faults.kit import view_problems, walk
     from tests.jobkit import context, ingest, make_settings, write_session

@@ -30,8 +30,8 @@ import pytest
 import jobs.extract as extract
 import jobs.index as index_job
 import jobs.summary as summary
-from memd.memscan import scan_dir
-from memd.runner import run_job
+from memd.job.runner import run_job
+from memd.memory.scan import scan_dir
 from memd.tree import Place
 from tests.conftest import memd_cmd
 from tests.fakeapi import FakeAnthropic, op, ops_reply, text

@@ -19,7 +19,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from memd.search import open_readonly
+from memd.index.search import open_readonly
 from tests.conftest import memd_cmd
 from tests.faults.kit import FakeModel, append, build_corpus, settle, walk, write_settings
 from tests.procs import DaemonProc

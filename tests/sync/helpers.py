@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memd.changes import Recorder
 from memd.fsutil import atomic_write, ensure_private_dir
+from memd.history.writes import Recorder
 from memd.keys import key_for_root
-from memd.memories import render_memory
+from memd.memory.file import render_memory
 from memd.tree import Home, Place
 
 GIT_ENV = {

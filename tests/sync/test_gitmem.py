@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memd import history, swap
-from memd.gitrepo import Repo
+from memd.git.repo import Repo
+from memd.history import runs as history
+from memd.history import snapshots as swap
 from memd.tree import Home, Place
 from tests.sync.helpers import git, hand_write, log_subjects, make_home, memd_write, settings_of, text
 
@@ -19,8 +20,8 @@ def _git(home: Home, *args: str) -> str:
 
 def _index_run(home: Home, place: Place) -> None:
     import jobs.index as index_job
-    from memd.jobctx import make_context
-    from memd.logs import get_logger
+    from memd.job.context import make_context
+    from memd.logs.events import get_logger
 
     ctx = make_context(home, settings_of(home), log=get_logger("test"))
     try:
@@ -100,7 +101,7 @@ def test_a_dream_swap_is_one_commit(tmp_path: Path) -> None:
 
 
 def test_a_secret_is_never_committed_and_is_reported(tmp_path: Path) -> None:
-    from memd.sync import status
+    from memd.sync.run import status
 
     home = make_home(tmp_path, "h", None)
     memd_write(home, None, "tabs.md", text("tabs", "Use tabs."))

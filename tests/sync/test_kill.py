@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from memd.memories import parse_memory
+from memd.memory.file import parse_memory
 from tests.conftest import memd_cmd
 from tests.procs import memd_env, run_memd
 from tests.sync.helpers import GIT_ENV, bare_remote, git, hand_write, make_home, memory_files, text

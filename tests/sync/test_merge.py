@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memd.gitlayout import merge_manifests, normalise_remote, repo_dir
-from memd.sync import backoff_seconds, due
-from memd.syncmerge import merge_entries, merged_text
+from memd.git.layout import merge_manifests, normalise_remote, repo_dir
+from memd.sync.merge import merge_entries, merged_text
+from memd.sync.run import backoff_seconds, due
 from tests.sync.helpers import text
 
 B = "100644"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memd import sync
+from memd.sync import run as sync
 from memd.tree import Home
 from tests.procs import memd_env, run_memd
 from tests.sync.helpers import (
@@ -115,7 +115,7 @@ def test_a_project_unknown_here_waits_in_the_repository_until_a_checkout_appears
 
 def test_concurrent_edits_keep_both_versions_and_make_one_merge_proposal(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    from memd import proposals
+    from memd.write import proposals
 
     remote = bare_remote(tmp_path)
     a = make_home(tmp_path, "a", remote)
@@ -145,7 +145,7 @@ def test_concurrent_edits_keep_both_versions_and_make_one_merge_proposal(tmp_pat
     (p,) = waiting
     assert p.info["job"] == "sync" and {c["file"] for c in p.info["changes"]} == {"tabs.md", "tabs.conflict-laptop.md"}
     # the conflict is in memd's history on the machine that merged
-    from memd.history import list_runs
+    from memd.history.runs import list_runs
 
     runs = [r for r in list_runs(b) if r.get("job") == "sync"]
     assert runs and "kept both versions of tabs.md" in runs[-1]["reason"]

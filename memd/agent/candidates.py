@@ -1,0 +1,285 @@
+"""Recall's candidates (SPEC §7b.1): what the selector may choose from, and what it already showed.
+
+* **Candidates** are front matter only (name, description, type, file, date),
+  at most 200, read from the search database memd keeps current (no file is
+  opened): the FTS5 hits for the query first, in rank order, then the rest of
+  the project's memories and the global drawer, newest first. Files already
+  surfaced in the session are left out *before* the cap, so they never take a
+  slot, and a session is not shown the same memory twice.
+* **Offline** (the `offline` provider) there is no selector: search ranks,
+  with a relevance floor so that nothing unrelated pads the answer. The
+  query's content words (stopwords and words under three letters left out;
+  text in scripts without spaces as character pairs) are searched one by one;
+  a word found in more than half of the memories in scope says nothing about
+  any of them and is dropped; a memory is recalled only if it holds one of the
+  words left, best bm25 rank first. A query with no such word recalls nothing.
+* **Surfaced per session**: the files a session was shown, kept in the state
+  database's `kv` table, bounded, so recall never repeats itself.
+
+Pure parts (candidate ordering, content words, surfaced-set merging) are plain
+functions of their inputs; the rest reads the search and state databases.
+`memd.agent.recall` is the entry point and the model's selection.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sqlite3
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the recall hook imports this module: only what a call needs is imported, when it is
+    from memd.index.search import Hit
+
+MAX_CANDIDATES = 200
+MAX_PICKS = 5
+SURFACED_KEEP = 1000  # per session; older entries fall off first
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One memory as the selector sees it: front matter and where it lives, no body."""
+
+    file: str  # relative to the home, '/'-separated (the search DB's key)
+    name: str
+    description: str
+    type: str
+    scope: str
+    project_key: str | None
+    mtime: float
+    body: str | None = None  # only filled in for the final selection, on request
+
+
+# --------------------------------------------------------------------------- pure
+
+
+def candidate_from_hit(hit: Hit) -> Candidate:
+    return Candidate(hit.file, hit.name, hit.description, hit.type, hit.scope, hit.project_key, hit.mtime)
+
+
+def order_candidates(
+    hits: Iterable[Candidate],
+    rest: Iterable[Candidate],
+    surfaced: Collection[str] = (),
+    limit: int = MAX_CANDIDATES,
+) -> list[Candidate]:
+    """Search hits in rank order, then the rest newest first; surfaced files out; at most `limit`.
+
+    `rest` may repeat hits (it is "every memory in scope"): each file appears
+    once, at its first place. Ties in age are broken by file so the order is
+    the same on every run.
+    """
+    out: list[Candidate] = []
+    seen = set(surfaced)
+    by_age = sorted(rest, key=lambda c: (-c.mtime, c.file))
+    for cand in (*hits, *by_age):
+        if len(out) >= limit:
+            break
+        if cand.file in seen:
+            continue
+        seen.add(cand.file)
+        out.append(cand)
+    return out
+
+
+def top_hits(hits: Iterable[Candidate], surfaced: Collection[str], limit: int) -> list[Candidate]:
+    """The offline selection: the best search hits not surfaced yet."""
+    return order_candidates(hits, (), surfaced, limit)
+
+
+# Words that say nothing about which memory a prompt needs. Lower case; words under
+# three letters are dropped anyway, so they are not listed.
+STOPWORDS = frozenset((
+    "about", "above", "after", "again", "against", "all", "also", "and", "any", "are", "aren", "because", "been",
+    "before", "being", "below", "between", "both", "but", "can", "cannot", "could", "did", "didn", "does",
+    "doesn", "doing", "don", "down", "during", "each", "few", "for", "from", "further", "had", "hadn", "has",
+    "hasn", "have", "haven", "having", "her", "here", "hers", "herself", "him", "himself", "his", "how", "into",
+    "isn", "its", "itself", "just", "let", "lets", "more", "most", "mustn", "myself", "nor", "not", "now", "off",
+    "once", "only", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "shouldn",
+    "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these",
+    "they", "this", "those", "through", "too", "under", "until", "very", "was", "wasn", "were", "weren", "what",
+    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "won", "would", "wouldn", "you",
+    "your", "yours", "yourself", "yourselves", "please", "thanks", "thank", "hey", "hello", "okay", "yes", "yeah",
+    "sure", "want", "wants", "need", "needs", "tell", "show", "give", "get", "got", "like", "might", "must",
+    "shall", "may", "still", "even", "really", "maybe"
+))  # fmt: skip
+# Characters of spaceless scripts that rarely carry a topic (particles, pronouns, question words).
+_CJK_STOP = frozenset("的了是在我你他她它们吗呢吧啊和与就都也还这那有个么怎什请把被给要会能可以为")
+_WORD = re.compile(r"[^\W_]+")
+MAX_TERMS = 24
+COMMON_SHARE = 0.5  # a word in more than this share of the memories in scope is not evidence
+COMMON_MIN_SCOPE = 4  # ... when the scope holds at least this many memories
+
+
+def content_terms(query: str, limit: int = MAX_TERMS) -> list[str]:
+    """The words of `query` that can tell memories apart, lower case, each once, in order.
+
+    Words of three letters or more that are not stopwords; runs of a spaceless
+    script (Chinese, Japanese, Thai...) become overlapping character pairs,
+    leaving out pairs with a particle or pronoun (one character alone is kept
+    when the run is one character long). At most `limit`.
+    """
+    out: list[str] = []
+    for word in _WORD.findall(query.lower()):
+        for piece in _split_spaceless(word):
+            if piece not in out:
+                out.append(piece)
+            if len(out) >= limit:
+                return out
+    return out
+
+
+@functools.cache
+def _spaceless_run() -> re.Pattern[str]:
+    from memd.index.search import _SPACELESS  # the one list of scripts written without spaces (its segmenter's)
+
+    return re.compile(f"[{_SPACELESS}]+")
+
+
+def _split_spaceless(word: str) -> list[str]:
+    if word.isascii():  # the common case, without compiling the scripts' character class
+        return _spaced_word(word)
+    pieces: list[str] = []
+    pos = 0
+    for m in _spaceless_run().finditer(word):
+        pieces += _spaced_word(word[pos : m.start()])
+        run = m.group()
+        if len(run) == 1:
+            pieces += [] if run in _CJK_STOP else [run]
+        else:
+            pieces += [run[i : i + 2] for i in range(len(run) - 1) if not (set(run[i : i + 2]) & _CJK_STOP)]
+        pos = m.end()
+    pieces += _spaced_word(word[pos:])
+    return pieces
+
+
+def _spaced_word(word: str) -> list[str]:
+    return [word] if len(word) >= 3 and word not in STOPWORDS and not word.isdigit() else []
+
+
+def fts_term(term: str, prefix: bool = False) -> str:
+    """One term as an FTS5 string (a phrase, so AND/OR/NEAR are words), optionally a prefix."""
+    from memd.index.search import segment
+
+    return '"' + segment(term).replace('"', "") + '"' + ("*" if prefix else "")
+
+
+def telling_terms(doc_freq: dict[str, int], scope_size: int) -> list[str]:
+    """The terms found at all, minus those found in most of the scope (they tell nothing apart)."""
+    common = scope_size >= COMMON_MIN_SCOPE
+    return [t for t, n in doc_freq.items() if n > 0 and not (common and n > COMMON_SHARE * scope_size)]
+
+
+def surfaced_key(project_key: str, session: str) -> str:
+    """The state `kv` key holding the files already surfaced in one session."""
+    return f"recall:{project_key}:{session}"
+
+
+def merge_surfaced(old: Sequence[str], new: Iterable[str], keep: int = SURFACED_KEEP) -> list[str]:
+    """`old` plus the new files, each once, oldest first, bounded so one session cannot grow it forever."""
+    merged = list(dict.fromkeys([*old, *new]))
+    return merged[-keep:]
+
+
+def decode_surfaced(raw: str | None) -> list[str]:
+    """The stored list; anything unreadable is an empty list (it only hides repeats)."""
+    if not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return []
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+# --------------------------------------------------------------------------- I/O: databases
+
+_ROWS_SQL = (
+    "SELECT file, name, description, type, scope, project_key, mtime FROM memories "
+    "WHERE scope = 'global' OR project_key = ? ORDER BY mtime DESC, file LIMIT ?"
+)
+
+
+def fetch_candidates(
+    search: sqlite3.Connection, query: str, project_key: str, surfaced: Collection[str]
+) -> tuple[list[Candidate], list[Candidate]]:
+    """(ordered candidates, search hits) from the search DB, front matter only.
+
+    The recency query is limited to what the cap can use: even if every hit
+    and every surfaced file came first in it, 200 others remain.
+    """
+    from memd.index.search import query_index
+
+    hits = [candidate_from_hit(h) for h in query_index(search, query, project_key=project_key, limit=MAX_CANDIDATES)]
+    room = MAX_CANDIDATES + len(hits) + len(surfaced)
+    rest = [Candidate(*row) for row in search.execute(_ROWS_SQL, (project_key, room))]
+    return order_candidates(hits, rest, surfaced), hits
+
+
+_SCOPE_SQL = "SELECT COUNT(*) FROM memories WHERE scope = 'global' OR project_key = ?"
+_DF_SQL = (
+    "SELECT COUNT(*) FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+    "WHERE memories_fts MATCH ? AND (m.scope = 'global' OR m.project_key = ?)"
+)
+
+
+def offline_pick(
+    search: sqlite3.Connection, query: str, project_key: str, surfaced: Collection[str], limit: int = MAX_PICKS
+) -> list[Candidate]:
+    """The offline selection: search ranking with a relevance floor (see the module docstring).
+
+    Exact words first; when none of them is found, words of four letters or
+    more as prefixes ("friday" finds "Fridays": there is no stemming).
+    """
+    from memd.index.search import query_index
+
+    terms = content_terms(query)
+    if not terms:
+        return []
+    scope_size = int(search.execute(_SCOPE_SQL, (project_key,)).fetchone()[0])
+    for prefix in (False, True):
+        forms = {t: fts_term(t, prefix) for t in terms if not prefix or len(t) >= 4}
+        df = {form: int(search.execute(_DF_SQL, (form, project_key)).fetchone()[0]) for form in forms.values()}
+        if not any(df.values()):
+            continue
+        telling = telling_terms(df, scope_size)
+        if not telling:
+            return []
+        hits = query_index(search, " OR ".join(telling), project_key=project_key, limit=limit + len(surfaced))
+        return top_hits([candidate_from_hit(h) for h in hits], surfaced, limit)
+    return []
+
+
+def with_bodies(search: sqlite3.Connection, picks: Sequence[Candidate]) -> list[Candidate]:
+    """The picks with the indexed body attached (the same snapshot as their front matter)."""
+    out = []
+    for c in picks:
+        row = search.execute("SELECT body FROM memories WHERE file = ?", (c.file,)).fetchone()
+        out.append(replace(c, body=row[0] if row else None))
+    return out
+
+
+def read_surfaced(state_conn: sqlite3.Connection, project_key: str, session: str | None) -> list[str]:
+    from memd.state import get_kv
+
+    if not session:
+        return []
+    return decode_surfaced(get_kv(state_conn, surfaced_key(project_key, session)))
+
+
+def record_surfaced(state_conn: sqlite3.Connection, project_key: str, session: str, files: Iterable[str]) -> None:
+    """Add `files` to the session's surfaced set; read-modify-write in one transaction."""
+    from memd.state import get_kv, set_kv
+
+    key = surfaced_key(project_key, session)
+    state_conn.execute("BEGIN IMMEDIATE")
+    try:
+        old = decode_surfaced(get_kv(state_conn, key))
+        set_kv(state_conn, key, json.dumps(merge_surfaced(old, files), ensure_ascii=False))
+        state_conn.execute("COMMIT")
+    except BaseException:
+        state_conn.execute("ROLLBACK")
+        raise

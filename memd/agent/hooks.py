@@ -1,0 +1,365 @@
+"""Agent hooks: SessionStart (`memd context --hook`), UserPromptSubmit (`memd recall --hook`),
+PreCompact (`memd precompact --hook`), as Claude Code runs them (SPEC §11.1).
+
+A hook gets the event as JSON on stdin (`session_id`, `transcript_path`, `cwd`,
+`hook_event_name`, and `source` / `prompt` / `trigger`) and may answer
+`{"hookSpecificOutput": {"hookEventName": …, "additionalContext": …}}` on stdout.
+
+Rules every hook here keeps:
+
+* **A hook never blocks a session.** Any failure — unreadable input, a broken
+  home, a busy database, a bug — prints nothing on stdout and exits 0; one line
+  on stderr says what happened (Claude Code shows it in its debug output only).
+* **Only the answer reaches stdout.** While a hook works, `sys.stdout` is
+  stderr, so a stray print or log line cannot corrupt the JSON Claude Code reads.
+* **Fast.** p95 ≤ 150 ms with process start (bench/bench_hooks.py): no
+  structlog, no model SDK unless a model is configured, small files read.
+* **What a hook surfaced is recorded**, per session and per day, in the state
+  database's `kv` table: `hooks:<session>` holds the session's counts (`memd
+  sessions --json`, field `hooks`), `hookday:<YYYY-MM-DD>` the day's (`memd
+  status`), `recall:<project>:<session>` the files already surfaced (recall
+  never shows one twice in a session). Recording is best effort: a busy state
+  database costs the record, never the answer.
+
+PreCompact asks for the session's summary update without waiting for it: it
+leaves `summary-request:<key>:<session>` in `kv`; the daemon's due-check takes
+those requests and runs the summary job for each (`take_summary_requests`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+from memd.tree import Home, Place
+
+MAX_STDIN = 4 * 1024 * 1024  # a prompt can be long; the event is not
+# Claude Code keeps a hook's additionalContext inline up to 10,000 characters; past that
+# the model gets a 2 KB preview and a file path. Stay under it with room to spare.
+HOOK_MAX_CHARS = 9_500
+MAX_QUERY_CHARS = 4000  # what of a prompt recall looks at
+HOOK_BUSY_MS = 1000  # a hook waits at most this long for the state database
+COUNTERS = ("context", "prompts", "recalls", "memories", "compacts")
+SUMMARY_REQUEST = "summary-request:"
+
+
+class _Quiet:
+    """A logger that drops everything: hooks never log (structlog costs their time budget)."""
+
+    def __getattr__(self, _name: str) -> Callable[..., None]:
+        return lambda *a, **k: None
+
+
+QUIET = _Quiet()
+
+
+@dataclass(frozen=True)
+class Event:
+    """The part of a hook's stdin JSON memd uses."""
+
+    name: str
+    session_id: str | None
+    transcript_path: str | None
+    cwd: str | None
+    source: str | None = None
+    prompt: str | None = None
+    trigger: str | None = None
+
+    @classmethod
+    def parse(cls, raw: bytes | str) -> Event:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("hook input is not a JSON object")
+
+        def text(k: str) -> str | None:
+            v = data.get(k)
+            return v if isinstance(v, str) and v else None
+
+        return cls(text("hook_event_name") or "", text("session_id"), text("transcript_path"), text("cwd"),
+                   text("source"), text("prompt"), text("trigger"))  # fmt: skip
+
+
+def answer(event_name: str, context: str) -> str:
+    """The hook's stdout: `additionalContext` for `event_name`."""
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": context}},
+                      ensure_ascii=False)  # fmt: skip
+
+
+@contextmanager
+def _stdout_to_stderr() -> Iterator[IO[str]]:
+    """Yield the real stdout; meanwhile anything printed goes to stderr."""
+    real = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        yield real
+    finally:
+        sys.stdout = real
+
+
+def run(handler: Callable[[Event], str | None], stdin: IO[bytes] | None = None) -> int:
+    """Read the event, call `handler`, print its answer (if any); 0 whatever happens."""
+    with _stdout_to_stderr() as out:
+        try:
+            raw = (stdin or sys.stdin.buffer).read(MAX_STDIN)
+            result = handler(Event.parse(raw))
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                sys.stderr.write(f"memd: hook skipped: {type(exc).__name__}: {exc}\n")
+            return 0
+        if result:
+            try:
+                out.write(result + "\n")
+                out.flush()
+            except Exception:
+                pass
+    return 0
+
+
+# --------------------------------------------------------------------------- where
+
+
+def session_cwd(event: Event) -> str:
+    """The session's working directory: the event's, else the process's."""
+    if event.cwd and os.path.isabs(event.cwd) and os.path.isdir(event.cwd):
+        return event.cwd
+    return os.getcwd()
+
+
+def transcript_place(home: Home, event: Event) -> tuple[str, str] | None:
+    """(transcript key, session id) of the event, when its transcript lies in this home."""
+    if not event.transcript_path:
+        return None
+    path = Path(event.transcript_path)
+    try:
+        rel = path.parent.relative_to(home.projects)
+    except ValueError:
+        return None
+    sid = event.session_id or path.stem
+    if len(rel.parts) != 1 or not sid or "/" in sid or sid in (".", ".."):
+        return None
+    return rel.parts[0], sid
+
+
+def memory_key(home: Home, event: Event) -> str:
+    """The project whose memory this session reads (SPEC §1.1a)."""
+    from memd.keys import memory_key_for_session, project_key
+
+    where = transcript_place(home, event)
+    if where is not None:
+        return memory_key_for_session(event.cwd, where[0])
+    return project_key(session_cwd(event))
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _open_state(home: Home) -> sqlite3.Connection:
+    from memd import state
+
+    conn = state.connect(home.state_db)
+    conn.execute(f"PRAGMA busy_timeout={HOOK_BUSY_MS}")
+    return conn
+
+
+def _bump(conn: sqlite3.Connection, key: str, counts: dict[str, int]) -> None:
+    from memd.state import get_kv, set_kv
+
+    try:
+        old = json.loads(get_kv(conn, key) or "{}")
+    except ValueError:
+        old = {}
+    old = old if isinstance(old, dict) else {}
+    new = {c: int(old.get(c) or 0) + int(counts.get(c, 0)) for c in COUNTERS}
+    set_kv(conn, key, json.dumps(new, separators=(",", ":")))
+
+
+def record(conn: sqlite3.Connection, session_id: str | None, day: str, **counts: int) -> None:
+    """Add `counts` (of COUNTERS) to the session's and the day's, in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if session_id:
+            _bump(conn, f"hooks:{session_id}", counts)
+        _bump(conn, f"hookday:{day}", counts)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _record_quietly(home: Home, conn: sqlite3.Connection | None, session_id: str | None, day: str, *,
+                    surfaced: tuple[str, list[str]] | None = None, **counts: int) -> None:  # fmt: skip
+    """Best effort: the answer stands even when the state database cannot take the record."""
+    own = conn is None
+    try:
+        conn = conn or _open_state(home)
+        if surfaced and session_id and surfaced[1]:
+            from memd.agent.candidates import record_surfaced
+
+            record_surfaced(conn, surfaced[0], session_id, surfaced[1])
+        record(conn, session_id, day, **counts)
+    except Exception as exc:
+        sys.stderr.write(f"memd: hook not recorded: {exc}\n")
+    finally:
+        if own and conn is not None:
+            conn.close()
+
+
+def day_counts(conn: sqlite3.Connection, days: list[str]) -> list[dict[str, Any]]:
+    """The hook counts of each day in `days` (zeros for a day without any)."""
+    out = []
+    for day in days:
+        row = conn.execute("SELECT v FROM kv WHERE k = ?", (f"hookday:{day}",)).fetchone()
+        try:
+            data = json.loads(row[0]) if row else {}
+        except ValueError:
+            data = {}
+        out.append({"day": day, **{c: int(data.get(c) or 0) if isinstance(data, dict) else 0 for c in COUNTERS}})
+    return out
+
+
+# --------------------------------------------------------------------------- SessionStart
+
+
+def session_start(home: Home, event: Event, *, agent: str = "claude", now: Callable[[], datetime] | None = None) -> str | None:
+    """The SessionStart answer: the session-start block (`memd.agent.context`) as additionalContext."""
+    from memd import settings as st
+    from memd.agent import context as inject
+
+    settings = st.load(home.settings_file)
+    kw = {"now": now} if now is not None else {}
+    ctx = inject.build(home, settings, session_cwd(event), inject.AGENTS[agent], max_chars=HOOK_MAX_CHARS, **kw)
+    body = ctx.body()
+    if len(body) > HOOK_MAX_CHARS:  # instructions alone over the limit: cut, and say so
+        body = body[: HOOK_MAX_CHARS - 120].rstrip() + "\n[memd: cut to fit the hook's 10,000-character limit]"
+    from memd.clock import system_clock
+
+    _record_quietly(home, None, event.session_id, system_clock().date().isoformat(),
+                    surfaced=(ctx.project_key, ctx.drawer_files), context=1)  # fmt: skip
+    return answer("SessionStart", body)
+
+
+# --------------------------------------------------------------------------- UserPromptSubmit
+
+
+def age_label(mtime: float, now: datetime) -> str:
+    from memd.index.render import age_days
+
+    days = age_days(mtime, now)
+    return "today" if days == 0 else ("1 day old" if days == 1 else f"{days} days old")
+
+
+def render_recalled(home: Home, memories: list[Any], now: datetime, max_chars: int) -> str:
+    """The recalled memories as the model reads them: each with its age, the staleness warning
+    when older than a day, its description and body, and the file to Read; within `max_chars`."""
+    from memd.index.render import staleness_note
+
+    head = (f"memd recalled {len(memories)} memor{'y' if len(memories) == 1 else 'ies'} that may be relevant "
+            "to this prompt (from long-term memory; Read the file for more):")  # fmt: skip
+    blocks: list[str] = []
+    room = max_chars - len(head) - 2
+    per = max(400, room // max(1, len(memories)))
+    for m in memories:
+        scope = "global memory" if m.scope == "global" else "project memory"
+        lines = [f"## {m.name} ({m.type}, {scope}, {age_label(m.mtime, now)})", f"file: {home.root / m.file}"]
+        note = staleness_note(m.mtime, now)
+        if note:
+            lines.append(f"⚠ {note}")
+        lines += ["", " ".join(m.description.split())]
+        body = (m.body or "").strip()
+        if body:
+            lines += ["", body]
+        block = "\n".join(lines)
+        if len(block) > per:
+            block = block[: per - 40].rstrip() + "\n[… cut; Read the file for the rest]"
+        blocks.append(block)
+    text = head + "\n\n" + "\n\n".join(blocks)
+    return text[:max_chars]
+
+
+def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None = None) -> str | None:
+    """The UserPromptSubmit answer: recall (§7b.1) for the prompt, or None when nothing is relevant."""
+    from memd import settings as st
+
+    prompt = (event.prompt or "").strip()
+    if not prompt or prompt.startswith("/") or not home.search_db.exists():
+        return None
+    settings = st.load(home.settings_file)
+    if not settings.get("memory.enabled"):
+        return None
+    from memd.agent.recall import recall
+    from memd.clock import system_clock
+    from memd.index.search import open_readonly
+    from memd.job.context import make_context
+
+    clock = now or system_clock
+    provider, _why = st.effective_provider(settings, memd_dir=home.memd_dir)
+    key = memory_key(home, event)
+    ctx = make_context(home, settings, log=QUIET, now=clock)
+    try:
+        ctx.conn.execute(f"PRAGMA busy_timeout={HOOK_BUSY_MS}")
+        search = open_readonly(home.search_db)
+        try:
+            result = recall(ctx, search, prompt[:MAX_QUERY_CHARS], project_key=key, session=event.session_id,
+                            bodies=True, provider=provider)  # fmt: skip
+        finally:
+            search.close()
+        moment = clock()
+        n = len(result.memories)
+        _record_quietly(home, ctx.conn, event.session_id, moment.date().isoformat(),
+                        prompts=1, recalls=1 if n else 0, memories=n)  # fmt: skip
+    finally:
+        ctx.conn.close()
+    if not result.memories:
+        return None
+    return answer("UserPromptSubmit", render_recalled(home, result.memories, moment, HOOK_MAX_CHARS))
+
+
+# --------------------------------------------------------------------------- PreCompact
+
+
+def pre_compact(home: Home, event: Event, *, now: Callable[[], datetime] | None = None) -> None:
+    """Leave a summary request for the daemon (it does the work); answer nothing."""
+    from memd.clock import iso, system_clock
+    from memd.state import set_kv
+
+    where = transcript_place(home, event)
+    if where is None:
+        raise ValueError("the transcript is not in this home")
+    key, sid = where
+    Place.session(key, sid)  # validates both as path components
+    moment = (now or system_clock)()
+    conn = _open_state(home)
+    try:
+        set_kv(conn, f"{SUMMARY_REQUEST}{key}:{sid}",
+               json.dumps({"ts": iso(moment), "trigger": event.trigger or ""}))  # fmt: skip
+        _record_quietly(home, conn, sid, moment.date().isoformat(), compacts=1)
+    finally:
+        conn.close()
+    return None
+
+
+def take_summary_requests(conn: sqlite3.Connection) -> list[Place]:
+    """The sessions whose summary a PreCompact hook asked for, removed from the state as taken.
+
+    The daemon's due-check calls this and runs the summary job for each (forced:
+    a compaction is the moment the summary matters, whatever the thresholds say).
+    """
+    rows = conn.execute("SELECT k FROM kv WHERE k >= ? AND k < ?", (SUMMARY_REQUEST, SUMMARY_REQUEST[:-1] + ";")).fetchall()
+    out: list[Place] = []
+    for (k,) in rows:
+        conn.execute("DELETE FROM kv WHERE k = ?", (k,))
+        key, _, sid = k[len(SUMMARY_REQUEST):].partition(":")
+        try:
+            out.append(Place.session(key, sid))
+        except ValueError:
+            continue
+    return out

@@ -1,0 +1,235 @@
+"""`memd status`: what the daemon is and has done, from state and the pid file only.
+
+It never imports the model SDK and answers when the daemon is down. Its JSON
+form is a stable interface (README, "memd status --json").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from memd import __version__, state
+from memd import settings as st
+from memd.clock import system_clock
+from memd.daemon import registry
+from memd.tree import Home
+
+RUNS_SHOWN = 5
+
+
+def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
+    from memd.daemon.lock import daemon_alive
+
+    now = now or system_clock()
+    s = st.load(home.settings_file)
+    provider, wait_reason = st.effective_provider(s, memd_dir=home.memd_dir)
+    data: dict[str, Any] = {
+        "home": str(home.root),
+        "version": __version__,
+        "daemon": _daemon(daemon_alive(home)),
+        "provider": {"configured": s.get("memd.provider"), "effective": provider, "waiting": wait_reason,
+                     "small_model": s.get("memd.smallModel"), "strong_model": s.get("memd.strongModel")},
+        "jobs": {},
+        "model": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
+                  "cache_write_tokens": 0, "failed_calls": 0, "budget": s.get("memd.dailyTokenBudget")},
+        "sessions": {"count": 0, "paused": 0},
+        "ledger": {"ok": True, "stuck": [], "held_back": [], "unknown_record_types": {}},
+        "hooks": {"days": []},
+        "proposals": _proposals(home, now),
+        "sync": _sync(home, s),
+        "warnings": list(s.warnings),
+    }
+    if not home.state_db.exists():
+        data["warnings"].append(f"no state yet at {home.state_db}: memd has not scanned this home")
+        return data
+    conn = state.connect(home.state_db, readonly=True)
+    try:
+        _jobs(conn, home, s, now, data)
+        _model(conn, now, data)
+        _sessions(conn, data)
+        _ledger(conn, now, data)
+        _hooks(conn, now, data)
+        _problems(conn, data)
+    finally:
+        conn.close()
+    return data
+
+
+def _proposals(home: Home, now: datetime) -> dict[str, Any]:
+    """Review mode's queue: how many proposals wait, and the oldest's age (`memd review`)."""
+    from memd.write.proposals import summary
+
+    return summary(home, now)
+
+
+def _sync(home: Home, s: st.Settings) -> dict[str, Any]:
+    """Memory on several machines (`memd.sync.run`): the last sync, how far each side is ahead, files kept out."""
+    from memd.sync.run import status
+
+    return status(home, s)
+
+
+def _daemon(info: dict[str, Any] | None) -> dict[str, Any]:
+    if info is None:
+        return {"running": False}
+    return {"running": True, **{k: info.get(k) for k in ("pid", "since", "version", "home")}}
+
+
+def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, Any]) -> None:
+    from memd.job.context import JobContext
+
+    ctx = JobContext(home, s, conn, lambda: now, None)
+    for job in registry.all_jobs():
+        runs = [_run_row(dict(r)) for r in conn.execute(
+            "SELECT run_id, target, started_at, finished_at, outcome, duration_ms, reason, pid FROM runs "
+            "WHERE job=? ORDER BY id DESC LIMIT ?", (job.NAME, RUNS_SHOWN))]  # fmt: skip
+        fail = conn.execute(
+            "SELECT run_id, target, started_at, error FROM runs WHERE job=? AND outcome='failed' ORDER BY id DESC LIMIT 1",
+            (job.NAME,),
+        ).fetchone()
+        try:
+            due = [str(t) for t in job.due(ctx)]
+        except Exception as exc:
+            due = []
+            data["warnings"].append(f"{job.NAME}: cannot tell what is due ({exc})")
+        data["jobs"][job.NAME] = {
+            "trigger": job.TRIGGER,
+            "last_runs": runs,
+            "last_failure": None if fail is None else dict(fail),
+            "due": len(due),
+            "due_targets": due[:10],
+        }
+
+
+def _run_row(r: dict[str, Any]) -> dict[str, Any]:
+    """A run without an end is running while its process lives, interrupted once it died."""
+    pid = r.pop("pid", None)
+    if r["finished_at"] is None:
+        r["outcome"] = "running" if state.process_alive(pid) else "interrupted"
+    return r
+
+
+def _model(conn: Any, now: datetime, data: dict[str, Any]) -> None:
+    row = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0), "
+        "COALESCE(SUM(cache_read_tokens),0), COALESCE(SUM(cache_write_tokens),0), COALESCE(SUM(1-ok),0) "
+        "FROM model_calls WHERE day=?",
+        (now.date().isoformat(),),
+    ).fetchone()
+    keys = ("calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "failed_calls")
+    data["model"].update(dict(zip(keys, (int(x) for x in row))))
+
+
+def _sessions(conn: Any, data: dict[str, Any]) -> None:
+    from memd.ledger.sessions import counts
+
+    data["sessions"] = counts(conn)
+
+
+HELD_SHOWN = 10
+
+
+def _ledger(conn: Any, now: datetime, data: dict[str, Any]) -> None:
+    """Health is progress: sessions the ledger cannot advance fail the status; sessions held back
+    by a tool call still waiting for its result, and record types memd did not recognise, are shown."""
+    from memd.clock import parse_iso
+    from memd.ledger.query import held_back, stuck_sessions, unknown_record_types
+
+    stuck = stuck_sessions(conn)
+    held = held_back(conn)
+    for h in held:
+        since = parse_iso(str(h.get("since") or ""))
+        h["waiting_seconds"] = None if since is None else max(0, int((now - since).total_seconds()))
+    data["ledger"] = {"ok": not stuck, "stuck": stuck, "held_back": held[:HELD_SHOWN],
+                      "held_back_count": len(held), "unknown_record_types": unknown_record_types(conn)}  # fmt: skip
+
+
+HOOK_DAYS = 7
+
+
+def _hooks(conn: Any, now: datetime, data: dict[str, Any]) -> None:
+    """What the agent hooks surfaced on each of the last days (recalls per day), newest first."""
+    from datetime import timedelta
+
+    from memd.agent.hooks import day_counts
+
+    days = [(now.date() - timedelta(days=i)).isoformat() for i in range(HOOK_DAYS)]
+    data["hooks"] = {"days": day_counts(conn, days)}
+
+
+def _problems(conn: Any, data: dict[str, Any]) -> None:
+    for r in conn.execute("SELECT source, path, reason FROM problems ORDER BY source, path LIMIT 50"):
+        data["warnings"].append(f"{r['path']}: {r['reason']}")
+
+
+def _ledger_lines(lg: dict[str, Any]) -> list[str]:
+    out = []
+    stuck = lg.get("stuck") or []
+    if stuck:
+        first = stuck[0]
+        out.append(f"FAILING ledger: {len(stuck)} session(s) cannot advance; {first['key']}/{first['session_id']}: "
+                   f"{first['reason']} (since {first['since']})")  # fmt: skip
+    held = lg.get("held_back") or []
+    if held:
+        longest = max((h.get("waiting_seconds") or 0) for h in held)
+        out.append(f"held back: {lg.get('held_back_count', len(held))} session(s) wait for a tool call's result "
+                   f"(longest {longest // 60} min); reading goes on once the conversation moves past it")  # fmt: skip
+    unknown = lg.get("unknown_record_types") or {}
+    if unknown:
+        out.append("unrecognised record types: " + ", ".join(f"{t} ×{n}" for t, n in list(unknown.items())[:5]))
+    return out
+
+
+def render(d: dict[str, Any]) -> str:
+    """The terminal form: short, one fact a line."""
+    out = []
+    dm = d["daemon"]
+    if dm["running"]:
+        out.append(f"daemon: running (pid {dm.get('pid')}, since {dm.get('since')}, memd {dm.get('version')})")
+    else:
+        out.append("daemon: not running (start it with `memd run`, or `memd install` for a service)")
+    out.append(f"home: {d['home']}")
+    p = d["provider"]
+    prov = f"provider: {p['effective']}" + (" (configured auto)" if p["configured"] == "auto" else "")
+    if p["effective"] == "offline":
+        prov += " — deterministic, no model calls"
+    if p["waiting"]:
+        prov += f" — {p['waiting']}"
+    out.append(prov)
+    out.append(f"sessions: {d['sessions']['count']} ({d['sessions']['paused']} paused)")
+    out.extend(_ledger_lines(d.get("ledger") or {}))
+    active = [x for x in d.get("hooks", {}).get("days", []) if any(x[c] for c in ("context", "prompts", "compacts"))]
+    if active:
+        out.append("recall by day: " + "; ".join(
+            f"{x['day']} {x['recalls']} of {x['prompts']} prompts ({x['memories']} memories), "
+            f"{x['context']} session starts" for x in active))  # fmt: skip
+    pr = d.get("proposals") or {}
+    if pr.get("waiting"):
+        from memd.history.provenance import age_text
+
+        out.append(f"proposals: {pr['waiting']} waiting for review, the oldest {age_text(pr['oldest_age_seconds'] or 0)} old"
+                   " (`memd review`)")  # fmt: skip
+    if (d.get("sync") or {}).get("git"):
+        from memd.sync.run import render_status
+
+        out.append(render_status(d["sync"]))
+    m = d["model"]
+    out.append(f"model today: {m['calls']} calls, {m['input_tokens']} in / {m['output_tokens']} out tokens"
+               f" (cache read {m['cache_read_tokens']}), budget {m['budget']}")  # fmt: skip
+    out.append("")
+    out.append(f"{'JOB':<8} {'LAST RUN':<26} {'OUTCOME':<11} {'MS':>6}  DUE  LAST FAILURE")
+    for name, j in d["jobs"].items():
+        last = j["last_runs"][0] if j["last_runs"] else {}
+        fail = j["last_failure"]
+        ms = last.get("duration_ms")
+        out.append(
+            f"{name:<8} {last.get('started_at') or '-':<26} {last.get('outcome') or ('running' if last else '-'):<9} "
+            f"{'-' if ms is None else ms:>6}  {j['due']:>3}  "
+            f"{(fail['started_at'] + ' ' + (fail['error'] or '')[:60]) if fail else '-'}"
+        )
+    if d["warnings"]:
+        out.append("")
+        out.append(f"warnings ({len(d['warnings'])}):")
+        out.extend(f"  {w}" for w in d["warnings"][:20])
+    return "\n".join(out)

@@ -1,0 +1,181 @@
+"""The live memory directories as the memory repository's work tree (the design: `memd.git.commits`).
+
+There is no second copy of the files: a commit reads the live directories here
+(`scan_place`: memory files of at most 1 MB, each scanned for secrets, a file
+that fails is refused and recorded, never staged); a sync, an import or a project
+first linked on this machine writes into them here (`write_live`, one undoable
+history run per scope, with the git hooks kept `quiet`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memd.fsutil import ensure_private_dir, fsync_dir, read_at_most
+from memd.git.layout import FILE_MODE, MAX_FILE_BYTES, dir_files, is_memory_name
+from memd.git.plumbing import Entries, blob_sha
+from memd.logs.events import lazy_logger
+from memd.tree import Home, Place
+
+if TYPE_CHECKING:
+    from memd.git.repo import Commit
+
+log = lazy_logger("memd.git.commits")
+
+_quiet = threading.local()
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Writes inside a sync or an import already under the git lock: the hooks stay out of the way."""
+    before = getattr(_quiet, "on", False)
+    _quiet.on = True
+    try:
+        yield
+    finally:
+        _quiet.on = before
+
+
+def is_quiet() -> bool:
+    return bool(getattr(_quiet, "on", False))
+
+
+def scan_place(d: str, live: Path, new: Entries, wanted: set[str] | None, puts: dict[str, bytes], out: Commit,
+               exclude: set[str], refused: dict[str, Any]) -> None:  # fmt: skip
+    """Stage the live files of one directory into `new` (secrets refused), deletions included.
+
+    `refused` is the state file's record of files kept out (path → file, reason, since)."""
+    from memd.redact.redactor import find_secrets
+
+    present: dict[str, Path] = {}
+    if wanted is None:
+        try:
+            with os.scandir(live) as it:
+                for e in it:
+                    if is_memory_name(e.name) and e.is_file(follow_symlinks=False):
+                        present[e.name] = Path(e.path)
+        except OSError:
+            pass
+        names = set(present) | set(dir_files(new, d))
+    else:
+        names = {n for n in wanted if is_memory_name(n)}
+        for n in names:
+            p = live / n
+            if p.is_file() and not p.is_symlink():
+                present[n] = p
+    for name in sorted(names - exclude):
+        path = f"{d}/{name}"
+        if name not in present:
+            if path in new:
+                del new[path]
+                out.changed.append(path)
+            refused.pop(path, None)
+            continue
+        try:
+            data = read_capped(present[name])
+        except OSError:
+            continue
+        if data is None:
+            _refuse(refused, path, present[name], "larger than 1 MB", out)
+            continue
+        sha = blob_sha(data)
+        if new.get(path, ("", ""))[1] == sha:
+            refused.pop(path, None)
+            continue
+        found = sorted({rule for rule, _span in find_secrets(data.decode("utf-8", "replace"))})
+        if found:
+            _refuse(refused, path, present[name], "holds what looks like a secret (" + ", ".join(found) + ")", out)
+            continue
+        refused.pop(path, None)
+        new[path] = (FILE_MODE, sha)
+        puts[path] = data  # exactly the bytes that were scanned
+        out.changed.append(path)
+
+
+def _refuse(refused: dict[str, Any], path: str, file: Path, why: str, out: Commit) -> None:
+    prev = refused.get(path)
+    refused[path] = {"file": str(file), "reason": why, "since": (prev or {}).get("since") or _now_iso()}
+    out.refused[str(file)] = why
+    if not prev or prev.get("reason") != why:
+        log.warning("git.file_refused", file=str(file), reason=why)
+
+
+def read_capped(path: Path) -> bytes | None:
+    """The file's bytes, or None when it is over MAX_FILE_BYTES."""
+    data = read_at_most(path, MAX_FILE_BYTES)
+    return None if len(data) > MAX_FILE_BYTES else data
+
+
+def _now_iso() -> str:
+    from memd.clock import iso, system_clock
+
+    return iso(system_clock())
+
+
+def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job: str, reason: str,
+               settings: Any = None, extra: dict[str, Any] | None = None,
+               mtimes: dict[str, int] | None = None) -> list[str]:  # fmt: skip
+    """Write (bytes) or delete (None) memory files of one live directory as one history run.
+
+    The caller holds the place's scope lock. The run is undoable like any write
+    (`memd undo`); the git hooks stay quiet (the caller commits).
+    """
+    import tempfile
+
+    from memd.clock import system_clock
+    from memd.history.writes import Recorder
+
+    if not writes:
+        return []
+    live = place.memory_dir(home)
+    if live.is_symlink():
+        log.warning("git.symlink_skipped", dir=str(live))
+        return []
+    rec = Recorder(home, place, job, reason, system_clock(), extra=extra or {})
+    done: list[str] = []
+    staged: list[tuple[str, str, Path]] = []
+    try:
+        for name, data in sorted(writes.items()):
+            target = live / name
+            if not is_memory_name(name) or target.is_symlink():
+                continue
+            rec.before(target)
+            if data is None:
+                if target.exists():
+                    target.unlink()
+                    done.append(name)
+                continue
+            # Each file is replaced atomically (temporary file, fsync, rename) as atomic_write does;
+            # the directory is fsynced once for the whole batch (a first pull writes hundreds).
+            ensure_private_dir(live)
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=live)
+            staged.append((name, tmp, target))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o600)
+        for name, tmp, target in staged:
+            os.replace(tmp, target)
+            if mtimes and name in mtimes:
+                os.utime(target, ns=(mtimes[name], mtimes[name]))
+            done.append(name)
+        staged = []
+    finally:
+        for _name, tmp, _target in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    if done:
+        fsync_dir(live)
+    with quiet():
+        rec.commit()
+    if settings is not None and done:
+        from memd.index.refresh import refresh_place
+
+        refresh_place(home, settings, place, system_clock().date())
+    return done

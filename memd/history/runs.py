@@ -1,0 +1,368 @@
+"""Dream history: the runs kept of each scope, listing and pruning them, and undo.
+
+Every change memd makes to a memory directory leaves an entry in
+`$HOME/memd/history/<scope-name>/<run-id>/`: a dream's whole snapshot
+(`files/`, taken and swapped in atomically by `memd.history.snapshots`) or a write's copies
+(`memd.history.writes`), completed by a `run.json` saying what the run changed.
+
+Undo is the same machinery in the other direction: the present is snapshotted
+first (so an undo is itself undoable), the chosen snapshot is copied (never
+linked: a snapshot must stay independent of later in-place edits) into a
+staging directory, and swapped in.
+
+Snapshots are checked before they are restored: `snapshot` hashes every file as
+it copies it, `write_run_info` records the hashes in `run.json`
+(`snapshot_sha256`), and `undo` refuses a snapshot that no longer matches them
+(a file changed, missing or added since), restoring nothing. An entry whose
+`run.json` cannot be read is listed by `memd history` as damaged (never hidden)
+and cannot be undone.
+
+Callers hold the scope's lock for everything here, except `undo`, which takes
+it itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import secrets
+import stat
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memd.clock import iso
+from memd.errors import UsageError
+from memd.fsutil import UnusableFile, atomic_write, check_own_tree, read_regular
+from memd.history.snapshots import (
+    FILES_DIR,
+    MAX_JSON_BYTES,
+    RUN_FILE,
+    RUN_ID,
+    SUMS_FILE,
+    history_root,
+    recover_scope,
+    remove_entry,
+    restore_modes,
+    seal,
+    snapshot,
+    stage,
+    swap_in,
+)
+from memd.locks import acquire
+from memd.logs.events import lazy_logger
+from memd.tree import Home, Place
+
+log = lazy_logger("memd.history.runs")
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9-]{1,200}$")
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9-]")
+
+
+class HistoryError(UsageError):
+    """A history request that cannot be met (unknown run, no snapshot); exit code 2."""
+
+
+def new_run_id(now: datetime) -> str:
+    """Sortable by time (history lists and pruning rely on it), unique by a random tail."""
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+
+
+def write_run_info(entry: Path, info: dict[str, Any]) -> None:
+    """Complete a history entry. `seq` orders runs of a scope even within one second (run ids
+    only have seconds); it is race-free because entries are only written under the scope's lock."""
+    seqs = [r.get("seq") for r in _runs_in(entry.parent)]
+    seq = 1 + max([x for x in seqs if isinstance(x, int)], default=0)
+    data = {"seq": seq, **{k: v for k, v in info.items() if k != "seq"}}
+    sums = _read_json(entry / SUMS_FILE)
+    if isinstance(sums, dict) and "snapshot_sha256" not in data:
+        data["snapshot_sha256"] = sums  # what `undo` checks the snapshot against before restoring it
+    atomic_write(entry / RUN_FILE, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+def _read_json(path: Path) -> Any:
+    """A small JSON file of memd's own, or None when absent, unreadable, not JSON (never a FIFO read)."""
+    try:
+        return json.loads(read_regular(path, MAX_JSON_BYTES, follow=False).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------------- listing, pruning
+
+
+def read_run(entry: Path) -> dict[str, Any] | None:
+    try:
+        return _run_info(entry)
+    except (OSError, ValueError):
+        return None
+
+
+def _run_info(entry: Path) -> dict[str, Any]:
+    """An entry's run.json; OSError when there is none, ValueError when it is not a JSON object."""
+    try:
+        raw = read_regular(entry / RUN_FILE, MAX_JSON_BYTES, follow=False)
+    except UnusableFile as exc:
+        raise ValueError(str(exc).removeprefix(f"{entry / RUN_FILE}: ")) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError("a symlink") from None
+        raise
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _runs_in(root: Path, *, damaged: bool = False, scope: str | None = None) -> list[dict[str, Any]]:
+    """The completed entries of one scope's history, oldest first; with `damaged`, also those whose
+    run.json exists but cannot be read (`kind: "damaged"`, with the reason)."""
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    runs, bad = [], []
+    for name in names:
+        if not RUN_ID.match(name):
+            continue
+        try:
+            info = _run_info(root / name)
+        except ValueError as exc:
+            if damaged:
+                bad.append((name, str(exc)))
+            continue
+        except OSError:
+            continue  # no run.json: a snapshot cut short, swept by recovery
+        runs.append({**info, "run": name, "path": str(root / name)})
+    runs.sort(key=lambda r: (r["seq"] if isinstance(r.get("seq"), int) else 0, r["run"]))
+    if bad:
+        where = scope or next((str(r["scope"]) for r in runs if isinstance(r.get("scope"), str)), None) or _scope_of(root.name)
+        for name, why in bad:  # in its place by time: before the first run that started later
+            at = next((i for i, r in enumerate(runs) if r["run"] > name), len(runs))
+            runs.insert(at, {"run": name, "scope": where, "kind": "damaged", "time": _time_of(name),
+                             "path": str(root / name),
+                             "reason": f"run.json is damaged ({why}); this run cannot be undone"})  # fmt: skip
+    return runs
+
+
+def _scope_of(history_name: str) -> str:
+    """The scope a history directory's name spells, when it spells one plainly (else the name)."""
+    if history_name == "global":
+        return "global"
+    if history_name.startswith("project-") and _PLAIN_KEY.match(history_name[len("project-") :]):
+        return f"project:{history_name[len('project-') :]}"
+    return history_name
+
+
+def _time_of(run_id: str) -> str:
+    """A run id's time (`20261201T070905Z-…`) in the ISO form run.json uses."""
+    t = run_id[:16]
+    return f"{t[0:4]}-{t[4:6]}-{t[6:8]}T{t[9:11]}:{t[11:13]}:{t[13:15]}Z"
+
+
+def list_runs(home: Home, ref: Place | None = None, *, damaged: bool = False) -> list[dict[str, Any]]:
+    """Completed history entries (those with a run.json), oldest first; all scopes when `ref` is None.
+
+    With `damaged` (`memd history`, `undo`): also entries whose run.json exists but cannot be
+    read, as `{"run", "scope", "kind": "damaged", "time", "reason", "path"}` — listed, never hidden.
+    """
+    if ref is not None:
+        return _runs_in(history_root(home, ref), damaged=damaged, scope=str(ref))
+    runs = [r for root in _all_roots(home) for r in _runs_in(root, damaged=damaged)]
+    return sorted(runs, key=lambda r: (str(r.get("time") or r["run"]), r["seq"] if isinstance(r.get("seq"), int) else 0))
+
+
+def _all_roots(home: Home) -> list[Path]:
+    try:
+        return [home.history_dir / n for n in sorted(os.listdir(home.history_dir))]
+    except OSError:
+        return []
+
+
+def prune(home: Home, ref: Place, keep: int) -> list[str]:
+    """Keep the newest `keep` entries of a scope; returns the run ids removed."""
+    runs = [r["run"] for r in list_runs(home, ref)]
+    doomed = runs[: max(0, len(runs) - max(1, keep))]
+    for run_id in doomed:
+        remove_entry(home, ref, run_id)
+    if doomed:
+        log.info("history.pruned", scope=str(ref), removed=len(doomed), kept=keep)
+    return doomed
+
+
+# --------------------------------------------------------------------------- undo
+
+
+def _file_bytes(directory: Path) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return out
+    for n in names:
+        p = directory / n
+        if n.endswith(".md") and n != "MEMORY.md" and p.is_file() and not p.is_symlink():
+            out[n] = p.read_bytes()
+    return out
+
+
+def diff_files(before: Path, after: Path) -> dict[str, list[str]]:
+    """Which memory files an undo brings back, removes and restores to other bytes.
+
+    MEMORY.md is left out: it is derived, and the refresh after the swap rebuilds it.
+    """
+    a, b = _file_bytes(before), _file_bytes(after)
+    return {
+        "restored": sorted(n for n in b if n in a and a[n] != b[n]),
+        "removed": sorted(n for n in a if n not in b),
+        "brought_back": sorted(n for n in b if n not in a),
+    }
+
+
+def undo(
+    home: Home,
+    settings: Any,
+    ref: Place,
+    run_id: str | None,
+    *,
+    now: datetime,
+    lock_timeout: float,
+    on_wait: Any = None,
+    logger: Any = None,
+) -> dict[str, Any]:
+    """Put the scope back exactly as it was before `run_id` (default: its latest run).
+
+    The present is snapshotted first as a run of kind "undo", so an undo can be
+    undone. Bytes, file set and mtimes of the snapshot are restored; then the
+    indexes are refreshed (MEMORY.md only changes if the snapshot's was stale).
+    """
+    logger = logger or log
+    check_own_tree(home.memd_dir)  # memd/history through a link would restore (and snapshot) elsewhere
+    with acquire(home, [ref], timeout=lock_timeout, on_wait=on_wait):
+        recover_scope(home, ref, logger)
+        chosen = _choose_run(home, ref, run_id)
+        if chosen.get("kind") == "write":
+            return _undo_write(home, settings, ref, chosen, now, logger)
+        source = Path(chosen["path"]) / FILES_DIR
+        if not source.is_dir() or source.is_symlink():
+            raise HistoryError(f"run {chosen['run']} of {ref} has no snapshot (files/ is missing)")
+        mismatch = verify_snapshot(source, chosen)
+        if mismatch:
+            raise HistoryError(f"run {chosen['run']} of {ref}: its snapshot does not match the checksums recorded "
+                               f"with it ({mismatch}); nothing restored")  # fmt: skip
+        new_id = new_run_id(now)
+        while (history_root(home, ref) / new_id).exists():
+            new_id = new_run_id(now)
+        entry = snapshot(home, ref, new_id)
+        try:
+            staged = stage(home, ref, new_id, source=source, link=False)
+            restore_modes(Path(chosen["path"]), staged.path)
+            seal(staged)
+            staging = staged.path
+            changes = diff_files(entry / FILES_DIR, staging)
+            info = {"run": new_id, "scope": str(ref), "kind": "undo", "time": iso(now), "undo_of": chosen["run"],
+                    "provider": None, "changes": changes}  # fmt: skip
+            write_run_info(entry, info)
+            swap_in(home, ref, new_id, staging)
+        except BaseException:
+            recover_scope(home, ref, logger)
+            raise
+        from memd.index.refresh import refresh_place
+
+        refresh_place(home, settings, ref, now.date())
+        prune(home, ref, int(settings.get("memd.historyKeep")))
+    logger.info("dream.undone", scope=str(ref), run=new_id, undo_of=chosen["run"], **{k: len(v) for k, v in changes.items()})
+    return info
+
+
+def _undo_write(home: Home, settings: Any, ref: Place, chosen: dict[str, Any], now: datetime,
+                logger: Any) -> dict[str, Any]:  # fmt: skip
+    """A write run (extraction, remember, forget, …): its files back as they were (memd.history.writes)."""
+    from memd.history.writes import UndoConflict, undo_write
+
+    try:
+        info = undo_write(home, ref, chosen, now)
+    except UndoConflict as exc:
+        raise HistoryError(str(exc)) from None
+    from memd.index.refresh import refresh_place
+
+    refresh_place(home, settings, ref, now.date())
+    prune(home, ref, int(settings.get("memd.historyKeep")))
+    logger.info("write.undone", scope=str(ref), run=info.get("run"), undo_of=chosen["run"])
+    return info
+
+
+def _choose_run(home: Home, ref: Place, run_id: str | None) -> dict[str, Any]:
+    runs = list_runs(home, ref, damaged=True)
+    if not runs:
+        raise HistoryError(f"no history for {ref} (memd has not changed it yet)")
+    good = [r for r in runs if r.get("kind") != "damaged"]
+    if run_id is None:
+        latest = max(runs, key=lambda r: r["run"])  # run ids sort by time
+        if latest.get("kind") == "damaged":
+            raise HistoryError(f"the latest run of {ref}, {latest['run']}: {latest['reason']}; undo an earlier run "
+                               "by its id (`memd history`)")  # fmt: skip
+        return good[-1]
+    for r in runs:
+        if r["run"] == run_id:
+            if r.get("kind") == "damaged":
+                raise HistoryError(f"run {run_id} of {ref}: {r['reason']}")
+            return r
+    raise HistoryError(f"no run {run_id!r} in the history of {ref} (see `memd history`)")
+
+
+def verify_snapshot(files: Path, run: dict[str, Any]) -> str | None:
+    """What differs between a snapshot's files and the sha256 sums its run recorded, or None when
+    they match. An entry from before sums were recorded has none to check: None."""
+    sums = run.get("snapshot_sha256")
+    if sums is None:
+        return None
+    if not isinstance(sums, dict) or not all(isinstance(v, str) for v in sums.values()):
+        return "its checksums in run.json are unreadable"
+    found: dict[str, str] = {}
+    for dirpath, _dirs, names in os.walk(files):
+        for n in names:
+            p = Path(dirpath) / n
+            if p.is_symlink():
+                continue  # kept as a link, never followed
+            rel = p.relative_to(files).as_posix()
+            try:
+                found[rel] = _sha256(p)
+            except OSError as exc:
+                return f"{rel}: unreadable ({exc.strerror or exc})"
+    for rel in sorted(set(sums) | set(found)):
+        if rel not in found:
+            return f"{rel} is missing"
+        if rel not in sums:
+            return f"{rel} was not in it"
+        if found[rel] != sums[rel]:
+            return f"{rel} changed"
+    return None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def find_runs(home: Home, run_id: str) -> list[Place]:
+    """The scopes a run id belongs to, for `memd undo RUN` without a scope option: one write
+    (an extraction into the drawer and a project) is one run id in each scope it changed."""
+    hits = [r for r in list_runs(home) if r["run"] == run_id]
+    if not hits:
+        raise HistoryError(f"no run {run_id!r} in the history (see `memd history`)")
+    return sorted({Place.parse(str(r.get("scope"))) for r in hits}, key=lambda p: p.sort_key)

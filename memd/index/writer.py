@@ -1,0 +1,297 @@
+"""The writer of the search database (`<home>/memd/search.sqlite`): sync, rebuild.
+
+Only memd writes here, through one `SearchIndex` per process; the reader side
+(`open_readonly`, `query_index`, query parsing, snippets) and the contract for
+read-only readers are in memd/index/search.py, which does not import this module. The
+file itself — schema, versioning, opening, telling and setting aside damage — is
+memd/index/schema.py. The database is derived data: on a schema or segmenter
+mismatch it is dropped and rebuilt; when SQLite cannot use it at all — not a
+database, truncated, a damaged page anywhere (found at open or by any later
+statement), a FIFO or directory in its place — it is moved aside
+(`search.sqlite.corrupt-<time>`, the last few kept for a look) and rebuilt from
+the memory files, and the statement is retried once. A database created afresh
+(first use, or after a kill left a half-made one) is filled from every memory
+directory on its first sync, not only from the directory that sync names, so
+search is whole without waiting for an index run.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from memd.fsutil import UnusableFile
+from memd.index.schema import damaged, open_db, set_aside, transaction
+from memd.index.search import Hit, query_index, segment
+from memd.logs.events import lazy_logger
+from memd.memory.file import Memory
+from memd.tree import Home
+
+log = lazy_logger("memd.index.search")  # the search DB's events keep the logger name they always had
+
+DirKey = tuple[str, str | None]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SyncStats:
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.removed)
+
+
+class SearchIndex:
+    """The writer side of the search DB. One per process; not thread-safe.
+
+    `root` is the home the `file` column is relative to; by default the parent
+    of the `memd/` directory holding the database, where `Home` puts it.
+    """
+
+    def __init__(self, path: Path | str, *, root: Path | str | None = None) -> None:
+        self.path = Path(path)
+        self.root = Path(root) if root is not None else self.path.parent.parent
+        self._root_prefix = str(self.root).rstrip("/") + "/"
+        self._fresh = False  # created (or re-created) by this object: its first sync fills it from every directory
+        self.repaired = 0  # how many times a damaged database was set aside and rebuilt
+        try:
+            self._conn = self._open()
+        except (sqlite3.DatabaseError, UnusableFile) as exc:
+            if not damaged(exc):
+                raise  # locked, full, read-only: not ours to destroy
+            # Not a database, a malformed one, a FIFO: it is a cache, start afresh.
+            set_aside(self.path, str(exc))
+            self.repaired += 1
+            self._conn = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        conn, created = open_db(self.path)
+        if created:
+            self._fresh = True
+        return conn
+
+    def _recovering(self, what: str, fn: Callable[[], T]) -> T:
+        """`fn()`; if the database turns out damaged (any statement may find a bad page), set it
+        aside, rebuild it from the memory files, and run `fn` once more on the new one."""
+        try:
+            return fn()
+        except (sqlite3.DatabaseError, UnusableFile) as exc:
+            if not damaged(exc):
+                raise
+            with suppress(sqlite3.Error):
+                self._conn.close()
+            set_aside(self.path, f"{what}: {exc}")
+            self.repaired += 1
+            self._conn = self._open()
+        return fn()
+
+    def _unnamed(self, named: Mapping[DirKey, Sequence[Memory]]) -> dict[DirKey, list[Memory]]:
+        """For a database this object created (it holds nothing yet): the memories of every memory
+        directory `named` leaves out, so a partial sync leaves no directory missing from search."""
+        from memd.discovery import list_memory_dirs
+        from memd.memory.scan import scan_dir
+
+        out = {(scope, key): scan_dir(d, scope, key).memories
+               for scope, key, d in list_memory_dirs(Home(self.root)) if (scope, key) not in named}  # fmt: skip
+        log.info("search_db.filled", path=str(self.path), directories=len(out))
+        return out
+
+    @classmethod
+    def for_home(cls, home: Home) -> SearchIndex:
+        return cls(home.search_db, root=home.root)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction: readers see all of it or none of it."""
+        return transaction(self._conn)
+
+    # -- rows
+
+    def relative(self, path: Path | str) -> str:
+        """The `file` key of a memory path: relative to the home, '/'-separated."""
+        text = str(path)
+        prefix = self._root_prefix
+        if text.startswith(prefix) and os.sep == "/":  # the common case, without pathlib's parsing
+            return text[len(prefix) :]
+        p = Path(path)
+        if not p.is_absolute():
+            return p.as_posix()
+        try:
+            return p.relative_to(self.root).as_posix()
+        except ValueError:
+            return p.as_posix()
+
+    def _insert(self, mem: Memory, file: str) -> None:
+        cur = self._conn.execute(
+            "INSERT INTO memories (scope, project_key, file, name, description, type, body, mtime, size) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (mem.scope, mem.project_key, file, mem.name, mem.description, mem.type, mem.body, mem.mtime, mem.size),
+        )
+        self._insert_fts(cur.lastrowid, mem)
+
+    def _insert_fts(self, rowid: int | None, mem: Memory) -> None:
+        self._conn.execute(
+            "INSERT INTO memories_fts (rowid, name, description, body) VALUES (?, ?, ?, ?)",
+            (rowid, segment(mem.name), segment(mem.description), segment(mem.body)),
+        )
+
+    def _update(self, rowid: int, mem: Memory) -> None:
+        self._conn.execute(
+            "UPDATE memories SET scope = ?, project_key = ?, name = ?, description = ?, type = ?, "
+            "body = ?, mtime = ?, size = ? WHERE id = ?",
+            (mem.scope, mem.project_key, mem.name, mem.description, mem.type, mem.body, mem.mtime, mem.size, rowid),
+        )
+        self._conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rowid,))
+        self._insert_fts(rowid, mem)
+
+    def _delete(self, rowid: int) -> None:
+        self._conn.execute("DELETE FROM memories WHERE id = ?", (rowid,))
+        self._conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rowid,))
+
+    # -- public writes
+
+    def known(self, scope: str, project_key: str | None) -> dict[str, Memory]:
+        """The memories of one directory as indexed (path → Memory, without extra metadata).
+
+        The indexer passes these to `scan_dir`, which reuses a row whose size and
+        mtime still match its file instead of reading and parsing the file again.
+        """
+        def read() -> dict[str, Memory]:
+            rows = self._conn.execute(
+                "SELECT file, name, description, type, body, mtime, size FROM memories "
+                "WHERE scope = ? AND project_key IS ?",
+                (scope, project_key),
+            )
+            out: dict[str, Memory] = {}
+            for file, name, desc, mtype, body, mtime, size in rows:
+                path = self.root / file
+                out[str(path)] = Memory(path, name, desc, mtype, body, mtime, size, scope, project_key, {})
+            return out
+
+        return self._recovering("reading rows", read)
+
+    def sync(self, memories_by_dir: Mapping[DirKey, Sequence[Memory]], *, prune: bool = False) -> SyncStats:
+        """Make the rows of the given directories match their memories.
+
+        Keys are `(scope, project_key)`: ("global", None) or ("project", key).
+        A memory whose (file, size, mtime, scope, key) matches its row is left
+        alone; rows of those directories whose file is gone are removed. With
+        `prune`, rows of every directory *not* given are removed too (the full
+        refresh, where a vanished project must leave the index). One
+        transaction: a reader sees the old state or the new one.
+        """
+
+        def run() -> SyncStats:
+            extra = self._unnamed(memories_by_dir) if self._fresh and not prune else {}
+            stats = self._sync({**extra, **memories_by_dir}, prune=prune)
+            self._fresh = False
+            return stats
+
+        return self._recovering("syncing", run)
+
+    def _sync(self, memories_by_dir: Mapping[DirKey, Sequence[Memory]], *, prune: bool) -> SyncStats:
+        added = updated = removed = unchanged = 0
+        with self._transaction() as conn:
+            rows = {
+                r[1]: r
+                for r in conn.execute("SELECT id, file, size, mtime, scope, project_key FROM memories")
+            }
+            seen: set[str] = set()
+            for memories in memories_by_dir.values():
+                for mem in memories:
+                    file = self.relative(mem.path)
+                    seen.add(file)
+                    row = rows.get(file)
+                    if row is None:
+                        self._insert(mem, file)
+                        added += 1
+                    elif (row[2], row[3], row[4], row[5]) == (mem.size, mem.mtime, mem.scope, mem.project_key):
+                        unchanged += 1
+                    else:
+                        self._update(row[0], mem)
+                        updated += 1
+            dirs = set(memories_by_dir)
+            for file, row in rows.items():
+                if file not in seen and (prune or (row[4], row[5]) in dirs):
+                    self._delete(row[0])
+                    removed += 1
+        stats = SyncStats(added, updated, removed, unchanged)
+        if stats.changed:
+            log.info("search_db.synced", added=added, updated=updated, removed=removed, unchanged=unchanged)
+        return stats
+
+    def sync_one(self, memory: Memory) -> str:
+        """Insert or rewrite one memory's row now; returns "added" or "updated"."""
+        file = self.relative(memory.path)
+
+        def run() -> str:
+            if self._fresh:
+                self.sync({})
+            with self._transaction() as conn:
+                row = conn.execute("SELECT id FROM memories WHERE file = ?", (file,)).fetchone()
+                if row is None:
+                    self._insert(memory, file)
+                    return "added"
+                self._update(row[0], memory)
+                return "updated"
+
+        return self._recovering("writing a row", run)
+
+    def remove(self, file: Path | str) -> bool:
+        """Drop one memory's row (by home-relative file or absolute path)."""
+        key = self.relative(file)
+
+        def run() -> bool:
+            if self._fresh:
+                self.sync({})
+            with self._transaction() as conn:
+                row = conn.execute("SELECT id FROM memories WHERE file = ?", (key,)).fetchone()
+                if row is None:
+                    return False
+                self._delete(row[0])
+            return True
+
+        done = self._recovering("removing a row", run)
+        if done:
+            log.info("search_db.removed", file=key)
+        return done
+
+    def count(self) -> int:
+        return self._recovering("counting", lambda: int(self._conn.execute("SELECT count(*) FROM memories").fetchone()[0]))
+
+    def search(
+        self,
+        query: str,
+        *,
+        project_key: str | None,
+        limit: int = 10,
+        all_scopes: bool = False,
+        marks: tuple[str, str] = ("**", "**"),
+    ) -> list[Hit]:
+        """`query_index` on the writer's connection (see there)."""
+        return self._recovering("searching", lambda: query_index(
+            self._conn, query, project_key=project_key, limit=limit, all_scopes=all_scopes, marks=marks))  # fmt: skip
+
+
+__all__ = [
+    "DirKey",
+    "SearchIndex",
+    "SyncStats",
+]

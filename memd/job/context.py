@@ -1,0 +1,199 @@
+"""What a job gets and gives back: its target, its context, its result — the job contract — and
+how a context is built (settings, a state connection, the clock, a lazily built model layer that
+records every call's usage).
+
+A job module in `jobs/` knows *what* to do; `memd.job.runner` decides *under which
+lock*, records the run and turns exceptions into outcomes. The contract of a
+job module is `Job` below (a `typing.Protocol` that mypy checks every module in
+`memd.daemon.registry` against). `due` gathers facts with I/O and decides with pure
+functions of those facts, the settings and `ctx.now()`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from memd import state
+from memd.clock import Clock, iso, system_clock
+from memd.settings import Settings
+from memd.tree import Home, Place
+
+Outcome = Literal["ok", "skipped", "deferred", "failed"]
+
+
+
+
+class Job(Protocol):
+    """The contract of a job module (`jobs/<name>`): what it is, what it locks, what is due, the run."""
+
+    NAME: str  # "extract", "summary", "dream", "index"
+    TRIGGER: str  # one line for `memd jobs`
+    NEEDS_MODEL: bool  # refused while the settings fail closed (memd.job.runner.refusal)
+    TARGET_KINDS: tuple[str, ...]  # which Place kinds it takes ("session", "project", "global")
+
+    def scopes(self, target: Place) -> list[Place]:
+        """The locks held for the whole run (a job may take more itself, e.g. only to apply)."""
+        ...
+
+    def targets(self, ctx: JobContext) -> list[Place]:
+        """Every target (`run-now --force --all`)."""
+        ...
+
+    def due(self, ctx: JobContext, only: Place | None = None) -> list[Place]:
+        """The targets due now by the thresholds; `only` narrows to one."""
+        ...
+
+    def run(self, ctx: JobContext, target: Place, force: bool) -> RunResult:
+        """The work; `force` skips thresholds, never a switch that says no."""
+        ...
+
+
+@dataclass
+class RunResult:
+    """How a run ended. `deferred` means: not now, try later (lock, key, budget)."""
+
+    outcome: Outcome
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Deferred(Exception):
+    """Raised by a job (or the model layer) when it must wait: it is retried later."""
+
+
+@dataclass
+class JobContext:
+    """Everything a run may use. One per run, so the sqlite connection is never shared across threads."""
+
+    home: Home
+    settings: Settings
+    conn: sqlite3.Connection
+    now: Callable[[], datetime]
+    log: Any
+    should_stop: Callable[[], bool] = lambda: False
+    llm_factory: Callable[[JobContext], Any] | None = None
+    usage: dict[str, int] = field(default_factory=lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+    _llm: Any = None
+    _provider: str | None = None
+
+    @property
+    def provider(self) -> str:
+        """The provider of this run, resolved once (from the settings and the key, by the model
+        layer): "offline" or "anthropic". A model provider without a key makes the run wait
+        (`Deferred`) before it does any work, in every job alike."""
+        if self._provider is None:
+            chosen = str(getattr(self.llm, "provider", "offline"))
+            available = getattr(self.llm, "available", None)
+            if chosen == "anthropic" and available is not None:
+                avail = available()
+                if not avail and getattr(avail, "reason", None) == "no-key":
+                    raise Deferred(str(getattr(avail, "why", "no API key")))
+            self._provider = chosen
+        return self._provider
+
+    @property
+    def llm(self) -> Any:
+        """The model layer, built on first use so jobs without model calls never import the SDK."""
+        if self._llm is None:
+            llm = (self.llm_factory or make_llm)(self)
+            if getattr(llm, "should_stop", False) is None:
+                llm.should_stop = self.should_stop  # a stop request starts no further attempt (issue 16)
+            self._llm = llm
+        return self._llm
+
+
+def get_cursor(conn: sqlite3.Connection, job: str, target: str) -> dict[str, Any] | None:
+    import orjson
+
+    row = conn.execute("SELECT value FROM cursors WHERE job=? AND target=?", (job, target)).fetchone()
+    return None if row is None else orjson.loads(row[0])
+
+
+def set_cursor(conn: sqlite3.Connection, job: str, target: str, value: dict[str, Any], now_iso: str) -> None:
+    """Advance a cursor. Call only once the run's outputs are durable (the cursor rule)."""
+    import orjson
+
+    conn.execute(
+        "INSERT INTO cursors(job, target, value, updated_at) VALUES (?,?,?,?) "
+        "ON CONFLICT(job, target) DO UPDATE SET value=excluded.value, updated_at=excluded.updated_at",
+        (job, target, orjson.dumps(value).decode(), now_iso),
+    )
+
+
+# --------------------------------------------------------------------------- building a context
+
+_usage_lock = threading.Lock()
+
+
+def llm_config(settings: Settings, memd_dir: Path | None = None) -> Any:
+    """The model layer's config from settings; the key from the environment or the private key file."""
+    from memd.llm.keyfile import load_key
+    from memd.llm.types import LLMConfig
+
+    m = settings.memd
+    return LLMConfig(
+        provider=m["provider"],
+        small_model=m["smallModel"],
+        strong_model=m["strongModel"],
+        base_url=m["baseUrl"] or None,
+        api_key=load_key(memd_dir)[0] if memd_dir is not None else None,
+        timeout_s=float(m["timeoutSeconds"]),
+        max_retries=int(m["maxRetries"]),
+        daily_token_budget=int(m["dailyTokenBudget"]),
+    )
+
+
+def tokens_today(conn: Any, now: datetime) -> int:
+    row = conn.execute(
+        "SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM model_calls WHERE day=?", (now.date().isoformat(),)
+    ).fetchone()
+    return int(row[0])
+
+
+def record_call(ctx: JobContext, rec: dict[str, Any]) -> None:
+    """The usage sink: one `model_calls` row per call, and the run's running totals."""
+    now = ctx.now()
+    ctx.conn.execute(
+        "INSERT INTO model_calls(ts, day, job, model, tier, input_tokens, output_tokens, cache_read_tokens, "
+        "cache_write_tokens, ok, error) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            iso(now), now.date().isoformat(), rec.get("job") or "?", rec.get("model") or "?", rec.get("tier"),
+            int(rec.get("input_tokens") or 0), int(rec.get("output_tokens") or 0),
+            int(rec.get("cache_read_tokens") or 0), int(rec.get("cache_write_tokens") or 0),
+            1 if rec.get("ok") else 0, rec.get("error"),
+        ),
+    )  # fmt: skip
+    ctx.usage["calls"] = ctx.usage.get("calls", 0) + 1
+    ctx.usage["input_tokens"] = ctx.usage.get("input_tokens", 0) + int(rec.get("input_tokens") or 0)
+    ctx.usage["output_tokens"] = ctx.usage.get("output_tokens", 0) + int(rec.get("output_tokens") or 0)
+
+
+def make_llm(ctx: JobContext) -> Any:
+    from memd.llm.client import LLM
+
+    return LLM(
+        llm_config(ctx.settings, ctx.home.memd_dir),
+        usage_sink=lambda rec: record_call(ctx, rec),
+        tokens_used_today=lambda: tokens_today(ctx.conn, ctx.now()),
+    )
+
+
+def make_context(
+    home: Home,
+    settings: Settings,
+    *,
+    log: Any,
+    now: Clock = system_clock,
+    should_stop: Callable[[], bool] = lambda: False,
+    readonly: bool = False,
+) -> JobContext:
+    conn = state.connect(home.state_db, readonly=readonly)
+    return JobContext(
+        home=home, settings=settings, conn=conn, now=now, log=log, should_stop=should_stop, llm_factory=make_llm
+    )

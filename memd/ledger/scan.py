@@ -1,0 +1,157 @@
+"""One pass over the transcripts: ingest whatever is new in every session (`memd scan`,
+and before `memd sessions`, `pause`, `run-now` and `demo`).
+
+A big first read (a new install over a full home) is spread over worker processes;
+the ledger's commits re-check the offsets they started from, so workers (and a running
+daemon) never count a span twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from memd import state
+from memd.clock import iso, system_clock
+from memd.ledger import files as ledgerfiles
+from memd.ledger import store as ledger
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from collections.abc import Callable
+
+    from memd.discovery import SessionFile
+    from memd.tree import Home
+
+PARALLEL_MIN_BYTES = 64 << 20
+BAR_MIN_BYTES = 32 << 20
+
+
+class DeferredLog:
+    """A logger made by `setup` on its first event: a scan with nothing to warn about never sets
+    logging up, so `memd scan` does not import structlog (and asyncio with it) to read transcripts."""
+
+    def __init__(self, setup: Callable[[], Any]) -> None:
+        self._setup = setup
+        self._log: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if self._log is None:
+            self._log = self._setup()
+        return getattr(self._log, attr)
+
+
+def scan_home(home: Home, *, key: str | None = None, progress: bool = False, log: Any = None) -> dict[str, Any]:
+    """Ingest whatever is new in every session (or one project's); returns totals."""
+    conn = state.connect(home.state_db)
+    try:
+        todo = ledgerfiles.stale_sessions(conn, home, key)
+        totals: dict[str, Any] = {"sessions": 0, "read": 0, "bytes": 0, "records": 0, "problems": 0}
+        bar = _bar(todo) if progress else None
+        workers = _workers(todo)
+        results = (
+            _ingest_parallel(home, todo, workers, log)
+            if workers > 1
+            else ledger.ingest_many(conn, todo, iso(system_clock()), log)
+        )
+        for sf, r in zip(todo, results):
+            totals["read"] += 1
+            totals["bytes"] += r.bytes_read
+            totals["records"] += r.records
+            totals["problems"] += len(r.problems)
+            if bar is not None:
+                bar.update(_size(sf))
+        if bar is not None:
+            bar.render_finish()
+        q = "SELECT COUNT(*) FROM sessions WHERE is_subagent=0" + (" AND key=?" if key else "")
+        totals["sessions"] = conn.execute(q, (key,) if key else ()).fetchone()[0]
+        return totals
+    finally:
+        conn.close()
+
+
+def _workers(todo: list[SessionFile]) -> int:
+    """A big first read uses every core (up to 4); small ones stay in-process."""
+    forced = os.environ.get("MEMD_SCAN_WORKERS", "")
+    if forced.isdigit():  # for tests and for users who want the first read on one core
+        return max(1, min(int(forced), len(todo)))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores < 2 or len(todo) < 4 or sum(_size(sf) for sf in todo) < PARALLEL_MIN_BYTES:
+        return 1
+    return min(cores, 4)
+
+
+WORKER_BATCH_BYTES = 16 << 20  # a worker commits once per this much to read
+
+
+def _ingest_batch(args: tuple[Home, list[SessionFile]]) -> list[ledger.IngestResult]:
+    """A worker ingests a batch of sessions with its own connection (kept for its next batch)."""
+    home, sfs = args
+    conn = _WORKER_CONN.get(str(home.state_db))
+    if conn is None:
+        conn = _WORKER_CONN[str(home.state_db)] = state.connect(home.state_db)
+    return list(ledger.ingest_many(conn, sfs, iso(system_clock())))
+
+
+_WORKER_CONN: dict[str, Any] = {}
+
+
+def _batches(todo: list[SessionFile], workers: int) -> list[list[int]]:
+    """Indexes of `todo`, biggest session first, in batches of up to WORKER_BATCH_BYTES (and at
+    least four a worker): the pool stays busy to the end, and a worker commits once per batch
+    rather than once per session."""
+    sizes = [_size(sf) for sf in todo]
+    per = max(1, min(WORKER_BATCH_BYTES, sum(sizes) // (4 * workers)))
+    out: list[list[int]] = []
+    cur: list[int] = []
+    total = 0
+    for i in sorted(range(len(todo)), key=lambda i: -sizes[i]):
+        cur.append(i)
+        total += sizes[i]
+        if total >= per:
+            out.append(cur)
+            cur, total = [], 0
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _ingest_parallel(home: Home, todo: list[SessionFile], workers: int, log: Any) -> list[ledger.IngestResult]:
+    """Sessions spread over `workers` processes, in batches, biggest first."""
+    import multiprocessing as mp
+
+    batches = _batches(todo, workers)
+    ctx = mp.get_context("fork")
+    with ctx.Pool(workers) as pool:
+        done = pool.map(_ingest_batch, [(home, [todo[i] for i in b]) for b in batches], chunksize=1)
+    out: list[Any] = [None] * len(todo)
+    for batch, results in zip(batches, done):
+        for i, r in zip(batch, results):
+            out[i] = r
+            if log is not None:
+                for pr in r.problems[:5]:
+                    log.warning("transcript.line_skipped", file=pr.path, line=pr.line, reason=pr.reason)
+    return out
+
+
+def _size(sf: SessionFile) -> int:
+    total = 0
+    for p in sf.paths():
+        with contextlib.suppress(OSError):
+            total += os.stat(p).st_size
+    return total
+
+
+def _bar(todo: list[SessionFile]) -> Any:
+    """A progress bar on stderr, only on a terminal and only when there is much to read."""
+    if not sys.stderr.isatty():
+        return None
+    total = sum(_size(sf) for sf in todo)
+    if total < BAR_MIN_BYTES:
+        return None
+    import click
+
+    bar = click.progressbar(length=total, label="reading transcripts", file=sys.stderr)
+    bar.__enter__()
+    return bar

@@ -1,0 +1,150 @@
+"""Reading a memory directory: every memory in it, and a `Problem` for every file it cannot use.
+
+Reading is defensive and *never destructive*: a file memd cannot parse is reported
+as a `Problem` naming the file and the reason, and left exactly where it is.
+Scanning never follows a symlink (a link planted in a memory directory must not
+pull outside files into an agent's context), never reads a file over
+`DEFAULT_MAX_FILE_BYTES` whole, and reads every file through a descriptor opened
+with `O_NOFOLLOW`, so a file swapped for a link between listing and reading is
+still not followed. Parsing one file is `memd.memory.file.parse_memory`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memd.fsutil import read_at_most
+from memd.logs.events import lazy_logger
+from memd.memory.file import Memory, MemoryParseError, is_candidate_name, parse_memory
+
+log = lazy_logger("memd.memory.file")  # the scan's events keep the logger name they always had
+
+DEFAULT_MAX_FILE_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file a scan could not use, and why; the file is left in place."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass
+class ScanResult:
+    memories: list[Memory] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _human_size(n: int) -> str:
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.1f} MB"
+    if n >= 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n} B"
+
+
+def _load_entry(
+    entry: os.DirEntry[str],
+    scope: str,
+    project_key: str | None,
+    max_bytes: int,
+    known: Mapping[str, Memory] | None = None,
+) -> Memory | Problem | None:
+    """One directory entry as a Memory, a Problem, or None when it is not a candidate.
+
+    `known` holds memories parsed before (the search index's rows): one whose size
+    and mtime still match is reused without reading the file again.
+    """
+    path = Path(entry.path)
+    if entry.is_symlink():
+        return Problem(path, "symlink not followed")
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError as exc:
+        return Problem(path, f"cannot stat: {exc.strerror or exc}")
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return Problem(path, "not a regular file")
+    cached = known.get(entry.path) if known else None
+    if cached is not None and cached.size == st.st_size and cached.mtime == st.st_mtime:
+        return cached
+    if st.st_size > max_bytes:
+        return Problem(path, f"too large ({_human_size(st.st_size)} > {_human_size(max_bytes)} cap); not read")
+    try:
+        data = read_at_most(path, max_bytes)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Problem(path, "symlink not followed")
+        return Problem(path, f"cannot read: {exc.strerror or exc}")
+    if len(data) > max_bytes:
+        return Problem(path, f"too large (grew past the {_human_size(max_bytes)} cap while reading); not read")
+    try:
+        return parse_memory(path, data, mtime=st.st_mtime, size=len(data), scope=scope, project_key=project_key)
+    except MemoryParseError as exc:
+        return Problem(path, exc.reason)
+
+
+def _flag_duplicates(memories: list[Memory]) -> list[Problem]:
+    """Names are unique within a directory (§2.2). Both files stay (neither is
+    discarded behind the user's back); the later one in file-name order is
+    reported so the user or dream can merge them."""
+    first: dict[str, Memory] = {}
+    problems: list[Problem] = []
+    for mem in memories:
+        key = mem.name.casefold()
+        if key in first:
+            other = first[key].path.name
+            other = other if other.isprintable() else repr(other)  # a reason is one line, whatever the file name holds
+            problems.append(Problem(mem.path, f"duplicate name {mem.name!r} (also in {other})"))
+        else:
+            first[key] = mem
+    return problems
+
+
+def scan_dir(
+    directory: Path | str,
+    scope: str = "global",
+    project_key: str | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    known: Mapping[str, Memory] | None = None,
+) -> ScanResult:
+    """Every memory of one directory, plus a Problem for every file it could not use.
+
+    `known` (path → Memory parsed before) spares re-reading unchanged files.
+
+    A missing directory is an empty one (the global drawer may not exist yet).
+    Nothing is ever modified or deleted here.
+    """
+    directory = Path(directory)
+    result = ScanResult()
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except FileNotFoundError:
+        return result
+    except OSError as exc:
+        result.problems.append(Problem(directory, f"cannot list directory: {exc.strerror or exc}"))
+        return result
+    for entry in entries:
+        if not is_candidate_name(entry.name):
+            continue
+        loaded = _load_entry(entry, scope, project_key, max_bytes, known)
+        if isinstance(loaded, Memory):
+            result.memories.append(loaded)
+        elif isinstance(loaded, Problem):
+            result.problems.append(loaded)
+    result.problems.extend(_flag_duplicates(result.memories))
+    for problem in result.problems:
+        log.warning("memory.rejected", path=str(problem.path), reason=problem.reason)
+    log.debug("memories.scanned", dir=str(directory), count=len(result.memories), problems=len(result.problems))
+    return result

@@ -1,0 +1,153 @@
+"""Secret redaction, in the spirit of gitleaks.
+
+Transcripts hold whatever passed through a terminal: keys pasted into a chat,
+`.env` files the agent read, `curl -u user:pass` lines. None of that may leave
+the machine in a prompt, nor be frozen into a memory file or a log line. Every
+model call redacts its prompts here (memd.llm.client), every memory body a model
+proposes is redacted before it is written (memd.memory.operations), summaries are
+redacted before they are written (jobs.summary), and every log event's strings
+are redacted before they are rendered (memd.logs.events).
+
+Where things are: this module is the engine (`redact`, `find_secrets`,
+`may_hold_secret`, `contains_secret`: run the rules, merge what they find, write
+the placeholders). The rules — token formats (most ported from gitleaks, with
+its MIT attribution), contexts (`.env` lines, assignments, URLs, headers, command
+lines, prose) and PEM blocks — are `memd.redact.rules`; the detector kinds, whose
+regexes are compiled on first use, `memd.redact.detectors`; what a context rule
+accepts as a secret rather than a placeholder or code, `memd.redact.vetting`.
+
+Design choices:
+
+- A rule matches a *context* but marks only the *secret part* (the named group
+  `secret`), so `postgres://alice:pw@db` keeps `alice`, `API_KEY=…` keeps the
+  name, and the reader of a redacted text still knows what was there.
+- Rules favour recall over precision: replacing a harmless string costs a
+  word of context; letting a key through can cost the user the key. But a
+  *placeholder* is not a secret and survives: a template (`<password>`,
+  `${TOKEN}`, `{{ secrets.X }}`, `$VAR`), a mask (`xxx`, `****`, `...`) or a
+  well-known dummy (`changeme`, `your-api-key-here`, `YOUR_API_KEY`);
+  redacting it would hide what the text is about and protect nothing. Context
+  rules also leave code that *refers* to a secret (`password=password`,
+  `api_key=settings.API_KEY`, `token: str`, `secret = get_secret("x")`).
+- Every pattern is linear: character classes that cannot overlap their
+  neighbours, bounded repeats, no nested unbounded quantifiers over the same
+  characters, and rules that look around a match (a command line, a name)
+  look a bounded distance. A substring pre-check skips rules whose literal
+  anchor is absent, patterns start with their literal so the regex engine can
+  skip ahead, and the keyword-led rules find their keywords with `str.find`
+  once, shared (`Hits`): redaction runs on every model request and every file
+  and log write, and a 50 KB transcript span takes about 4 ms on a slow
+  2-core machine, 20 to 80 times less than the detectors built for scanning
+  repositories (bench/bench_secrets.py, bench/RESULTS.md "Secrets").
+- Overlapping findings are merged into one span (labelled with the most
+  specific rule), so the union of everything any rule flagged is redacted.
+- The placeholder written in place of a secret is `[REDACTED:<rule>]`, stable
+  across versions (tests pin it), and never itself taken for a secret.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memd.redact.detectors import Detector, Hits, KeywordRule, same_length_lower
+from memd.redact.rules import RULES
+
+__all__ = [
+    "contains_secret",
+    "find_secrets",
+    "may_hold_secret",
+    "redact",
+]
+
+_PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9-]{1,40}\]")
+
+
+def _applicable(rule: Detector, text: str, lowered: str) -> bool:
+    """The cheap pre-check: `in` runs at memchr speed, a regex scan does not."""
+    if not rule.hints:
+        return True
+    haystack = lowered if rule.ci else text
+    return any(h in haystack for h in rule.hints)
+
+
+def find_secrets(text: str) -> list[tuple[str, tuple[int, int]]]:
+    """Every secret in `text` as (rule name, (start, end)), sorted, non-overlapping.
+
+    Spans cover only the secret part of a match; overlapping findings are merged.
+    A finding that is exactly an earlier placeholder (`API_KEY=[REDACTED:…]`)
+    is not a secret: redacting twice changes nothing.
+    """
+    if not text:
+        return []
+    lowered = same_length_lower(text, None)
+    hits = Hits(lowered)
+    found: list[tuple[int, int, int]] = []  # (start, end, rule index)
+    for idx, rule in enumerate(RULES):
+        if not _applicable(rule, text, lowered):
+            continue
+        spans = rule.spans(text, lowered, hits) if isinstance(rule, KeywordRule) else rule.spans(text, lowered)
+        found.extend((start, end, idx) for start, end in spans if not _in_placeholder(text, start, end))
+    return _merge(found)
+
+
+def _in_placeholder(text: str, start: int, end: int) -> bool:
+    """Whether [start, end) lies inside a `[REDACTED:…]` written by an earlier pass."""
+    if _PLACEHOLDER.fullmatch(text, start, end):
+        return True
+    open_ = text.rfind("[REDACTED:", max(0, start - 51), end)
+    if open_ < 0:
+        return False
+    m = _PLACEHOLDER.match(text, open_)
+    return m is not None and m.start() <= start and end <= m.end()
+
+
+def _merge(found: list[tuple[int, int, int]]) -> list[tuple[str, tuple[int, int]]]:
+    """Union overlapping spans; the most specific (earliest-listed) rule names the result."""
+    found.sort()
+    merged: list[list[int]] = []
+    for start, end, idx in found:
+        if merged and start < merged[-1][1]:
+            last = merged[-1]
+            last[1] = max(last[1], end)
+            last[2] = min(last[2], idx)
+        else:
+            merged.append([start, end, idx])
+    return [(RULES[idx].name, (start, end)) for start, end, idx in merged]
+
+
+def redact(text: str) -> str:
+    """`text` with every secret replaced by `[REDACTED:<rule>]`."""
+    spans = find_secrets(text)
+    if not spans:
+        return text
+    parts: list[str] = []
+    pos = 0
+    for name, (start, end) in spans:
+        parts.append(text[pos:start])
+        parts.append(f"[REDACTED:{name}]")
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+# Something every rule needs: a run of 16 token characters (every token format, base64 blocks),
+# or a keyword or marker that a context rule starts from. Checked by `may_hold_secret`, and
+# tests/redact/test_redact.py keeps it an over-approximation of `find_secrets`.
+_MAYBE = re.compile(
+    r"[A-Za-z0-9_+/=.~\-]{16}|pass|pwd|secret|token|key|auth|cred|sig|bearer|basic|private|machine|://|-[pu]",
+    re.IGNORECASE,
+)
+
+
+def may_hold_secret(text: str) -> bool:
+    """A cheap pre-check: False means `find_secrets(text)` is empty; True means look.
+
+    For callers with many short strings (log events), where the full rule set's fixed
+    cost per call would dominate.
+    """
+    return len(text) >= 5 and _MAYBE.search(text) is not None
+
+
+def contains_secret(text: str) -> bool:
+    """Whether any rule fires; for callers that reject rather than redact."""
+    return bool(find_secrets(text))

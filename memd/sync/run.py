@@ -1,0 +1,356 @@
+"""`memd sync`: the memory repository (`memd.git.commits`) fetched, merged and pushed with `memd.sync.remote`.
+
+Git is the engine; memd only decides what a merge of *memories* means. One sync:
+
+1. under the git lock: fetch the remote (`origin`, any git URL);
+2. under the scope locks (global, then every local project) and the git lock:
+   commit what is not committed yet (hand edits memd has not seen), then merge
+   the remote's `main` into ours, file by file, and write what changed into the
+   live memory directories through the history (one undoable write run per
+   scope, job `sync`), refreshing their indexes;
+3. under the git lock: push `main`. Never forced: a push the remote refuses
+   (someone pushed first) goes back to 1, at most `MAX_ROUNDS` times.
+
+The merge is per file, never per line, so there is never a conflict marker in a
+memory file (`merge_entries`): a file changed on one side only takes that side;
+changed on both sides, ours stays and theirs is kept beside it as
+`<name>.conflict-<host>.md`; created on both sides with different content,
+theirs is renamed `<name>-<host>.md`; changed on one side and deleted on the
+other, the changed file stays. `manifest.json` is merged as a union. Both
+versions of a conflict stay visible (`memd status`, `memd history`, the index's
+duplicate-name warning) until the user, a merge proposal or dream merges them.
+
+A file the local directory holds in another version than our last commit
+(refused for a secret, or edited while we merged) is never overwritten: the
+incoming version lands beside it as a conflict copy.
+
+Unreachable remote: the sync fails with one line, local work goes on (commits
+keep being made), and the daemon retries with backoff (15 s doubling up to the
+interval); `memd status` shows the error, the next try and how far each side is
+ahead. State for status lives in `memd/sync.json`.
+
+Where the code is: this module runs a sync (fetch, push, rounds), records it for
+`memd status` and backs off; `memd.sync.integrate` merges the fetched `main` into
+ours and writes the result into the live directories; `memd.sync.merge` holds the
+merge rules above as pure functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memd.errors import ConfigError, MemdError
+from memd.fsutil import atomic_write
+from memd.git.plumbing import REF, REMOTE, REMOTE_REF, Git, GitError
+from memd.logs.events import lazy_logger
+from memd.tree import Home, Place
+
+if TYPE_CHECKING:
+    from memd.git.repo import Repo
+
+log = lazy_logger("memd.sync.run")
+
+STATE_FILE = "sync.json"
+MAX_ROUNDS = 4
+AFTER_WRITE_SECONDS = 10.0
+BACKOFF_BASE_SECONDS = 15.0
+BACKOFF_MAX_SECONDS = 3600.0
+NETWORK_TIMEOUT_SECONDS = 300.0
+
+
+class SyncError(MemdError):
+    """error: the sync could not finish (remote unreachable, refused push); local work goes on."""
+
+
+class SyncNotConfigured(ConfigError):
+    """configuration: memd.git is off, or memd.sync.remote is not set."""
+
+
+# --------------------------------------------------------------------------- state for status and the daemon
+
+
+def state_path(home: Home) -> Path:
+    return home.memd_dir / STATE_FILE
+
+
+def read_state(home: Home) -> dict[str, Any]:
+    try:
+        data = json.loads(state_path(home).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_state(home: Home, data: dict[str, Any]) -> None:
+    from memd.fsutil import ensure_private_dir
+
+    ensure_private_dir(home.memd_dir)
+    atomic_write(state_path(home), json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def backoff_seconds(failures: int, every_s: float) -> float:
+    """15 s, 30 s, 60 s… after consecutive failures, never past the interval (nor an hour)."""
+    cap = max(BACKOFF_BASE_SECONDS, min(BACKOFF_MAX_SECONDS, every_s))
+    return min(cap, BACKOFF_BASE_SECONDS * 2 ** max(0, failures - 1))
+
+
+def due(now: float, state: dict[str, Any], every_s: float, ahead: bool) -> bool:
+    """Whether the daemon syncs now: never inside a backoff; at start; every interval; soon after a write."""
+    if now < float(state.get("next_try_ts") or 0):
+        return False
+    last = state.get("last_attempt_ts")
+    if not isinstance(last, (int, float)):
+        return True
+    if now - last >= every_s:
+        return True
+    return ahead and now - last >= AFTER_WRITE_SECONDS
+
+
+def _read_ref(git_dir: Path, ref: str) -> str | None:
+    """A ref's value without a git process (the daemon asks every few seconds)."""
+    try:
+        return (git_dir / ref).read_text(encoding="ascii").strip() or None
+    except OSError:
+        pass
+    try:
+        for line in (git_dir / "packed-refs").read_text(encoding="utf-8").splitlines():
+            sha, _, name = line.partition(" ")
+            if name == ref:
+                return sha
+    except OSError:
+        pass
+    return None
+
+
+# --------------------------------------------------------------------------- one sync
+
+
+def settings_of(settings: Any) -> tuple[bool, str, float, float]:
+    """(git on, remote, interval in seconds, lock timeout)."""
+    return (bool(settings.get("memd.git")), str(settings.get("memd.sync.remote") or ""),
+            60.0 * float(settings.get("memd.sync.everyMinutes")), float(settings.get("memd.lockTimeoutSeconds")))  # fmt: skip
+
+
+def run(home: Home, settings: Any, *, host: str | None = None) -> dict[str, Any]:
+    """One sync, as `memd sync` and the daemon run it; recorded in `memd/sync.json`. Raises on failure."""
+    from memd.clock import iso, system_clock
+
+    on, remote, every_s, _t = settings_of(settings)
+    if not on:
+        raise SyncNotConfigured("memd.git is off: set \"memd\": {\"git\": true, \"sync\": {\"remote\": URL}} in settings.json")
+    st = read_state(home)
+    now = time.time()
+    st.update({"last_attempt": iso(system_clock()), "last_attempt_ts": now, "remote": remote or None})
+    t0 = time.monotonic()
+    try:
+        result = _sync(home, settings, remote, host)
+    except Exception as exc:
+        failures = int(st.get("failures") or 0) + 1
+        wait = backoff_seconds(failures, every_s)
+        st.update({"failures": failures, "last_error": str(exc) or type(exc).__name__, "next_try_ts": now + wait,
+                   "next_try": _iso_in(wait)})  # fmt: skip
+        _write_state(home, st)
+        log.warning("sync.failed", remote=remote, reason=str(exc), failures=failures, retry_in_s=round(wait))
+        if isinstance(exc, MemdError):
+            raise
+        raise SyncError(f"sync failed: {exc}") from exc
+    result["duration_ms"] = int(1000 * (time.monotonic() - t0))
+    st.update({"failures": 0, "last_error": None, "next_try_ts": None, "next_try": None,
+               "last_ok": iso(system_clock()) if result.get("pushed") or not remote else st.get("last_ok"),
+               "pushed": result.get("head") if remote else st.get("pushed"),
+               "last_result": {k: result[k] for k in ("merged", "fast_forward", "applied", "conflicts", "proposals", "pushed",
+                                                        "committed", "rounds", "duration_ms") if k in result}})  # fmt: skip
+    _write_state(home, st)
+    log.info("sync.finished", remote=remote, **{k: result[k] for k in ("pushed", "merged", "rounds", "duration_ms")},
+             conflicts=len(result["conflicts"]), applied=sum(len(v) for v in result["applied"].values()))  # fmt: skip
+    if not remote:
+        raise SyncNotConfigured("memd.sync.remote is not set: memory was committed locally only "
+                                f"({home.memd_dir / 'git'}); set it to any git URL to sync")  # fmt: skip
+    return result
+
+
+def _iso_in(seconds: float) -> str:
+    from datetime import timedelta
+
+    from memd.clock import iso, system_clock
+
+    return iso(system_clock() + timedelta(seconds=seconds))
+
+
+def _sync(home: Home, settings: Any, remote: str, host: str | None) -> dict[str, Any]:
+    from memd.discovery import list_project_keys
+    from memd.git.repo import Repo
+    from memd.locks import acquire
+    from memd.sync.integrate import integrate
+
+    _on, _remote, _every, timeout = settings_of(settings)
+    repo = Repo(home, host)
+    result: dict[str, Any] = {"remote": remote or None, "committed": 0, "merged": False, "fast_forward": False,
+                              "applied": {}, "conflicts": [], "proposals": [], "pushed": False, "rounds": 0,
+                              "head": None}  # fmt: skip
+    for _round in range(MAX_ROUNDS):
+        result["rounds"] += 1
+        if remote:
+            with repo.locked(timeout):
+                _set_remote(repo, remote)
+                _fetch(repo, remote)
+        places = [Place.global_(), *(Place.project(k) for k in list_project_keys(home))]
+        with acquire(home, places, timeout=timeout), repo.locked(timeout):
+            repo.ensure_initial(settings)
+            got = repo.commit(repo.local_places(), subject="changes not committed yet (hand edits)", user=True,
+                              materialize=True, settings=settings, trailers={"Memd-Job": "hand-edit"})  # fmt: skip
+            result["committed"] += 1 if got.sha else 0
+            if remote:
+                integrate(repo, settings, result)
+            result["head"] = repo.git.rev(REF)
+        if not remote or result["head"] is None:
+            return result
+        with repo.locked(timeout):
+            outcome = _push(repo, remote)
+        if outcome == "ok":
+            result["pushed"] = True
+            return result
+        log.info("sync.push_rejected", remote=remote, round=result["rounds"])
+    raise SyncError(f"{remote}: the remote kept moving while we merged ({MAX_ROUNDS} rounds); the next sync retries")
+
+
+def _set_remote(repo: Repo, remote: str) -> None:
+    """`origin` is `memd.sync.remote` (`~` expanded: git does not expand it in a configured path)."""
+    g = repo.git
+    remote = os.path.expanduser(remote) if remote.startswith("~") else remote
+    cur = g.run("config", "--get", f"remote.{REMOTE}.url", ok=(0, 1)).stdout.decode().strip()
+    if cur != remote:
+        g.run("config", f"remote.{REMOTE}.url", remote)
+        g.run("config", "--replace-all", f"remote.{REMOTE}.fetch", f"+refs/heads/*:refs/remotes/{REMOTE}/*")
+
+
+def _fetch(repo: Repo, remote: str) -> None:
+    try:
+        repo.git.run("fetch", "--quiet", "--no-tags", "--prune", REMOTE, timeout=NETWORK_TIMEOUT_SECONDS)
+    except GitError as exc:
+        raise SyncError(f"{remote}: unreachable ({str(exc).removeprefix('git fetch: ')}); "
+                        "local work goes on and the sync is retried") from None  # fmt: skip
+
+
+def _push(repo: Repo, remote: str) -> str:
+    """'ok', or 'rejected' when the remote moved since our fetch (never forced)."""
+    p = repo.git.run("push", "--porcelain", REMOTE, f"{REF}:{REF}", ok=(0, 1, 128), timeout=NETWORK_TIMEOUT_SECONDS)
+    out = p.stdout.decode("utf-8", "replace")
+    if p.returncode == 0:
+        return "ok"
+    if "[rejected]" in out or "fetch first" in out or "non-fast-forward" in out:
+        return "rejected"
+    from memd.git.plumbing import first_line
+
+    why = first_line(p.stderr) or first_line(out) or f"exit {p.returncode}"
+    raise SyncError(f"{remote}: push failed ({why}); local work goes on and the sync is retried")
+
+
+# --------------------------------------------------------------------------- status
+
+
+def status(home: Home, settings: Any) -> dict[str, Any]:
+    """The `sync` field of `memd status`: settings, the last sync, and how far each side is ahead."""
+    on, remote, every_s, _t = settings_of(settings)
+    st = read_state(home)
+    out: dict[str, Any] = {
+        "git": on, "remote": remote or None, "every_minutes": int(every_s // 60),
+        "last_ok": st.get("last_ok"), "last_attempt": st.get("last_attempt"), "last_error": st.get("last_error"),
+        "failures": int(st.get("failures") or 0), "next_try": st.get("next_try"),
+        "ahead": None, "behind": None, "refused": [], "not_synced": [], "conflicts": (st.get("last_result") or {}).get("conflicts", []),
+    }  # fmt: skip
+    try:
+        g = json.loads((home.memd_dir / "gitmem.json").read_text(encoding="utf-8"))
+        out["refused"] = [{"file": v.get("file"), "reason": v.get("reason"), "since": v.get("since")}
+                          for v in (g.get("refused") or {}).values() if isinstance(v, dict)]  # fmt: skip
+        out["not_synced"] = [{"key": k, "identity": v.get("identity"), "synced_key": v.get("shadowed_by")}
+                             for k, v in sorted((g.get("projects") or {}).items())
+                             if isinstance(v, dict) and v.get("shadowed_by")]  # fmt: skip
+    except (OSError, ValueError, AttributeError):
+        pass
+    git = Git(home.memd_dir / "git")  # the repository (`Repo`), read without its lock
+    if on and (git.git_dir / "HEAD").is_file():
+        try:
+            ours, theirs = git.rev(REF), git.rev(REMOTE_REF)
+            if ours and theirs:
+                out["ahead"], out["behind"] = git.counts(ours, theirs)
+            elif ours:
+                out["ahead"], out["behind"] = int(git.run("rev-list", "--count", ours).stdout), 0
+        except GitError as exc:
+            out["last_error"] = out["last_error"] or str(exc)
+    return out
+
+
+def render_status(s: dict[str, Any]) -> str:
+    """One line for `memd status`."""
+    if not s.get("git"):
+        return "sync: off (memd.git is false)"
+    if not s.get("remote"):
+        line = "sync: memory kept in git, no remote (memd.sync.remote)"
+    else:
+        line = f"sync: {s['remote']} every {s['every_minutes']} min — last ok {s.get('last_ok') or 'never'}"
+    if s.get("remote") and s.get("ahead") is not None:
+        line += f", {s['ahead']} ahead / {s['behind']} behind"
+    if s.get("last_error"):
+        line += f"; failing ({s['failures']}×): {s['last_error']}; next try {s.get('next_try')}"
+    for n in s.get("not_synced") or []:
+        line += (f"\n  not synced: project {n.get('key')} — another checkout of {n.get('identity')} "
+                 f"({n.get('synced_key')}) is the one synced")  # fmt: skip
+    for r in s.get("refused") or []:
+        line += f"\n  not committed (never leaves this machine): {r.get('file')} — {r.get('reason')}"
+    return line
+
+
+# --------------------------------------------------------------------------- the daemon's tick
+
+
+_threads: dict[Path, threading.Thread] = {}
+_threads_mu = threading.Lock()
+
+
+def tick(home: Home, settings: Any, logger: Any = None, *, now: float | None = None) -> bool:
+    """Called by the daemon every few seconds: start a sync in the background when one is due.
+
+    Cheap when nothing is due (reads two small files, no git process).
+    """
+    try:
+        on, remote, every_s, _t = settings_of(settings)
+    except (KeyError, TypeError, ValueError):
+        return False
+    if not on or not remote:
+        return False
+    with _threads_mu:
+        t = _threads.get(home.root)
+        if t is not None and t.is_alive():
+            return False
+        st = read_state(home)
+        head = _read_ref(home.memd_dir / "git", REF)
+        if not due(time.time() if now is None else now, st, every_s, ahead=head is not None and head != st.get("pushed")):
+            return False
+        t = threading.Thread(target=_background, args=(home, settings, logger), name="memd-sync", daemon=True)
+        _threads[home.root] = t
+        t.start()
+    return True
+
+
+def _background(home: Home, settings: Any, logger: Any) -> None:
+    try:
+        run(home, settings)
+    except MemdError:
+        pass  # logged and recorded by run(); retried with backoff
+    except Exception as exc:
+        (logger or log).exception("sync.crashed", reason=str(exc))
+
+
+def wait_idle(home: Home, timeout: float = 30.0) -> bool:
+    """For tests and shutdown: wait for a background sync of this home to end."""
+    t = _threads.get(home.root)
+    if t is None:
+        return True
+    t.join(timeout)
+    return not t.is_alive()
