@@ -33,6 +33,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memd.history import store
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import structlog
@@ -257,7 +259,7 @@ def parts(base: Path, work: Path) -> dict[str, float]:
     scan = time.perf_counter() - t
     ref = history.Place("project", KEY)
     t = time.perf_counter()
-    swap.snapshot(Home(work), ref, history.new_run_id(datetime.now(UTC)))
+    swap.snapshot(Home(work), ref, store.new_run_id(datetime.now(UTC)))
     return {"scan_s": scan, "snapshot_s": time.perf_counter() - t}
 
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from jobs.dream.eligibility import advance
 from jobs.dream.plan import DreamOp, Plan
 from memd.clock import iso
+from memd.git.commits import after_run
+from memd.history import store
 from memd.job.context import Deferred, JobContext, RunResult
 from memd.tree import Place
 
@@ -221,14 +223,13 @@ class Snapshot:
         again if the copy failed or no longer matches `live` (see the class docstring)."""
         import shutil
 
-        from memd.history import snapshots as swap
 
         self.settle()
         if not self._copied:
             self._copy()
         elif live is not None and (self.error is not None or self.entry is None
-                                   or _listing(self.entry / swap.FILES_DIR) != _listing(live)):  # fmt: skip
-            shutil.rmtree(swap.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
+                                   or _listing(self.entry / store.FILES_DIR) != _listing(live)):  # fmt: skip
+            shutil.rmtree(store.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
             self.entry, self.error = None, None
             self._copy()
         if self.error is not None:
@@ -239,11 +240,10 @@ class Snapshot:
     def discard(self) -> None:
         import shutil
 
-        from memd.history import snapshots as swap
 
         self.settle()
         if not self.kept:
-            shutil.rmtree(swap.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
+            shutil.rmtree(store.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
 
 
 def _listing(directory: Path) -> dict[str, tuple[int, int, int]]:
@@ -328,7 +328,6 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
             plan: Plan) -> tuple[dict[str, list[dict[str, Any]]], list[Memory]]:  # fmt: skip
     """Snapshot (done already if the model call hid it), stage, check nothing moved under us,
     record, swap. Any failure rolls back."""
-    from memd.history import runs as history
     from memd.history import snapshots as swap
     from memd.history import treecopy
     from memd.index.refresh import write_if_changed
@@ -354,9 +353,10 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
             "changes": changes, "rejected": [{"index": i, "reason": r} for i, r in plan.rejected],
             "input_tokens": plan.input_tokens,
         }  # fmt: skip
-        history.write_run_info(entry, info)
+        store.write_run_info(entry, info)
         snap.kept = True
         swap.swap_in(ctx.home, ref, run_id, staging)
+        after_run(ctx.home, ref, info, ctx.settings)  # the swapped-in directory as one commit when memd.git is on
     except BaseException:
         snap.settle()
         swap.recover_scope(ctx.home, ref, ctx.log)

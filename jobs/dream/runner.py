@@ -47,6 +47,7 @@ from jobs.dream.prompt import (
     summary_note,
 )
 from memd.clock import iso
+from memd.history import store
 from memd.job.context import Deferred, JobContext, RunResult
 from memd.tree import Place
 
@@ -128,7 +129,6 @@ def _model_plan(ctx: JobContext, ref: Place, memories: list[Memory], rules: Rule
 
 
 def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
-    from memd.history import runs as history
     from memd.history import snapshots as swap
     from memd.history import treecopy
 
@@ -152,7 +152,7 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     if not directory.is_dir():
         return RunResult("skipped", "no memories to consolidate")
     sig0 = treecopy.signature(directory)
-    snap = Snapshot(ctx.home, ref, history.new_run_id(ctx.now()))
+    snap = Snapshot(ctx.home, ref, store.new_run_id(ctx.now()))
     try:
         return _plan_and_apply(ctx, target, ref, base, provider, sig0, snap, force)
     finally:

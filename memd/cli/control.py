@@ -153,6 +153,7 @@ def edit_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, gl
     An invalid file is refused with the reason and the memory is left as it was (your edit
     stays in the printed temporary file). A memory changed meanwhile is not overwritten.
     """
+    from memd.memory.change import StaleChange, sha
     from memd.write import apply as memwrite
     from memd.write import control
 
@@ -167,12 +168,12 @@ def edit_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, gl
             applied = None
         else:
             try:
-                applied = control.save_edit(jctx, m, memwrite.sha(data), text, on_wait=_on_wait(as_json))
+                applied = control.save_edit(jctx, m, sha(data), text, on_wait=_on_wait(as_json))
             except memwrite.InvalidMemory as exc:
                 raise memwrite.InvalidMemory(f"{exc}; {_rel(jctx.home, m.path)} is unchanged "
                                              f"(your edit is kept in {copy})") from None  # fmt: skip
-            except memwrite.StaleChange as exc:
-                raise memwrite.StaleChange(f"not saved: {exc} (your edit is kept in {copy})") from None
+            except StaleChange as exc:
+                raise StaleChange(f"not saved: {exc} (your edit is kept in {copy})") from None
             control.discard_copy(copy)
     finally:
         jctx.conn.close()

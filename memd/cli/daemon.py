@@ -25,7 +25,7 @@ def run_cmd(ctx: click.Context) -> None:
     home = get_home(ctx)
     s = st.load(home.settings_file)
     configure(home, level=s.get("memd.logLevel"))
-    sys.exit(Daemon(home, log=get_logger("memd.daemon.loop")).run())
+    sys.exit(Daemon(home, log=get_logger("memd.daemon")).run())
 
 
 def _targets(job: Any, jctx: Any, *, key: str | None, session: str | None, all_: bool,

@@ -18,6 +18,8 @@ import click
 
 from memd.cli import command, get_home, json_out
 from memd.errors import UsageError
+from memd.git.commits import after_run
+from memd.history import store
 from memd.tree import Place
 
 UNDO_LOCK_WAIT = 600.0
@@ -131,12 +133,11 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
     from memd import settings as st
     from memd.clock import system_clock
     from memd.history import runs as history
-    from memd.history import snapshots as swap
     from memd.logs.events import configure, get_logger
 
     home = get_home(ctx)
     ref = _scope(key, glob)
-    if run_id is not None and not swap.RUN_ID.match(run_id):
+    if run_id is not None and not store.RUN_ID.match(run_id):
         raise UsageError(f"{run_id!r} is not a run id (see `memd history`)")
     if ref is None and run_id is None:
         raise UsageError("name the scope: --project KEY or --global (or give a RUN id)")
@@ -153,7 +154,8 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
         info = history.undo(home, s, one, run_id, now=system_clock(),
                             lock_timeout=0.0 if no_wait else UNDO_LOCK_WAIT, on_wait=on_wait,
                             logger=get_logger("memd.undo"))  # fmt: skip
-        row = run_json({**info, "path": str(swap.history_root(home, one) / str(info.get("run")))})
+        after_run(home, one, info, s)  # the undo as one commit when memd.git is on
+        row = run_json({**info, "path": str(store.history_root(home, one) / str(info.get("run")))})
         rows.append(row)
         if not as_json:
             click.echo(f"{one}: restored as before {info.get('undo_of')} "

@@ -41,7 +41,7 @@ def ensure_search_db(home: Any, damaged: str | None = None) -> None:
     from memd.logs.events import get_logger
 
     job = registry.get("index")
-    ctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.index.search"))
+    ctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.search"))
     try:
         for t in job.targets(ctx):
             run_job(ctx, job, t)

@@ -104,7 +104,7 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
     home = get_home(ctx)
     pkey = resolve_key(key, cwd)
     ensure_search_db(home)
-    jctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.agent.recall"))
+    jctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.recall"))
     search = open_readonly(home.search_db)
     try:
         result = recall(jctx, search, query, project_key=pkey, session=session, limit=limit, bodies=bodies)

@@ -45,7 +45,7 @@ def _context(ctx: click.Context) -> Any:
     home = get_home(ctx)
     s = st.load(home.settings_file)
     configure(home, level=s.get("memd.logLevel"), stderr_level="warning")
-    return make_context(home, s, log=get_logger("memd.write.review"))
+    return make_context(home, s, log=get_logger("memd.review"))
 
 
 def _list(ctx: click.Context, as_json: bool) -> None:

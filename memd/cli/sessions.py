@@ -24,7 +24,7 @@ def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
         from memd.logs.events import configure, get_logger
 
         configure(home, level="warning", stderr=True, file=True)
-        return get_logger("memd.ledger.scan")
+        return get_logger("memd.scan")
 
     totals = scan_home(home, key=key, progress=not as_json, log=DeferredLog(setup))
     if as_json:

@@ -49,8 +49,9 @@ or nothing), is listed in `memd/gitmem.json` for `memd status`, and logged.
 Locks: all git work on the repository happens under `memd/locks/git.lock`, a leaf
 lock taken after the scope locks (global → project) and never held while waiting
 for one. Under it, any `*.lock` file git left in the repository is a leftover of a
-killed process and is removed. Hooks (`after_write`, `after_swap`, `after_index`)
-never raise into the write path: a failed commit is logged and the next index run
+killed process and is removed. The writers call `after_run` once their history run
+is durable (extraction, remember/edit/forget, review, MCP, migrations, dream, undo); the
+index job calls `after_index`. Neither raises into the write path: a failed commit is logged and the next index run
 or sync commits the change.
 
 Commits: one per history run of a scope (`Recorder.commit`), so a write that changed
@@ -77,35 +78,14 @@ Where the code is:
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from memd.git.repo import GitBusy, Repo
-from memd.git.worktree import is_quiet
+from memd.history.store import history_root, read_run
 from memd.logs.events import lazy_logger
 from memd.tree import Home, Place
 
-log = lazy_logger("memd.git.commits")
-
-_settings_cache: dict[Path, tuple[tuple[int, int, int], Any]] = {}
-
-
-def load_settings(home: Home) -> Any:
-    """The home's settings, re-read only when the file changed (hooks run on every write)."""
-    from memd import settings as st
-
-    try:
-        s = home.settings_file.stat()
-        sig = (s.st_mtime_ns, s.st_size, s.st_ino)
-    except OSError:
-        return st.defaults()
-    hit = _settings_cache.get(home.root)
-    if hit is not None and hit[0] == sig:
-        return hit[1]
-    loaded = st.load(home.settings_file)
-    _settings_cache[home.root] = (sig, loaded)
-    return loaded
-
+log = lazy_logger("memd.gitmem")
 
 def enabled(settings: Any) -> bool:
     try:
@@ -138,11 +118,22 @@ def _scope_trailer(place: Place) -> str:
     return str(place)
 
 
-def after_write(home: Home, place: Place, info: dict[str, Any]) -> None:
-    """After a history write run (`Recorder.commit`): its files as one commit naming run, job and reason."""
-    if is_quiet():
+def after_run(home: Home, place: Place, info: dict[str, Any] | None, settings: Any) -> None:
+    """What every writer calls once its history run is durable: the run as one commit.
+
+    A write run (`Recorder.commit`'s info) commits its files; a dream or an undo swap
+    (`kind` "dream" or "undo") commits the whole directory. None (nothing changed) commits nothing.
+    """
+    if info is None:
         return
-    settings = load_settings(home)
+    if info.get("kind") == "write":
+        after_write(home, place, info, settings)
+    else:
+        after_swap(home, place, str(info.get("run") or ""), settings)
+
+
+def after_write(home: Home, place: Place, info: dict[str, Any], settings: Any) -> None:
+    """After a history write run (`Recorder.commit`): its files as one commit naming run, job and reason."""
     if not enabled(settings):
         return
 
@@ -159,17 +150,12 @@ def after_write(home: Home, place: Place, info: dict[str, Any]) -> None:
     _guarded("write", go)
 
 
-def after_swap(home: Home, place: Place, run_id: str) -> None:
+def after_swap(home: Home, place: Place, run_id: str, settings: Any) -> None:
     """After a dream (or a dream undo) swapped a whole directory in: one commit of that directory."""
-    if is_quiet():
-        return
-    settings = load_settings(home)
     if not enabled(settings):
         return
 
     def go() -> None:
-        from memd.history.runs import read_run
-        from memd.history.snapshots import history_root
 
         info = read_run(history_root(home, place) / run_id) or {}
         kind = str(info.get("kind") or "dream")
@@ -186,7 +172,7 @@ def after_swap(home: Home, place: Place, run_id: str) -> None:
 
 def after_index(home: Home, place: Place, settings: Any) -> None:
     """The index job's turn: whatever changed by hand in this directory, as the user's commit."""
-    if is_quiet() or not enabled(settings):
+    if not enabled(settings):
         return
 
     def go() -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memd.errors import MemdError
+from memd.errors import ConfigError, MemdError
 
 if TYPE_CHECKING:
     import subprocess
@@ -280,3 +280,11 @@ def _login() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "user"
+
+
+class SyncError(MemdError):
+    """error: the sync could not finish (remote unreachable, refused push); local work goes on."""
+
+
+class SyncNotConfigured(ConfigError):
+    """configuration: memd.git is off, or memd.sync.remote is not set."""

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +33,11 @@ from memd.git.layout import (
     split_path,
 )
 from memd.git.plumbing import BRANCH, REF, Entries, Git, GitError, blob_sha, message, user_identity
-from memd.git.worktree import read_capped, scan_place, write_live
+from memd.git.worktree import Commit, read_capped, scan_place, write_live
 from memd.logs.events import lazy_logger
 from memd.tree import Home, Place
 
-log = lazy_logger("memd.git.commits")
+log = lazy_logger("memd.gitmem")
 
 STATE_FILE = "gitmem.json"
 LOCK_FILE = "git.lock"
@@ -50,14 +49,6 @@ class GitBusy(BusyError):
     """Another memd process holds the repository (`memd/locks/git.lock`) longer than the caller may wait."""
 
 
-@dataclass
-class Commit:
-    """What a commit took in: its id, the files staged and those refused."""
-
-    sha: str | None
-    changed: list[str] = field(default_factory=list)
-    refused: dict[str, str] = field(default_factory=dict)
-    written: dict[Place, list[str]] = field(default_factory=dict)  # files written into live directories
 
 
 class Repo:

@@ -4,46 +4,29 @@ There is no second copy of the files: a commit reads the live directories here
 (`scan_place`: memory files of at most 1 MB, each scanned for secrets, a file
 that fails is refused and recorded, never staged); a sync, an import or a project
 first linked on this machine writes into them here (`write_live`, one undoable
-history run per scope, with the git hooks kept `quiet`).
+history run per scope; the caller commits them).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import threading
-from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memd.fsutil import ensure_private_dir, fsync_dir, read_at_most
-from memd.git.layout import FILE_MODE, MAX_FILE_BYTES, dir_files, is_memory_name
+from memd.git.layout import (
+    FILE_MODE,
+    MAX_FILE_BYTES,
+    dir_files,
+    is_memory_name,
+)
 from memd.git.plumbing import Entries, blob_sha
 from memd.logs.events import lazy_logger
 from memd.tree import Home, Place
 
-if TYPE_CHECKING:
-    from memd.git.repo import Commit
-
-log = lazy_logger("memd.git.commits")
-
-_quiet = threading.local()
-
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """Writes inside a sync or an import already under the git lock: the hooks stay out of the way."""
-    before = getattr(_quiet, "on", False)
-    _quiet.on = True
-    try:
-        yield
-    finally:
-        _quiet.on = before
-
-
-def is_quiet() -> bool:
-    return bool(getattr(_quiet, "on", False))
-
+log = lazy_logger("memd.gitmem")
 
 def scan_place(d: str, live: Path, new: Entries, wanted: set[str] | None, puts: dict[str, bytes], out: Commit,
                exclude: set[str], refused: dict[str, Any]) -> None:  # fmt: skip
@@ -123,7 +106,7 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
     """Write (bytes) or delete (None) memory files of one live directory as one history run.
 
     The caller holds the place's scope lock. The run is undoable like any write
-    (`memd undo`); the git hooks stay quiet (the caller commits).
+    (`memd undo`); it is not committed to git here (the caller commits).
     """
     import tempfile
 
@@ -172,10 +155,19 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
                 os.unlink(tmp)
     if done:
         fsync_dir(live)
-    with quiet():
-        rec.commit()
+    rec.commit()  # no git commit here: the sync or import that called this commits itself
     if settings is not None and done:
         from memd.index.refresh import refresh_place
 
         refresh_place(home, settings, place, system_clock().date())
     return done
+
+
+@dataclass
+class Commit:
+    """What a commit took in: its id, the files staged and those refused."""
+
+    sha: str | None
+    changed: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+    written: dict[Place, list[str]] = field(default_factory=dict)  # files written into live directories

@@ -195,7 +195,7 @@ def _merge_inputs(home: Home, m: Memory, names: list[str]) -> list[tuple[str, st
     A dream run that merged into `m` keeps them in its snapshot; a dream accepted in review
     mode is a write run, whose before-images hold the files it deleted or rewrote."""
     from memd.history.runs import list_runs
-    from memd.history.snapshots import FILES_DIR
+    from memd.history.store import FILES_DIR
     from memd.history.writes import BEFORE_DIR
     from memd.memory.file import MemoryParseError, parse_memory
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 
 from memd.discovery import list_memory_dirs
 from memd.fsutil import atomic_write, ensure_own_dir, ensure_private_dir, fsync_dir, read_regular
+from memd.history.store import FILES_DIR, MAX_JSON_BYTES, RUN_FILE, RUN_ID, SUMS_FILE, history_root
 from memd.history.treecopy import Copied, copy_tree, durable, rmtree
 from memd.locks import LockBusy, acquire
 from memd.logs.events import lazy_logger
@@ -53,20 +53,13 @@ log = lazy_logger("memd.history.runs")  # the name its events have always had
 
 STAGE_PREFIX = ".memory.dream-"
 OLD_PREFIX = ".memory.old-"
-FILES_DIR = "files"
-RUN_FILE = "run.json"
-SUMS_FILE = "sha256.json"  # the snapshot's hashes until write_run_info puts them in run.json
-MAX_JSON_BYTES = 64 << 20  # run.json, modes, journals: memd's own small files; larger is damage
 SWAPS_DIR = "swaps"
-RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
 MODES_FILE = "modes.json"
 
 
 # --------------------------------------------------------------------------- scopes
 
 
-def history_root(home: Home, ref: Place) -> Path:
-    return home.history_dir / ref.history_name
 
 
 def journal_path(home: Home, ref: Place) -> Path:
@@ -192,9 +185,6 @@ def swap_in(home: Home, ref: Place, run_id: str, staging: Path) -> None:
         shutil.rmtree(old)
     _clear_journal(home, ref)
     log.info("memory_dir.swapped", scope=str(ref), run=run_id)
-    from memd.git.commits import after_swap
-
-    after_swap(home, ref, run_id)  # the swapped-in directory as one commit when memd.git is on; never raises
 
 
 # --------------------------------------------------------------------------- recovery

@@ -64,8 +64,7 @@ class Recorder:
     _entry: Path | None = None
 
     def __post_init__(self) -> None:
-        from memd.history.runs import new_run_id
-        from memd.history.snapshots import history_root
+        from memd.history.store import history_root, new_run_id
 
         if not self.run_id:
             self.run_id = new_run_id(self.now)
@@ -75,7 +74,7 @@ class Recorder:
 
     @property
     def entry(self) -> Path:
-        from memd.history.snapshots import history_root
+        from memd.history.store import history_root
 
         return history_root(self.home, self.place) / self.run_id
 
@@ -107,7 +106,7 @@ class Recorder:
 
     def commit(self) -> dict[str, Any] | None:
         """Write `run.json` if anything changed; an entry where nothing changed is removed."""
-        from memd.history.runs import write_run_info
+        from memd.history.store import write_run_info
 
         directory = self.place.memory_dir(self.home)
         files: dict[str, dict[str, Any]] = {}
@@ -125,10 +124,7 @@ class Recorder:
         info = {"run": self.run_id, "scope": str(self.place), "kind": "write", "job": self.job, "reason": self.reason,
                 "time": iso(self.now), "files": files, "changes": changes, **self.extra}  # fmt: skip
         write_run_info(entry, info)
-        from memd.git.commits import after_write
-
-        after_write(self.home, self.place, info)  # one commit per write run when memd.git is on; never raises
-        return info
+        return info  # the writer passes it to `memd.git.commits.after_run` (a commit when memd.git is on)
 
     def discard(self) -> None:
         if self._entry is not None:

@@ -24,7 +24,7 @@ from memd.memory.file import INDEX_NAME, Memory
 from memd.memory.scan import DEFAULT_MAX_FILE_BYTES, Problem, scan_dir
 from memd.tree import Home
 
-log = structlog.get_logger("memd.index.refresh")
+log = structlog.get_logger("memd.indexer")
 
 
 @dataclass

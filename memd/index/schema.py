@@ -23,7 +23,7 @@ from memd.fsutil import PRIVATE_FILE, UnusableFile, check_regular_or_absent, ens
 from memd.index.search import BUSY_TIMEOUT_S, SEGMENTER
 from memd.logs.events import lazy_logger
 
-log = lazy_logger("memd.index.search")  # the search DB's events keep the logger name they always had
+log = lazy_logger("memd.search")  # the search DB's events keep the logger name they always had
 
 SCHEMA_VERSION = 1
 

@@ -73,7 +73,7 @@ from pathlib import Path
 
 from memd.logs.events import lazy_logger
 
-log = lazy_logger("memd.index.search")  # structlog on first use: the hook commands never pay for it
+log = lazy_logger("memd.search")  # structlog on first use: the hook commands never pay for it
 
 SEGMENTER = "zwsp-v1"
 ZWSP = "\u200b"

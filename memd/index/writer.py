@@ -32,7 +32,7 @@ from memd.logs.events import lazy_logger
 from memd.memory.file import Memory
 from memd.tree import Home
 
-log = lazy_logger("memd.index.search")  # the search DB's events keep the logger name they always had
+log = lazy_logger("memd.search")  # the search DB's events keep the logger name they always had
 
 DirKey = tuple[str, str | None]
 T = TypeVar("T")

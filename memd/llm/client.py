@@ -78,7 +78,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only, never imported at run time
 
 __all__ = ["LLM"]
 
-log = structlog.get_logger("memd.llm.client")
+log = structlog.get_logger("memd.llm")
 
 # How often a backoff wait asks `should_stop`: a stop request is noticed this fast between attempts.
 STOP_POLL_S = 0.25

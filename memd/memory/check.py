@@ -19,7 +19,7 @@ from memd.memory.scan import scan_dir
 from memd.tree import Home, Place
 
 if TYPE_CHECKING:
-    from memd.write.apply import Change
+    from memd.memory.change import Change
 
 __all__ = ["USER_BODY_MAX", "InvalidMemory", "check_names", "check_text"]
 

@@ -26,7 +26,7 @@ from memd.logs.events import lazy_logger
 # libyaml's safe loader parses front matter ~10x faster than the pure-Python one; same safety.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-log = lazy_logger("memd.memory.file")  # structlog on first use: the hook commands never pay for it
+log = lazy_logger("memd.memories")  # structlog on first use: the hook commands never pay for it
 
 TYPES: tuple[str, ...] = ("user", "feedback", "project", "reference")
 INDEX_NAME = "MEMORY.md"

@@ -22,7 +22,7 @@ from memd.fsutil import read_at_most
 from memd.logs.events import lazy_logger
 from memd.memory.file import Memory, MemoryParseError, is_candidate_name, parse_memory
 
-log = lazy_logger("memd.memory.file")  # the scan's events keep the logger name they always had
+log = lazy_logger("memd.memories")  # the scan's events keep the logger name they always had
 
 DEFAULT_MAX_FILE_BYTES = 1024 * 1024
 

@@ -17,15 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from memd.git.layout import GLOBAL_DIR, MANIFEST, dir_files, dump_manifest, free_name, merge_manifests, split_path
-from memd.git.plumbing import REF, REMOTE_REF, Entries, blob_sha
+from memd.git.plumbing import REF, REMOTE_REF, Entries, SyncError, blob_sha
 from memd.git.repo import Repo
 from memd.git.worktree import write_live
 from memd.logs.events import lazy_logger
 from memd.sync.merge import Merged, merge_entries, merged_text
-from memd.sync.run import SyncError
 from memd.tree import Home, Place
 
-log = lazy_logger("memd.sync.run")
+log = lazy_logger("memd.sync")
 
 
 def integrate(repo: Repo, settings: Any, result: dict[str, Any]) -> None:

@@ -44,16 +44,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memd.errors import ConfigError, MemdError
+from memd.errors import MemdError
 from memd.fsutil import atomic_write
-from memd.git.plumbing import REF, REMOTE, REMOTE_REF, Git, GitError
+from memd.git.plumbing import REF, REMOTE, REMOTE_REF, Git, GitError, SyncError, SyncNotConfigured
 from memd.logs.events import lazy_logger
 from memd.tree import Home, Place
 
 if TYPE_CHECKING:
     from memd.git.repo import Repo
 
-log = lazy_logger("memd.sync.run")
+log = lazy_logger("memd.sync")
 
 STATE_FILE = "sync.json"
 MAX_ROUNDS = 4
@@ -63,12 +63,8 @@ BACKOFF_MAX_SECONDS = 3600.0
 NETWORK_TIMEOUT_SECONDS = 300.0
 
 
-class SyncError(MemdError):
-    """error: the sync could not finish (remote unreachable, refused push); local work goes on."""
 
 
-class SyncNotConfigured(ConfigError):
-    """configuration: memd.git is off, or memd.sync.remote is not set."""
 
 
 # --------------------------------------------------------------------------- state for status and the daemon

@@ -17,16 +17,16 @@ are refreshed afterwards.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memd.clock import iso
-from memd.errors import MemdError
 from memd.fsutil import atomic_write, ensure_private_dir
+from memd.git.commits import after_run
 from memd.job.context import JobContext
+from memd.memory.change import Change, StaleChange, current_sha
 from memd.memory.check import InvalidMemory as InvalidMemory  # re-exported: the write path's refusals
 from memd.memory.check import check_names
 from memd.memory.check import check_text as check_text
@@ -36,6 +36,7 @@ from memd.memory.file import (
     memory_path,
     render_memory,
 )
+from memd.memory.names import child
 from memd.memory.scan import scan_dir
 from memd.tree import Place
 
@@ -63,44 +64,12 @@ class Applied:
         return out
 
 
-@dataclass(frozen=True)
-class Change:
-    """One file a write changes, planned and not yet done: exactly the bytes it will hold.
-
-    `base` is the sha256 of the file's bytes when the change was planned (None: no file);
-    a change is only ever applied onto that base (`apply_changes` re-checks it).
-    """
-
-    scope: str  # "global" | "project"
-    key: str | None  # the project's key; None for the drawer
-    file: str  # file name inside the scope's memory directory
-    action: str  # "add" | "update" | "delete"
-    name: str
-    text: str | None  # the new content; None for a delete
-    base: str | None
-    label: str = ""
-
-    @property
-    def place(self) -> Place:
-        return Place.memory(None if self.scope == "global" else self.key)
 
 
-class StaleChange(MemdError):
-    """A planned change whose file changed since it was planned: re-checked, not applied (exit 1)."""
 
 
-def sha(data: bytes | None) -> str | None:
-    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
-def current_sha(path: Path) -> str | None:
-    """The hash of a memory file's bytes now; None when there is no regular file."""
-    try:
-        if path.is_symlink() or not path.is_file():
-            return None
-        return sha(path.read_bytes())
-    except OSError:
-        return None
 
 
 def scope_dir(ctx: JobContext, scope: str, key: str) -> Path:
@@ -312,18 +281,13 @@ def _commit(ctx: JobContext, changes: Sequence[Change], *, job: str, reason: str
         atomic_write(path, c.text)
         ctx.log.info("memory.written", path=str(path), bytes=len(c.text.encode("utf-8")))
         (out.added if c.base is None else out.updated).append(c.label)
-    for rec in recorders.values():
+    for place, rec in recorders.items():
         info = rec.commit()
         if info is not None:
             out.runs.append(info["run"])
+            after_run(ctx.home, place, info, ctx.settings)  # one commit per scope's run when memd.git is on
 
 
-def child(directory: Path, file: str) -> Path:
-    """`directory/file` for a memory file name (from a scan or a confined slug): never a path, never the index."""
-    if (not isinstance(file, str) or "/" in file or "\\" in file or "\x00" in file or file.startswith(".")
-            or not file.endswith(".md") or file == "MEMORY.md" or len(file.encode("utf-8", "surrogatepass")) > 255):
-        raise ValueError(f"not a memory file name: {file!r}")
-    return directory / file
 
 
 def _rel(ctx: JobContext, path: Path) -> str:

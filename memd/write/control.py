@@ -8,7 +8,7 @@ mode does not hold them back (the user is the reviewer); read-only refuses them.
 `remember` redacts the text **before** anything is derived from it: the name, the
 file name, the description, `MEMORY.md` and the search rows only ever see the
 redacted text. Offline (or when the model's answer is unusable), the offline
-extraction rules type, name and scope it (`jobs.extract.offline`); with a model,
+extraction rules type, name and scope it (`memd.memory.classify`); with a model,
 the small model proposes type, scope, name and description, and its JSON answer
 is validated like any model output (`memd.memory.operations`). The body is the text as
 said (redacted); options given on the command line always win.
@@ -28,6 +28,7 @@ from typing import Any
 from memd.clock import iso
 from memd.errors import MemdError, UsageError
 from memd.job.context import JobContext
+from memd.memory.change import Change
 from memd.memory.file import Memory
 from memd.tree import Home, Place
 
@@ -71,7 +72,7 @@ def _description(redacted: str) -> str:
 
 def offline_fields(redacted: str, scope: str | None) -> dict[str, str]:
     """Type, scope, name and description by the offline extraction rules."""
-    from jobs.extract.offline import classify, name_for, scope_of
+    from memd.memory.classify import classify, name_for, scope_of
 
     clean = _clean(redacted)
     got = classify(clean)
@@ -223,7 +224,7 @@ def save_edit(ctx: JobContext, m: Memory, base: str | None, text: str, *, on_wai
 
     memwrite.check_text(text, m.path.name)
     place = Place.memory(m.project_key if m.scope == "project" else None)
-    change = memwrite.Change(m.scope, m.project_key if m.scope == "project" else None, m.path.name, "update",
+    change = Change(m.scope, m.project_key if m.scope == "project" else None, m.path.name, "update",
                              m.name, text, base, f"{m.scope}:{m.path.stem}")  # fmt: skip
     with acquire(ctx.home, [place], timeout=_lock_timeout(ctx), on_wait=on_wait):
         return memwrite.apply_changes(ctx, [change], job="edit", reason=f"memd edit {m.name}", provider="user")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memd.discovery import list_project_keys, session_cwd
+from memd.git.commits import after_run
 from memd.keys import memory_key_for_session
 from memd.tree import Home, Place
 
@@ -100,7 +101,11 @@ def move_memories(home: Home, settings: Any, src_key: str, dst_key: str, now: da
             out.before(f)
             f.unlink()
         fsync_dir(src.memory_dir(home))
-        infos = [i for i in (out.commit(), into.commit()) if i is not None]
+        infos = []
+        for place, rec in ((src, out), (dst, into)):
+            info = rec.commit()
+            after_run(home, place, info, settings)  # one commit per scope's run when memd.git is on
+            infos += [info] if info is not None else []
         for place in (src, dst):
             refresh_place(home, settings, place, now.date())
     return {"from": src_key, "to": dst_key, "run": out.run_id if infos else None, "moved": moved, "same": same}

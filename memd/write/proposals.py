@@ -56,7 +56,7 @@ from memd.tree import Home, Place
 
 if TYPE_CHECKING:  # memwrite (and the YAML it loads) is imported where a proposal is made or applied,
     from memd.job.context import JobContext  # so that `memd status`, which counts proposals, stays light
-    from memd.write.apply import Change
+    from memd.memory.change import Change
 
 DIR_NAME = "proposals"
 INFO = "proposal.json"
@@ -102,7 +102,7 @@ class Proposal:
 
     def planned(self) -> list[Change]:
         """The proposal as changes for `memwrite.apply_changes`, texts read from `proposed/`."""
-        from memd.write.apply import Change
+        from memd.memory.change import Change
 
         out = []
         for n, c in enumerate(self.changes):
@@ -243,7 +243,8 @@ def create(
 ) -> Proposal:
     """Store `changes` as a proposal (nothing is written to a memory directory). The same
     changes already waiting are that proposal, returned as is."""
-    from memd.write.apply import StaleChange, child, sha
+    from memd.memory.change import StaleChange, sha
+    from memd.memory.names import child
     home = ctx.home
     fp = _fingerprint(changes)
     for p in list_proposals(home):
@@ -298,7 +299,7 @@ def create(
 
 
 def _change_json(c: Change) -> dict[str, Any]:
-    from memd.write.apply import sha
+    from memd.memory.change import sha
 
     return {"scope": c.scope, "key": c.key, "file": c.file, "action": c.action, "name": c.name, "base": c.base,
             "proposed": None if c.text is None else sha(c.text.encode("utf-8")), "label": c.label or c.file}  # fmt: skip
@@ -343,8 +344,9 @@ def propose_directory_change(
     where dream would have swapped its staging directory in.
     """
     from memd.memory import readonly
+    from memd.memory.change import Change, current_sha, sha
     from memd.memory.file import MemoryParseError, parse_memory
-    from memd.write.apply import Change, child, current_sha, sha
+    from memd.memory.names import child
 
     scope = "global" if place.is_global else "project"
     key = None if place.is_global else place.key

@@ -53,8 +53,8 @@ def accept(ctx: JobContext, pid: str, *, lock_timeout: float,
     """
     from memd.locks import acquire
     from memd.memory import readonly
+    from memd.memory.change import StaleChange
     from memd.write import apply as memwrite
-    from memd.write.apply import StaleChange
 
     p = load(ctx.home, pid)
     try:
@@ -94,8 +94,8 @@ def reject(ctx: JobContext, pid: str) -> Proposal:
 
 def replace_proposed(ctx: JobContext, pid: str, n: int, text: str) -> Proposal:
     """A user's edit of one proposed file: validated (InvalidMemory, the proposal unchanged), then kept."""
+    from memd.memory.change import sha
     from memd.write import apply as memwrite
-    from memd.write.apply import sha
 
     p = load(ctx.home, pid)
     changes = p.changes
@@ -123,7 +123,8 @@ def rebase(ctx: JobContext, pid: str) -> Proposal:
     Nothing is applied; the proposed texts stay as they were. A delete of a file that is
     gone already is dropped.
     """
-    from memd.write.apply import child, sha
+    from memd.memory.change import sha
+    from memd.memory.names import child
 
     p = load(ctx.home, pid)
     planned = p.planned()

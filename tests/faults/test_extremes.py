@@ -36,6 +36,7 @@ import pytest
 
 import jobs.extract as extract
 import jobs.index as index_job
+from memd.history import store
 from memd.job.runner import run_job
 from memd.memory.scan import scan_dir
 from memd.tree import Place
@@ -406,15 +407,14 @@ def test_a_damaged_state_db_is_one_line(demo: Path, tmp_path: Path, how: str) ->
 
 def _dream_entry(home: Path) -> tuple[Any, str]:
     """A dream's history entry of the drawer, made through memd.history.runs as a dream makes it."""
-    from memd.history import runs as history
     from memd.history import snapshots as swap
     from memd.tree import Home, Place
 
     h = Home(home)
     ref = Place.global_()
-    run_id = history.new_run_id(datetime.now(UTC))
+    run_id = store.new_run_id(datetime.now(UTC))
     entry = swap.snapshot(h, ref, run_id)
-    history.write_run_info(entry, {"run": run_id, "scope": "global", "kind": "dream", "time": datetime.now(UTC).isoformat(),
+    store.write_run_info(entry, {"run": run_id, "scope": "global", "kind": "dream", "time": datetime.now(UTC).isoformat(),
                                    "provider": "offline", "changes": {}})  # fmt: skip
     return entry, run_id
 

@@ -75,7 +75,7 @@ def test_stdlib_loggers_such_as_apscheduler_become_json_lines(home: Home) -> Non
 
 def test_exceptions_become_a_string_field(home: Home) -> None:
     logs.configure(home, stderr=False)
-    log = logs.get_logger("memd.daemon.loop")
+    log = logs.get_logger("memd.daemon")
     try:
         _ = 1 / 0
     except ZeroDivisionError:
@@ -92,7 +92,7 @@ def test_exceptions_become_a_string_field(home: Home) -> None:
 
 def test_prompts_messages_and_keys_are_redacted(home: Home) -> None:
     logs.configure(home, stderr=False)
-    logs.get_logger("memd.llm.client").info(
+    logs.get_logger("memd.llm").info(
         "model.called",
         prompt="the user's whole transcript",
         system="you are a memory extractor",
@@ -127,7 +127,7 @@ def test_secrets_in_free_text_are_redacted_at_any_depth(home: Home) -> None:
     npm = "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     hook = "T0ABCDEFG/B0ABCDEFGHI/" + "AbCdEfGhIjKlMnOpQrStUvWx"
     logs.configure(home, stderr=False)
-    log = logs.get_logger("memd.llm.client")
+    log = logs.get_logger("memd.llm")
     log.warning(
         "model.failed",
         error=f'400 {{"error": {{"message": "API key not valid: {key}"}}}}',

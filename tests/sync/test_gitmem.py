@@ -8,6 +8,7 @@ from pathlib import Path
 from memd.git.repo import Repo
 from memd.history import runs as history
 from memd.history import snapshots as swap
+from memd.history import store
 from memd.tree import Home, Place
 from tests.sync.helpers import git, hand_write, log_subjects, make_home, memd_write, settings_of, text
 
@@ -88,12 +89,12 @@ def test_a_dream_swap_is_one_commit(tmp_path: Path) -> None:
     for n in ("a", "b"):
         memd_write(home, None, f"{n}.md", text(n, f"memory {n}"))
     place = Place.global_()
-    run_id = history.new_run_id(datetime.now(UTC))
+    run_id = store.new_run_id(datetime.now(UTC))
     entry = swap.snapshot(home, place, run_id)
     staged = swap.stage(home, place, run_id, source=home.global_memory, link=True)
     (staged.path / "b.md").unlink()
     swap.seal(staged)
-    history.write_run_info(entry, {"run": run_id, "scope": "global", "kind": "dream", "provider": "offline",
+    store.write_run_info(entry, {"run": run_id, "scope": "global", "kind": "dream", "provider": "offline",
                                    "changes": {"deleted": [{"name": "b", "file": "b.md"}]}})  # fmt: skip
     swap.swap_in(home, place, run_id, staged.path)
     assert log_subjects(home)[0] == "dream: consolidation (offline) (1 deleted)"

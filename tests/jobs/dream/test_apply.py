@@ -23,6 +23,7 @@ from jobs import dream
 from memd.discovery import classify_path, list_memory_dirs
 from memd.history import runs as history
 from memd.history import snapshots as swap
+from memd.history import store
 from memd.index.refresh import refresh_dir
 from memd.job.runner import run_job
 from memd.tree import Home, Place
@@ -94,7 +95,7 @@ def _crash_state(home: Path, point: str) -> tuple[dict[str, bytes], dict[str, by
     write_mem(d, "a", "a", "project", "old a")
     write_mem(d, "b", "b", "project", "old b")
     old = files_of(d)
-    run_id = history.new_run_id(datetime.now(UTC))
+    run_id = store.new_run_id(datetime.now(UTC))
     if point == "mid-snapshot":
         (h.history_dir / ref.history_name / run_id / "files").mkdir(parents=True)
         return old, {}
@@ -106,7 +107,7 @@ def _crash_state(home: Path, point: str) -> tuple[dict[str, bytes], dict[str, by
     new = files_of(staging)
     if point == "staged":
         return old, new
-    history.write_run_info(entry, {"run": run_id, "scope": str(ref), "kind": "dream", "changes": {}})
+    store.write_run_info(entry, {"run": run_id, "scope": str(ref), "kind": "dream", "changes": {}})
     if point == "recorded":
         return old, new
     swap._write_journal(h, ref, {"scope": str(ref), "run": run_id, "had_memory": True})

@@ -22,6 +22,7 @@ from jobs.dream.eligibility import DreamLock, scopes
 from memd.fsutil import atomic_write
 from memd.history import runs as history
 from memd.history import snapshots as swap
+from memd.history import store
 from memd.job.context import get_cursor
 from memd.job.runner import run_job
 from memd.locks import acquire, lock_path
@@ -143,10 +144,10 @@ def test_a_snapshot_swept_during_the_model_call_is_taken_again(home: Path, monke
     swept: list[Any] = []
 
     def responder(body: dict[str, Any]) -> Any:
-        root = swap.history_root(h, ref)
+        root = store.history_root(h, ref)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not any(
-            _listing(e / swap.FILES_DIR) == _listing(d) for e in (root.iterdir() if root.exists() else [])
+            _listing(e / store.FILES_DIR) == _listing(d) for e in (root.iterdir() if root.exists() else [])
         ):
             time.sleep(0.01)  # the copy is done (it runs in the dream's thread)
         with acquire(h, [ref], timeout=10):
