@@ -33,7 +33,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memd.history import runs as history
+from memd.history import snapshots as swap
 from memd.history import store
+from memd.llm.client import LLM
+from memd.llm.types import LLMConfig
+from memd.memory.scan import scan_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -150,7 +155,6 @@ def build_sessions(home: Path, rng: random.Random) -> None:
 def scripted_plan(home: Path, plan: dict[str, list[str]]) -> str:
     d = home / "projects" / KEY / "memory"
     ops: list[dict[str, Any]] = []
-    from memd.memory.scan import scan_dir
 
     by = {m.name: m for m in scan_dir(d, "project", KEY).memories}
     for n in plan["pairs"]:
@@ -188,8 +192,6 @@ class TimedLLM:
 
 
 def make_ctx(home: Path, url: str | None, provider: str) -> tuple[JobContext, list[TimedLLM]]:
-    from memd.llm.client import LLM
-    from memd.llm.types import LLMConfig
 
     made: list[TimedLLM] = []
     s = parse_text(json.dumps({"memd": {"provider": provider}}))
@@ -246,9 +248,6 @@ def offline_run(base: Path, work: Path) -> dict[str, Any]:
 
 def parts(base: Path, work: Path) -> dict[str, float]:
     """Two fixed costs inside the overhead, timed alone: one YAML scan of the scope, one snapshot."""
-    from memd.history import runs as history
-    from memd.history import snapshots as swap
-    from memd.memory.scan import scan_dir
 
     if work.exists():
         shutil.rmtree(work)

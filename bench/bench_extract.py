@@ -43,6 +43,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memd.llm.client import LLM
+from memd.llm.types import LLMConfig
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import structlog
@@ -120,8 +123,6 @@ class Script:
 
 def make_llm(url: str, sink: list[dict[str, Any]]) -> Any:
     """A real `memd.llm.client.LLM` at the fake; every answered call's usage lands in `sink`."""
-    from memd.llm.client import LLM
-    from memd.llm.types import LLMConfig
 
     config = LLMConfig(provider="anthropic", base_url=url, api_key="bench", timeout_s=30.0, max_retries=0,
                        daily_token_budget=0)  # fmt: skip

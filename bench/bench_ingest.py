@@ -28,6 +28,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memd import state
+from memd.discovery import discover_sessions
+from memd.ledger import files as ledgerfiles
+from memd.ledger import store as ledger
+from memd.transcripts.fold import Folder
+from memd.transcripts.lines import LineReader
+from memd.transcripts.records import RECORD
+from memd.transcripts.tally import Tally, UsageBook
+from memd.tree import Home
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
@@ -62,10 +72,6 @@ def ingest_in_process(home: Path) -> tuple[float, float]:
     """(wall, CPU) seconds of `ledger.ingest_many` (what `memd scan` runs) over every session from a
     fresh ledger, in this process: the reading, folding and ledger writes without the `memd scan`
     process's start and imports."""
-    from memd import state
-    from memd.ledger import files as ledgerfiles
-    from memd.ledger import store as ledger
-    from memd.tree import Home
 
     shutil.rmtree(home / "memd", ignore_errors=True)
     h = Home(home)
@@ -83,10 +89,6 @@ def breakdown(home: Path) -> dict:
     """CPU seconds of each stage of the ingest over the same bytes, best of three, in this process:
     reading and splitting lines, + the typed decode, + the fold, the whole ingest as `memd scan`
     runs it (+ the ledger's SQLite writes); and orjson parse-only over the same split lines."""
-    from memd.transcripts.fold import Folder
-    from memd.transcripts.lines import LineReader
-    from memd.transcripts.records import RECORD
-    from memd.transcripts.tally import Tally, UsageBook
 
     files = sorted((home / "projects").rglob("*.jsonl"))
 
@@ -189,10 +191,6 @@ def ingest_bench(work: Path, mb: int, runs: int = 1, split: bool = False) -> dic
 
 def append_bench(work: Path) -> dict:
     """A warm ledger (as in the daemon): one 1 KB append to a 100 MB transcript."""
-    from memd import state
-    from memd.discovery import discover_sessions
-    from memd.ledger import store as ledger
-    from memd.tree import Home
 
     home = Home(work / "append")
     p = home.projects / "k" / "s.jsonl"

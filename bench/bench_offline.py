@@ -34,6 +34,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from jobs.extract import offline
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import REPO, write_section
@@ -161,7 +163,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
     args = ap.parse_args(argv)
 
-    from jobs.extract import offline
 
     rows = load_rows()
     now = judge(offline, rows)

@@ -27,6 +27,12 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+from jobs.extract import prompt
+from memd.index.refresh import refresh_all
+from memd.memory.file import render_memory, write_memory
+from memd.memory.operations import slugify
+from memd.tree import Home
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import REPO, pct, write_section
@@ -58,10 +64,6 @@ def module_at(rev: str) -> ModuleType:
 
 def lay_out(root: Path, pool: dict[str, Any]) -> Any:
     """A home holding the pool's memories, its indexes and search database; a context for `_related`."""
-    from memd.index.refresh import refresh_all
-    from memd.memory.file import render_memory, write_memory
-    from memd.memory.operations import slugify
-    from memd.tree import Home
 
     home = Home(root)
     for m in pool["memories"]:
@@ -107,7 +109,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
     args = ap.parse_args(argv)
 
-    from jobs.extract import prompt
 
     k = prompt.RELATED_BODIES
     pools, cases = load()

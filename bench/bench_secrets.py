@@ -52,16 +52,20 @@ import os
 import platform
 import random
 import re
+import shutil
 import statistics
 import string
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from memd.redact import redactor as mod
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -651,7 +655,6 @@ def memd_before() -> Candidate | str:
 
 
 def memd_now() -> Candidate:
-    from memd.redact import redactor as mod
 
     return Candidate("memd", lambda t: [s for _, s in mod.find_secrets(t)], f"none (memd, {len(mod.RULES)} rules)")
 
@@ -686,8 +689,6 @@ def detect_secrets_candidate() -> Candidate | str:
     except ImportError:
         return "not installed (pip install detect-secrets)"
     import atexit
-    import shutil
-    import tempfile
 
     ctx = default_settings()
     ctx.__enter__()  # every plugin, default filters, for the whole run

@@ -27,6 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memd.llm.client import LLM
+from memd.llm.types import LLMConfig
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import structlog
@@ -65,8 +68,6 @@ def estimate(body: dict[str, Any]) -> int:
 
 
 def make_llm(url: str) -> Any:
-    from memd.llm.client import LLM
-    from memd.llm.types import LLMConfig
 
     config = LLMConfig(
         provider="anthropic", small_model="claude-haiku-4-5", strong_model="claude-sonnet-4-6", base_url=url,

@@ -25,6 +25,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from memd.fsutil import atomic_write
+from memd.git.repo import Repo
+from memd.history.writes import Recorder
+from memd.logs.events import cli_defaults
+from memd.memory.file import render_memory
+from memd.settings import load
+from memd.tree import Home, Place
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
@@ -43,7 +51,6 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _memory(i: int) -> str:
-    from memd.memory.file import render_memory
 
     body = (f"Decision {i}: the service keeps its queue in Postgres, not Redis, because the team "
             "already runs Postgres and the queue is small. **Why:** one less system to operate. "
@@ -76,14 +83,8 @@ def _memd(home: Path, *args: str, host: str = "bench") -> tuple[float, dict]:
 def commits(work: Path, n: int) -> dict:
     """In-process, as the hooks run: the first commit, then single writes."""
     os.environ.update(GIT_ENV)
-    from memd.logs.events import cli_defaults
 
     cli_defaults()  # warnings to stderr; stdout is the result
-    from memd.fsutil import atomic_write
-    from memd.git.repo import Repo
-    from memd.history.writes import Recorder
-    from memd.settings import load
-    from memd.tree import Home, Place
 
     home = Home(_home(work / "commit", n, {"memd": {"git": True}}))
     s = load(home.settings_file)

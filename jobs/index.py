@@ -11,10 +11,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from memd.clock import iso
 from memd.discovery import list_memory_dirs
 from memd.fsutil import ensure_private_dir
+from memd.git.commits import after_index
+from memd.index.schema import LAYOUT, problem, set_aside
 from memd.job.context import JobContext, RunResult
 from memd.tree import Place
+from memd.write.apply import refresh_scope
 
 NAME = "index"
 TRIGGER = "any change in a memory directory (within a second), and a periodic reconcile"
@@ -37,7 +41,6 @@ def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
 
 
 def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
-    from memd.write.apply import refresh_scope
 
     if target.kind == "global":
         directory, scope, key = ctx.home.global_memory, "global", None
@@ -55,7 +58,6 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         swept += sweep_temp_files(ctx.home.root, ctx.now().timestamp(), only=f".{ctx.home.drawer_render.name}.")
         if not ctx.home.memd_dir.is_symlink():  # never through a link (memd's own directory)
             swept += sweep_temp_files(ctx.home.memd_dir, ctx.now().timestamp())
-    from memd.git.commits import after_index
 
     after_index(ctx.home, target, ctx.settings)  # hand edits become the user's commit when memd.git is on
     result = refresh_scope(ctx, scope, key)
@@ -72,7 +74,6 @@ def _check_search_db(ctx: JobContext) -> None:
     page no write touched (a bad sector, a copy cut short) is looked for here, at every drawer
     refresh and reconcile, and a damaged database is set aside; the refresh rebuilds it from
     every memory directory (`searchindex`: a new database is filled whole on its first sync)."""
-    from memd.index.schema import LAYOUT, problem, set_aside
 
     why = problem(ctx.home.search_db)
     if why is not None and not why.startswith(LAYOUT):
@@ -106,7 +107,6 @@ def sweep_temp_files(directory: Path, now: float, only: str = ".") -> int:
 
 def record_problems(ctx: JobContext, scope: str, problems: list[tuple[str, str]], warning: str | None) -> None:
     """Replace this scope's problems in state, so `memd status` shows the current ones."""
-    from memd.clock import iso
 
     now = iso(ctx.now())
     source = f"memory:{scope}"

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from memd.errors import MemdError
@@ -220,7 +221,6 @@ def atomic_write(path: Path, data: bytes | str, mode: int = PRIVATE_FILE) -> Non
         raise OSError(f"{path}: refusing to replace a symlink")
     parent = path.parent
     ensure_private_dir(parent)
-    import tempfile  # here: the commands that only read (and `memd scan`) never load it
 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     try:

@@ -13,10 +13,16 @@ never falls back to defaults that would turn memory or the API back on.
 from __future__ import annotations
 
 import copy
+import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from memd.fsutil import UnusableFile, atomic_write, read_regular
+from memd.keyfile import load_key
 
 # Field specs: (dotted path, kind, default). Kinds: bool, int:<lo>..<hi> (an integer in that range,
 # both ends included), share (a number from 0 to 1), str (at most MAX_STR characters), choice:<a|b>.
@@ -199,7 +205,6 @@ def _show_key(dotted: str) -> str:
 
 
 def _show(value: Any) -> str:
-    import json
 
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -211,7 +216,6 @@ def parse_text(text: str, source: str = "settings.json") -> Settings:
     A text that does not parse gives defaults with `broken` set: the caller (`load`)
     decides what stands in for it; this function stays pure.
     """
-    import json
 
     warnings: list[str] = []
     strict = True
@@ -257,7 +261,6 @@ def _without_comments(text: str) -> str:
 
 
 def _json_where(exc: BaseException) -> str:
-    import json
 
     if isinstance(exc, json.JSONDecodeError):
         return f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
@@ -266,7 +269,6 @@ def _json_where(exc: BaseException) -> str:
 
 def _where(exc: BaseException) -> str:
     """json5's message (`<string>:LINE Unexpected … at column COL`) as `line L, column C: …`."""
-    import re
 
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     m = re.match(r"<string>:(\d+) (.*) at column (\d+)$", text)
@@ -289,7 +291,6 @@ def load(path: Path) -> Settings:
     in its place would hang every command, a huge file would cost seconds at each one; both are
     refused like a syntax error, keeping the last settings that parsed.
     """
-    from memd.fsutil import UnusableFile, read_regular
 
     try:
         raw = read_regular(path, MAX_FILE_BYTES)
@@ -317,10 +318,7 @@ def _last_good_path(path: Path) -> Path:
 
 def _keep_last_good(path: Path, s: Settings) -> None:
     """Remember settings that parsed, for the day the file does not (only in a home memd already uses)."""
-    import json
-    import stat
 
-    from memd.fsutil import read_regular
 
     target = _last_good_path(path)
     try:  # memd's own directory, never through a link (`fsutil.ensure_own_dir`)
@@ -335,7 +333,6 @@ def _keep_last_good(path: Path, s: Settings) -> None:
     except OSError:
         pass
     try:
-        from memd.fsutil import atomic_write
 
         atomic_write(target, data.encode())
     except OSError:
@@ -344,9 +341,7 @@ def _keep_last_good(path: Path, s: Settings) -> None:
 
 def _closed(path: Path, s: Settings) -> Settings:
     """A file that does not parse: the last good settings, or defaults that refuse model jobs."""
-    import json
 
-    from memd.fsutil import read_regular
 
     why = s.broken or f"{path}: unusable"
     try:
@@ -386,9 +381,7 @@ def effective_provider(
     private key file under `memd_dir`), otherwise the deterministic offline
     provider; an explicit `anthropic` without a key makes model jobs wait.
     """
-    import os
 
-    from memd.llm.keyfile import load_key
 
     env = dict(os.environ) if env is None else env
     key, problem = (env.get("ANTHROPIC_API_KEY") or None), None

@@ -16,6 +16,7 @@ from memd.clock import iso
 from memd.discovery import discover_sessions
 from memd.job.context import JobContext, llm_config, record_call, tokens_today
 from memd.ledger import store as ledger
+from memd.llm.client import LLM
 from memd.tree import Home
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -28,7 +29,6 @@ def make_settings(memd: dict[str, Any] | None = None, memory: dict[str, Any] | N
 def context(home: Path, settings: st.Settings, *, fake_url: str | None = None, now: datetime = NOW,
             sleep: Any = None) -> JobContext:  # fmt: skip
     """A context whose model layer is the real `memd.llm.client.LLM` talking to `fake_url`."""
-    from memd.llm.client import LLM
 
     h = Home(home)
     conn = state.connect(h.state_db)

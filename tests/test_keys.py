@@ -8,6 +8,7 @@ submodules. `tests/e2e/agents/` checks the same against a real Claude Code binar
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -129,7 +130,6 @@ def test_session_memory_key_falls_back_to_the_transcript_directory(tmp_path: Pat
 
 
 def test_cli_key_json(tmp_path: Path) -> None:
-    import json
 
     from tests.conftest import memd_cmd
 

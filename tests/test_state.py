@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -49,8 +51,6 @@ def test_cursor_roundtrip_and_kv(tmp_path: Path) -> None:
 
 
 def test_runs_of_dead_processes_are_swept_as_interrupted(tmp_path: Path) -> None:
-    import os
-    import subprocess
     import sys
 
     conn = state.connect(tmp_path / "s.sqlite")

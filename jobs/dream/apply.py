@@ -3,22 +3,31 @@ history, check nothing moved under the run, record and swap in (`memd.history.sn
 
 from __future__ import annotations
 
+import os
+import shutil
+import stat
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobs.dream.eligibility import advance
 from jobs.dream.plan import DreamOp, Plan
 from memd.clock import iso
 from memd.git.commits import after_run
-from memd.history import store
+from memd.history import runs as history
+from memd.history import snapshots as swap
+from memd.history import store, treecopy
+from memd.index.refresh import write_if_changed
+from memd.index.render import render_drawer, render_memory_index
+from memd.index.writer import SearchIndex
 from memd.job.context import Deferred, JobContext, RunResult
+from memd.memory.file import Memory, render_memory
 from memd.tree import Place
-
-if TYPE_CHECKING:
-    from memd.memory.file import Memory
+from memd.write import apply as memwrite
+from memd.write import proposals
 
 
 @dataclass(frozen=True)
@@ -32,7 +41,6 @@ class Rendered:
 
 def render_ops(ops: Sequence[DreamOp], by_file: dict[str, Memory], *, provider: str, now_iso: str) -> tuple[list[Rendered], list[tuple[DreamOp, str]]]:
     """Each op rendered as memd writes memories, and the ops that cannot be rendered (with why)."""
-    from memd.memory.file import render_memory
 
     out: list[Rendered] = []
     bad: list[tuple[DreamOp, str]] = []
@@ -65,7 +73,6 @@ def _write_fresh(path: Path, text: str) -> None:
     No fsync and no rename: nobody reads the staging directory, and `swap.seal`
     fsyncs every file written here in one batch before the journal names it.
     """
-    import os
 
     path.unlink(missing_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
@@ -108,7 +115,6 @@ def final_memories(memories: Sequence[Memory], rendered: Sequence[Rendered], dir
     """The scope's memories after the plan, placed in `directory`, without rescanning or reparsing:
     unchanged ones as scanned (their files are hard links, so mtimes hold), plus what was
     rendered, as `parse_memory` would read it back (mtime 0 until `_stamp` reads the file)."""
-    from memd.memory.file import Memory
 
     gone: set[str] = set()
     new: dict[str, Memory] = {}
@@ -150,9 +156,6 @@ def refresh_known(ctx: JobContext, ref: Place, memories: list[Memory]) -> None:
     run knows the new directory exactly (it just built it). The renders and the
     search sync are the same public functions `refresh_dir` uses.
     """
-    from memd.index.refresh import write_if_changed
-    from memd.index.render import render_drawer, render_memory_index
-    from memd.index.writer import SearchIndex
 
     s = ctx.settings
     directory = ref.memory_dir(ctx.home)
@@ -198,14 +201,12 @@ class Snapshot:
 
     def start(self) -> None:
         """Copy in a background thread (from now until `wait`)."""
-        import threading
 
         if self._thread is None and not self._copied:
             self._thread = threading.Thread(target=self._copy, name=f"dream-snapshot-{self.run_id}", daemon=True)
             self._thread.start()
 
     def _copy(self) -> None:
-        from memd.history import snapshots as swap
 
         self._copied = True
         try:
@@ -221,7 +222,6 @@ class Snapshot:
     def wait(self, live: Path | None = None) -> Path:
         """The snapshot's history entry, copied now if no thread was started; with `live`, taken
         again if the copy failed or no longer matches `live` (see the class docstring)."""
-        import shutil
 
 
         self.settle()
@@ -238,7 +238,6 @@ class Snapshot:
         return self.entry
 
     def discard(self) -> None:
-        import shutil
 
 
         self.settle()
@@ -249,8 +248,6 @@ class Snapshot:
 def _listing(directory: Path) -> dict[str, tuple[int, int, int]]:
     """Every entry under `directory` by relative path: its type, and a regular file's size and
     mtime (what a byte-exact copy keeps; modes and inodes it does not)."""
-    import os
-    import stat
 
     out: dict[str, tuple[int, int, int]] = {}
     for root, dirs, files in os.walk(directory):
@@ -271,7 +268,6 @@ def _propose(ctx: JobContext, target: Place, ref: Place, rendered: Sequence[Rend
     """Review mode (`memory.review`): the whole change waits as one proposal; nothing is written.
     The cursor moves, so the same plan is not proposed again each hour (a rerun with the same
     result reuses the proposal)."""
-    from memd.write import proposals
 
     files: dict[str, str | None] = {}
     for r in rendered:
@@ -291,9 +287,6 @@ def _propose(ctx: JobContext, target: Place, ref: Place, rendered: Sequence[Rend
 
 def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], plan: Plan, sig0: dict[str, Any],
           snap: Snapshot, provider: str, force: bool, details: dict[str, Any]) -> RunResult:  # fmt: skip
-    from memd.history import runs as history
-    from memd.history import treecopy
-    from memd.write import apply as memwrite
 
     now_iso = iso(ctx.now())
     by_file = {m.path.name: m for m in memories}
@@ -305,7 +298,6 @@ def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], pl
         memwrite.refresh(ctx, touched)  # type: ignore[arg-type]
         advance(ctx, target, None)
         return RunResult("ok", "nothing to change", details)
-    from memd.write import proposals
 
     if proposals.review_on(ctx.settings):
         return _propose(ctx, target, ref, rendered, by_file, provider, details)
@@ -328,10 +320,6 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
             plan: Plan) -> tuple[dict[str, list[dict[str, Any]]], list[Memory]]:  # fmt: skip
     """Snapshot (done already if the model call hid it), stage, check nothing moved under us,
     record, swap. Any failure rolls back."""
-    from memd.history import snapshots as swap
-    from memd.history import treecopy
-    from memd.index.refresh import write_if_changed
-    from memd.index.render import render_memory_index
 
     directory = ref.memory_dir(ctx.home)
     run_id = snap.run_id

@@ -15,6 +15,8 @@ consolidation; a future-dated memory file starts the count now.
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memd.clock import iso, parse_iso
+from memd.discovery import list_memory_dirs
 from memd.job.context import JobContext, get_cursor, set_cursor
 from memd.locks import Held, acquire
 from memd.tree import Place
@@ -76,7 +79,6 @@ def scope_lock(ctx: JobContext, target: Place) -> Iterator[Held]:
 
 
 def targets(ctx: JobContext) -> list[Place]:
-    from memd.discovery import list_memory_dirs
 
     return [Place("global") if s == "global" else Place("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
 
@@ -138,7 +140,6 @@ def _when(value: Any) -> datetime | None:
 
 def oldest_memory_mtime(directory: Path) -> float | None:
     """The mtime of the oldest memory file (stat only, no parsing): a never-dreamed scope's baseline."""
-    import os
 
     oldest: float | None = None
     try:
@@ -176,7 +177,6 @@ def _clamp(ctx: JobContext, target: Place, cur: dict[str, Any], now: datetime, l
            failed: datetime | None) -> tuple[datetime | None, datetime | None]:  # fmt: skip
     """A last consolidation or failure in the future, taken as now and kept as now (once: the
     count of minHours starts when the bad time was found, instead of waiting until 2099)."""
-    import sqlite3
 
     was = {k: cur.get(k) for k in ("last", "failed_at") if cur.get(k) is not None}
     if last is not None and last > now:

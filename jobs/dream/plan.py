@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from jobs.dream.dates import absolutize
 from jobs.dream.duplicates import SIMILARITY, near_duplicate_groups
 from memd.clock import parse_iso
+from memd.memory.answer import Caps, ModelOutputError
+from memd.memory.operations import UnsafePath, confine, validate_operations
 
 if TYPE_CHECKING:
     from memd.memory.file import Memory
@@ -134,14 +136,12 @@ class Rules:
 
 
 def dream_caps() -> Any:
-    from memd.memory.answer import Caps
 
     return Caps(max_operations=200, max_body_bytes=16 * 1024)
 
 
 def _validate_plain(raw: dict[str, Any], rules: Rules, caps: Any) -> Any:
     """One add/update/delete through `memd.memory.operations`; the Operation or a reason."""
-    from memd.memory.operations import validate_operations
 
     accepted, rejected = validate_operations({"operations": [raw]}, allowed_scopes=(rules.scope,), caps=caps)
     return accepted[0] if accepted else rejected[0][1]
@@ -149,7 +149,6 @@ def _validate_plain(raw: dict[str, Any], rules: Rules, caps: Any) -> Any:
 
 def _new_file(slug: str, rules: Rules) -> str | None:
     """`<slug>.md` if it is a confined, free file name in the scope directory."""
-    from memd.memory.operations import UnsafePath, confine
 
     try:
         path = confine(rules.directory, slug)
@@ -233,7 +232,6 @@ def validate_dream(data: Any, memories: Sequence[Memory], rules: Rules, caps: An
     model was not shown in full are not changed, and hand-edited ones only
     with a reason. Raises `ModelOutputError` when there is no operations list.
     """
-    from memd.memory.answer import ModelOutputError
 
     caps = caps or dream_caps()
     if not isinstance(data, dict) or not isinstance(data.get("operations"), list):

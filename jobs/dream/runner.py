@@ -47,8 +47,15 @@ from jobs.dream.prompt import (
     summary_note,
 )
 from memd.clock import iso
-from memd.history import store
+from memd.history import snapshots as swap
+from memd.history import store, treecopy
 from memd.job.context import Deferred, JobContext, RunResult
+from memd.llm.types import ModelCallFailed
+from memd.memory import readonly
+from memd.memory.answer import ModelOutputError, parse_model_json
+from memd.memory.operations import log_rejections
+from memd.memory.scan import scan_dir
+from memd.transcripts.spans import read_span
 from memd.tree import Place
 
 if TYPE_CHECKING:
@@ -78,7 +85,6 @@ def _session_notes(ctx: JobContext, ref: Place, since: datetime | None) -> list[
 
 
 def _note_of(ctx: JobContext, row: Any) -> tuple[str, str]:
-    from memd.transcripts.spans import read_span
 
     path = ctx.home.summary_file(row["key"], row["session_id"])
     try:
@@ -107,8 +113,6 @@ def _label(ref: Place) -> str:
 
 
 def _model_plan(ctx: JobContext, ref: Place, memories: list[Memory], rules: Rules, base: Baseline) -> Plan:
-    from memd.llm.types import ModelCallFailed
-    from memd.memory.answer import ModelOutputError, parse_model_json
 
     directory = ref.memory_dir(ctx.home)
     notes = _session_notes(ctx, ref, base.at)
@@ -129,8 +133,6 @@ def _model_plan(ctx: JobContext, ref: Place, memories: list[Memory], rules: Rule
 
 
 def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
-    from memd.history import snapshots as swap
-    from memd.history import treecopy
 
     ref = scope_ref(target)
     directory = ref.memory_dir(ctx.home)
@@ -143,7 +145,6 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         ok, why = due_decisions(ctx, [target])[target]
         if not ok:
             return RunResult("skipped", f"not due: {why}")
-    from memd.memory import readonly
 
     locked = readonly.reason(ctx.home, ctx.settings, ref.kind, ref.key)
     if locked:  # before any model call: nothing it says could be written
@@ -163,8 +164,6 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
                     sig0: dict[str, Any], snap: Snapshot, force: bool) -> RunResult:  # fmt: skip
     """Plan under no memory lock (every write to the directory is atomic, so the scan reads whole
     files, and `sig0`, taken before it, says what the plan was made on), then apply under the lock."""
-    from memd.history import treecopy
-    from memd.memory.scan import scan_dir
 
     directory = ref.memory_dir(ctx.home)
     scan = scan_dir(directory, ref.kind, ref.key)
@@ -179,7 +178,6 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
         plan = _model_plan(ctx, ref, scan.memories, rules, base)
     details: dict[str, Any] = {"provider": provider, "memories": len(scan.memories), "proposed": len(plan.ops),
                                "rejected": len(plan.rejected)}  # fmt: skip
-    from memd.memory.operations import log_rejections
 
     log_rejections(ctx.log, "operation.rejected", plan.rejected)  # a runaway answer: one summary line
     if plan.error:

@@ -23,8 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from jobs.extract.provenance import sources
 from memd.memory.classify import DONT_KEEP, classify, describe, is_question, name_for, scope_of, sentences
-from memd.memory.operations import Operation
+from memd.memory.operations import Operation, validate_operations
 from memd.redact.redactor import redact
 from memd.transcripts.spans import Piece
 
@@ -131,8 +132,6 @@ class Sourced(Operation):
 def offline_operations(pieces: list[Piece], session_id: str = "") -> tuple[list[Sourced], list[dict[str, Any]]]:
     """The offline provider's operations, validated like a model's, each with the turn its statement
     came from; and the sources of the whole call (the union of those turns)."""
-    from jobs.extract.provenance import sources
-    from memd.memory.operations import validate_operations
 
     humans = [p for p in pieces if p.kind == "human"]
     found = find_durable([(p.text, p.ts) for p in humans])

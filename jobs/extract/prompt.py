@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobs.extract.related import rank
 from memd.job.context import JobContext
 from memd.memory.file import Memory
 from memd.memory.scan import scan_dir
@@ -95,7 +96,6 @@ def retry_note(answer: str, unseen: list[Memory]) -> str:
 def _related(ctx: JobContext, key: str, text: str, limit: int) -> list[Memory]:
     """The memories of the project and the drawer most related to what the user said (`related.rank`),
     read from their files."""
-    from jobs.extract.related import rank
 
     memories: list[Memory] = []
     for scope, directory, pkey in (("global", ctx.home.global_memory, None), ("project", ctx.home.project_memory(key), key)):

@@ -5,15 +5,34 @@ The cursor moves only once every output of the run is durable (DESIGN "Cursor ru
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from jobs.extract.gate import GATE_SYSTEM, gate_text, human_texts, parse_gate, pre_gate
+from jobs.extract.offline import has_durable, offline_operations
+from jobs.extract.prompt import (
+    EXTRACT_SYSTEM,
+    RELATED_BODIES,
+    SPAN_BUDGET_CHARS,
+    prompt_context,
+    retry_note,
+    unseen_targets,
+)
+from jobs.extract.provenance import sources, typed
 from jobs.extract.trigger import NAME, extract_due
 from memd.clock import iso
+from memd.discovery import session_cwd
 from memd.job.context import JobContext, RunResult, get_cursor, set_cursor
+from memd.keys import memory_key_for_session
+from memd.ledger import pause
+from memd.llm.types import ModelCallFailed
+from memd.locks import acquire
+from memd.memory.answer import ModelOutputError, parse_model_json
+from memd.memory.operations import log_rejections, validate_operations
 from memd.transcripts.spans import Piece, read_span, render
 from memd.tree import Place
+from memd.write import apply as memwrite
 
 
 def _facts(ctx: JobContext, row: dict[str, Any]) -> tuple[int, int, dict[str, Any]]:
@@ -75,9 +94,6 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
 def _plan(ctx: JobContext, target: Place, row: dict[str, Any], cur: dict[str, Any]) -> Plan:
     """What this run judges: the span since the cursor, minus what was said while paused and,
     after a rewrite, minus the user texts already judged before it."""
-    from memd.discovery import session_cwd
-    from memd.keys import memory_key_for_session
-    from memd.ledger import pause
 
     start = int(cur.get("offset", 0))
     span = read_span(row["path"], start, row["safe_offset"], row["format"])
@@ -93,7 +109,6 @@ def _plan(ctx: JobContext, target: Place, row: dict[str, Any], cur: dict[str, An
 
 
 def _digest(text: str) -> str:
-    import hashlib
 
     return hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
@@ -106,14 +121,11 @@ def _apply(ctx: JobContext, target: Place, cur: dict[str, Any], plan: Plan, ops:
            rejected: list[tuple[int, str]], shown: set[str] | None, provider: str,
            sources: list[dict[str, Any]]) -> RunResult:  # fmt: skip
     """Under the drawer's and the project's locks: re-check the cursor, write, refresh, advance."""
-    from memd.locks import acquire
-    from memd.write import apply as memwrite
 
     places = [Place.global_(), Place.project(plan.memory_key)]
     with acquire(ctx.home, places, timeout=float(ctx.settings.get("memd.lockTimeoutSeconds"))):
         if _cursor_moved(ctx, target, cur):
             return RunResult("skipped", "another run handled this span meanwhile")
-        from memd.memory.operations import log_rejections
 
         log_rejections(ctx.log, "operation.rejected", rejected)  # a runaway answer: one summary line
         applied = memwrite.apply(ctx, plan.memory_key, ops, provider=provider, session_id=target.session_id or "",
@@ -152,7 +164,6 @@ def _advance(ctx: JobContext, target: Place, cur: dict[str, Any], plan: Plan, re
 
 
 def _offline_gate(plan: Plan) -> bool:
-    from jobs.extract.offline import has_durable
 
     return has_durable(human_texts(plan.pieces))
 
@@ -174,10 +185,8 @@ def _operations(
     their provenance: the model saw the whole span, so its operations come from every human piece
     of it; an offline operation comes from the one turn its statement was in (it carries that
     itself, see `offline.Sourced`), and the call's sources are the union of those turns."""
-    from jobs.extract.provenance import sources, typed
 
     if offline:
-        from jobs.extract.offline import offline_operations
 
         ops, union = offline_operations(plan.pieces, session_id)
         return ops, [], None, "offline", union
@@ -190,14 +199,6 @@ def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tupl
     (memwrite would refuse that, rightly), fetch those memories and ask once more with their text,
     so a correction ("we switched to poetry, uv is gone") lands instead of being dropped. At most
     two strong calls per run: what the second answer still touches unseen is refused as before."""
-    from jobs.extract.prompt import (
-        RELATED_BODIES,
-        SPAN_BUDGET_CHARS,
-        prompt_context,
-        retry_note,
-        unseen_targets,
-    )
-    from memd.memory.answer import ModelOutputError
 
     texts = human_texts(plan.pieces)
     conversation = f"## New conversation\n\n{render(plan.pieces, SPAN_BUDGET_CHARS)}"
@@ -205,7 +206,6 @@ def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tupl
     try:
         accepted, rejected, answer = _ask(ctx, f"{context}\n\n{conversation}")
     except ModelOutputError as exc:
-        from memd.llm.types import ModelCallFailed
 
         raise ModelCallFailed(f"extraction answer refused: {exc}") from exc
     unseen = unseen_targets(ctx, plan.memory_key, accepted, shown)
@@ -224,9 +224,6 @@ def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tupl
 def _ask(ctx: JobContext, user: str) -> tuple[list[Any], list[tuple[int, str]], str]:
     """One strong call: (accepted operations, rejections, the answer's text). Raises ModelOutputError
     when the answer as a whole is unusable."""
-    from jobs.extract.prompt import EXTRACT_SYSTEM
-    from memd.memory.answer import parse_model_json
-    from memd.memory.operations import validate_operations
 
     reply = ctx.llm.complete(job="extract", tier="strong", system=EXTRACT_SYSTEM, user=user)
     data = parse_model_json(reply.text)

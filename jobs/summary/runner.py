@@ -7,6 +7,7 @@ crash repeats an update and never skips one (DESIGN "Cursor rule").
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from jobs.summary.offline import conversation_of, offline_summary
 from jobs.summary.prompt import EmptyAnswer, model_summary
 from jobs.summary.trigger import NAME, Cursor, Facts, Thresholds, summary_due
 from memd.clock import iso
-from memd.fsutil import atomic_write, ensure_private_dir
+from memd.fsutil import atomic_write, ensure_private_dir, open_regular
 from memd.job.context import JobContext, RunResult, get_cursor, set_cursor
 from memd.transcripts.formats import tokens_of
 from memd.transcripts.spans import Span, read_span
@@ -58,9 +59,7 @@ def _row(ctx: JobContext, target: Place) -> Any:
 
 def read_previous(path: Path) -> Summary | None:
     """The summary on disk (a user may have edited it: their words stand), or None."""
-    import os
 
-    from memd.fsutil import open_regular
 
     try:
         with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO in its place is refused, never waited on

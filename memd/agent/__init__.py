@@ -1,4 +1,5 @@
 """What reaches the agent: the context at session start, recall, hooks, the MCP server, connect.
 
-The hook paths import lazily: their start-up time is what the user waits for.
+May import: `memd.write`, `memd.index`, `memd.job`, `memd.memory`, `memd.llm`, `memd.logs` and the shared nouns.
+The hook paths and the MCP server import lazily: their start-up time is what the user waits for.
 """

@@ -31,6 +31,9 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from memd.index.search import _SPACELESS, query_index, segment
+from memd.state import get_kv, set_kv
+
 if TYPE_CHECKING:  # the recall hook imports this module: only what a call needs is imported, when it is
     from memd.index.search import Hit
 
@@ -134,7 +137,6 @@ def content_terms(query: str, limit: int = MAX_TERMS) -> list[str]:
 
 @functools.cache
 def _spaceless_run() -> re.Pattern[str]:
-    from memd.index.search import _SPACELESS  # the one list of scripts written without spaces (its segmenter's)
 
     return re.compile(f"[{_SPACELESS}]+")
 
@@ -162,7 +164,6 @@ def _spaced_word(word: str) -> list[str]:
 
 def fts_term(term: str, prefix: bool = False) -> str:
     """One term as an FTS5 string (a phrase, so AND/OR/NEAR are words), optionally a prefix."""
-    from memd.index.search import segment
 
     return '"' + segment(term).replace('"', "") + '"' + ("*" if prefix else "")
 
@@ -211,7 +212,6 @@ def fetch_candidates(
     The recency query is limited to what the cap can use: even if every hit
     and every surfaced file came first in it, 200 others remain.
     """
-    from memd.index.search import query_index
 
     hits = [candidate_from_hit(h) for h in query_index(search, query, project_key=project_key, limit=MAX_CANDIDATES)]
     room = MAX_CANDIDATES + len(hits) + len(surfaced)
@@ -234,7 +234,6 @@ def offline_pick(
     Exact words first; when none of them is found, words of four letters or
     more as prefixes ("friday" finds "Fridays": there is no stemming).
     """
-    from memd.index.search import query_index
 
     terms = content_terms(query)
     if not terms:
@@ -263,7 +262,6 @@ def with_bodies(search: sqlite3.Connection, picks: Sequence[Candidate]) -> list[
 
 
 def read_surfaced(state_conn: sqlite3.Connection, project_key: str, session: str | None) -> list[str]:
-    from memd.state import get_kv
 
     if not session:
         return []
@@ -272,7 +270,6 @@ def read_surfaced(state_conn: sqlite3.Connection, project_key: str, session: str
 
 def record_surfaced(state_conn: sqlite3.Connection, project_key: str, session: str, files: Iterable[str]) -> None:
     """Add `files` to the session's surfaced set; read-modify-write in one transaction."""
-    from memd.state import get_kv, set_kv
 
     key = surfaced_key(project_key, session)
     state_conn.execute("BEGIN IMMEDIATE")

@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from memd.errors import ConfigError, UsageError
+from memd.fsutil import atomic_write, ensure_private_dir
+from memd.settings import looks_like_claude_home
 from memd.tree import DEFAULT_HOME, Home
 
 SERVER = "memd"
@@ -341,7 +343,6 @@ def _backup_text(backups: Path | None, name: str, data: dict[str, Any]) -> str |
 
 def plan_claude(home: Home, *, connect: bool) -> Plan:
     """What `connect claude` (or `disconnect claude`) would change; nothing is written."""
-    from memd.settings import looks_like_claude_home
 
     plan = Plan()
     settings = home.settings_file
@@ -370,7 +371,6 @@ def plan_claude(home: Home, *, connect: bool) -> Plan:
 
 def apply(plan: Plan, home: Home, now: datetime) -> list[tuple[FileChange, Path | None]]:
     """Write the changed files (backup first, then an atomic replace); (change, backup) each."""
-    from memd.fsutil import atomic_write, ensure_private_dir
 
     done: list[tuple[FileChange, Path | None]] = []
     stamp = now.strftime("%Y%m%dT%H%M%S%fZ")

@@ -32,7 +32,10 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from memd.fsutil import open_regular, read_regular
+from memd.index.render import render_drawer
 from memd.keys import canonical_root, key_for_root
+from memd.memory.scan import scan_dir
 from memd.tree import Home
 
 MAX_DEPTH = 5  # @include nesting: a top-level file is depth 0
@@ -153,7 +156,6 @@ def _within(path: str, roots: list[str]) -> bool:
 
 
 def _read_text(path: Path) -> str:
-    from memd.fsutil import open_regular
 
     with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO in a file's place is refused, never waited on
         data = fh.read(MAX_FILE_BYTES + 1)
@@ -278,8 +280,6 @@ def drawer_text(home: Home, max_bytes: int, today_utc: date, max_chars: int | No
         text = None
     if text is not None and (max_chars is None or len(text) <= max_chars):
         return text
-    from memd.index.render import render_drawer
-    from memd.memory.scan import scan_dir
 
     budget = max_bytes if max_chars is None else min(max_bytes, max_chars)
     memories = scan_dir(home.global_memory, "global", None).memories
@@ -287,7 +287,6 @@ def drawer_text(home: Home, max_bytes: int, today_utc: date, max_chars: int | No
 
 
 def _read_regular_text(path: Path) -> str:
-    from memd.fsutil import read_regular
 
     return read_regular(path).decode("utf-8")
 
@@ -298,7 +297,6 @@ def drawer_full_files(render: str) -> list[str]:
 
 
 def memory_index(home: Home, key: str) -> str | None:
-    from memd.fsutil import open_regular
 
     path = home.project_memory(key) / "MEMORY.md"
     try:

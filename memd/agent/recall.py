@@ -43,6 +43,9 @@ from memd.agent.candidates import (
     record_surfaced,
     with_bodies,
 )
+from memd.job.context import record_call
+from memd.llm.client import LLM
+from memd.llm.types import ModelError
 
 if TYPE_CHECKING:  # the recall hook imports this module: only what a call needs is imported, when it is
     from memd.job.context import JobContext
@@ -222,8 +225,6 @@ def ask_model(
     buffered and written from this thread, since the state connection belongs
     to it and the call runs on another.
     """
-    from memd.job.context import record_call
-    from memd.llm.client import LLM
 
     base = ctx.llm
     ready = base.available()  # key, provider and today's budget, on this thread
@@ -292,7 +293,6 @@ def recall(
         n_candidates = len(picks)
         source = "offline" if picks else "none"
     else:
-        from memd.llm.types import ModelError
 
         candidates, _hits = fetch_candidates(search, query, project_key, surfaced)
         n_candidates = len(candidates)

@@ -18,6 +18,7 @@ import queue
 import signal
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 from memd import settings as settings_mod
@@ -28,11 +29,15 @@ from memd.daemon import registry
 from memd.daemon.dispatch import Dispatch
 from memd.daemon.lock import DaemonLock
 from memd.discovery import classify_path, discover_sessions, list_memory_dirs, session_file
-from memd.job.context import make_context
+from memd.fsutil import ensure_private_dir
+from memd.history.snapshots import recover
+from memd.job.context import JobContext, make_context, make_llm
 from memd.job.runner import run_job
 from memd.ledger import files as ledgerfiles
 from memd.ledger import store as ledger
+from memd.sync.run import tick
 from memd.tree import Home, Place
+from memd.write.migrate import migrate_memory_keys
 
 SESSION_JOBS: tuple[str, ...] = ("extract", "summary")
 DUE_CHECK_SECONDS = 30
@@ -98,7 +103,6 @@ class Daemon:
 
     # -- life -------------------------------------------------------------------
     def run(self) -> int:
-        from memd.fsutil import ensure_private_dir
 
         ensure_private_dir(self.home.root)
         ensure_private_dir(self.home.projects)
@@ -122,7 +126,6 @@ class Daemon:
     def _recover_swaps(self) -> None:
         """Finish or roll back a memory-directory swap a crash interrupted, before any job touches memories."""
         try:
-            from memd.history.snapshots import recover
 
             for done in recover(self.home, logger=self.log):
                 self.log.warning("dream.recovered", **{k: str(v) for k, v in done.items()})
@@ -132,7 +135,6 @@ class Daemon:
     def _migrate_memory_keys(self) -> None:
         """Once per home: memories written under a sub-directory's or worktree's key move to the root's."""
         try:
-            from memd.write.migrate import migrate_memory_keys
 
             migrate_memory_keys(self.home, self.settings, self.conn, self.clock(), self.log)
         except Exception as exc:
@@ -174,7 +176,6 @@ class Daemon:
         try:
             from watchdog.observers import Observer
 
-            from memd.fsutil import ensure_private_dir
 
             obs = Observer()
             obs.schedule(EventForwarder(self.events), str(self.home.projects), recursive=True)  # type: ignore[arg-type]
@@ -274,7 +275,6 @@ class Daemon:
         if "due" in kinds:
             self._due_all()
         if "sync" in kinds:  # memd.git with a remote: a sync in the background when one is due
-            from memd.sync.run import tick
 
             tick(self.home, self.settings, self.log)
         for kind, arg in batch:
@@ -322,7 +322,6 @@ class Daemon:
                 self._mem_sig[place] = sig
 
     def _job_ctx(self) -> Any:
-        from memd.job.context import JobContext, make_llm
 
         return JobContext(self.home, self.settings, self.conn, self.clock, self.log, llm_factory=make_llm)
 
@@ -357,7 +356,6 @@ class Daemon:
     # -- running jobs -----------------------------------------------------------
     def _recheck_later(self, name: str, target: Place, delay: float) -> None:
         """A failed or deferred run is looked at again when its wait is over, not at the next sweep."""
-        from datetime import timedelta
 
         when = self.clock() + timedelta(seconds=delay + 0.05)
         self.scheduler.add_job(self.events.put, "date", run_date=when, args=(("recheck", (name, target)),),

@@ -6,20 +6,27 @@ form is a stable interface (README, "memd status --json").
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from memd import __version__, state
 from memd import settings as st
-from memd.clock import system_clock
+from memd.agent.hooks import day_counts
+from memd.clock import parse_iso, system_clock
 from memd.daemon import registry
+from memd.daemon.lock import daemon_alive
+from memd.history.provenance import age_text
+from memd.job.context import JobContext
+from memd.ledger.query import held_back, stuck_sessions, unknown_record_types
+from memd.ledger.sessions import counts
+from memd.sync.run import render_status, status
 from memd.tree import Home
+from memd.write.proposals import summary
 
 RUNS_SHOWN = 5
 
 
 def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
-    from memd.daemon.lock import daemon_alive
 
     now = now or system_clock()
     s = st.load(home.settings_file)
@@ -58,14 +65,12 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
 
 def _proposals(home: Home, now: datetime) -> dict[str, Any]:
     """Review mode's queue: how many proposals wait, and the oldest's age (`memd review`)."""
-    from memd.write.proposals import summary
 
     return summary(home, now)
 
 
 def _sync(home: Home, s: st.Settings) -> dict[str, Any]:
     """Memory on several machines (`memd.sync.run`): the last sync, how far each side is ahead, files kept out."""
-    from memd.sync.run import status
 
     return status(home, s)
 
@@ -77,7 +82,6 @@ def _daemon(info: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, Any]) -> None:
-    from memd.job.context import JobContext
 
     ctx = JobContext(home, s, conn, lambda: now, None)
     for job in registry.all_jobs():
@@ -122,7 +126,6 @@ def _model(conn: Any, now: datetime, data: dict[str, Any]) -> None:
 
 
 def _sessions(conn: Any, data: dict[str, Any]) -> None:
-    from memd.ledger.sessions import counts
 
     data["sessions"] = counts(conn)
 
@@ -133,8 +136,6 @@ HELD_SHOWN = 10
 def _ledger(conn: Any, now: datetime, data: dict[str, Any]) -> None:
     """Health is progress: sessions the ledger cannot advance fail the status; sessions held back
     by a tool call still waiting for its result, and record types memd did not recognise, are shown."""
-    from memd.clock import parse_iso
-    from memd.ledger.query import held_back, stuck_sessions, unknown_record_types
 
     stuck = stuck_sessions(conn)
     held = held_back(conn)
@@ -150,9 +151,7 @@ HOOK_DAYS = 7
 
 def _hooks(conn: Any, now: datetime, data: dict[str, Any]) -> None:
     """What the agent hooks surfaced on each of the last days (recalls per day), newest first."""
-    from datetime import timedelta
 
-    from memd.agent.hooks import day_counts
 
     days = [(now.date() - timedelta(days=i)).isoformat() for i in range(HOOK_DAYS)]
     data["hooks"] = {"days": day_counts(conn, days)}
@@ -206,12 +205,10 @@ def render(d: dict[str, Any]) -> str:
             f"{x['context']} session starts" for x in active))  # fmt: skip
     pr = d.get("proposals") or {}
     if pr.get("waiting"):
-        from memd.history.provenance import age_text
 
         out.append(f"proposals: {pr['waiting']} waiting for review, the oldest {age_text(pr['oldest_age_seconds'] or 0)} old"
                    " (`memd review`)")  # fmt: skip
     if (d.get("sync") or {}).get("git"):
-        from memd.sync.run import render_status
 
         out.append(render_status(d["sync"]))
     m = d["model"]

@@ -15,10 +15,14 @@ import hashlib
 import json
 import os
 import re
+import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
+from memd.discovery import session_cwd
 from memd.git.plumbing import GIT_LOCATION_VARS, Entries
+from memd.keys import canonical_root, key_for_root
 from memd.tree import Home
 
 MANIFEST = "manifest.json"
@@ -37,7 +41,6 @@ def is_memory_name(name: str) -> bool:
 
 def host_name() -> str:
     """This machine's name in commit trailers and conflict copies (`$MEMD_HOST`, else the host name)."""
-    import socket
 
     raw = os.environ.get("MEMD_HOST") or socket.gethostname().split(".")[0] or "host"
     return re.sub(r"[^A-Za-z0-9-]+", "-", raw).strip("-")[:40] or "host"
@@ -156,8 +159,6 @@ def resolve_identity(home: Home, key: str) -> tuple[str, str | None]:
     record (the key itself cannot be turned back into a path): the newest
     sessions first, keeping a root whose key is this key.
     """
-    from memd.discovery import session_cwd
-    from memd.keys import canonical_root, key_for_root
 
     pdir = home.project_dir(key)
     found: list[tuple[float, str]] = []
@@ -184,7 +185,6 @@ def resolve_identity(home: Home, key: str) -> tuple[str, str | None]:
 
 def remote_url(root: Path) -> str | None:
     """`remote.origin.url` of a project's repository, else its first remote's."""
-    import subprocess
 
     try:
         p = subprocess.run(["git", "-C", str(root), "config", "--get-regexp", r"^remote\..*\.url$"],

@@ -10,21 +10,20 @@ who a hand edit is attributed to. Why the command line and not a library: `memd.
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import io
 import os
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from memd.errors import ConfigError, MemdError
-
-if TYPE_CHECKING:
-    import subprocess
+from memd.redact.redactor import redact
 
 BRANCH = "main"
 REF = f"refs/heads/{BRANCH}"
@@ -50,7 +49,6 @@ def blob_sha(data: bytes) -> str:
 def message(subject: str, trailers: dict[str, str], body: str = "") -> str:
     """A commit message: the subject, an optional body, `Memd-*` trailers; redacted like a log line
     (a reason could quote what a user said, and commit messages are pushed)."""
-    from memd.redact.redactor import redact
 
     lines = [" ".join(subject.split())[:200] or "memd", ""]
     if body:
@@ -76,7 +74,6 @@ class Git:
 
     def run(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
             ok: tuple[int, ...] = (0,), timeout: float = 120.0) -> subprocess.CompletedProcess[bytes]:  # fmt: skip
-        import subprocess
 
         cmd = ["git", "-c", "core.hooksPath=/dev/null", "-c", "gc.autoDetach=false", *args]
         try:
@@ -258,7 +255,6 @@ def user_identity(host: str) -> tuple[str, str]:
     if name and email:
         return name, email
     if _user is None:
-        import subprocess
 
         got = []
         for k in ("user.name", "user.email"):
@@ -274,7 +270,6 @@ def user_identity(host: str) -> tuple[str, str]:
 
 
 def _login() -> str:
-    import getpass
 
     try:
         return getpass.getuser()

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from memd.discovery import list_memory_dirs, list_project_keys
 from memd.errors import BusyError
 from memd.fsutil import atomic_write, ensure_private_dir
 from memd.git.layout import (
@@ -34,6 +35,7 @@ from memd.git.layout import (
 )
 from memd.git.plumbing import BRANCH, REF, Entries, Git, GitError, blob_sha, message, user_identity
 from memd.git.worktree import Commit, read_capped, scan_place, write_live
+from memd.locks import ensure_locks_dir
 from memd.logs.events import lazy_logger
 from memd.tree import Home, Place
 
@@ -72,7 +74,6 @@ class Repo:
     def locked(self, timeout: float) -> Iterator[Repo]:
         from filelock import FileLock, Timeout
 
-        from memd.locks import ensure_locks_dir
 
         path = ensure_locks_dir(self.home) / LOCK_FILE
         lock = FileLock(path, mode=0o600, thread_local=False, fallback_to_soft=False)
@@ -243,7 +244,6 @@ class Repo:
         (but `exclude`: a write's own files, which get their own commit next). *locked*"""
         if self.git.read_ref(REF) is not None:
             return
-        from memd.discovery import list_memory_dirs
 
         places = [Place.memory(key) for _s, key, _p in list_memory_dirs(self.home)]
         self.commit(places, subject="memd: start keeping memory in git", settings=settings, exclude=exclude,
@@ -251,7 +251,6 @@ class Repo:
 
     def refresh_primary(self) -> dict[str, str]:
         """dir → the local key synced with it, over every local project. *locked*"""
-        from memd.discovery import list_project_keys
 
         return self.primary_keys(list_project_keys(self.home))
 

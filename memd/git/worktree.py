@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memd.clock import iso, system_clock
 from memd.fsutil import ensure_private_dir, fsync_dir, read_at_most
 from memd.git.layout import (
     FILE_MODE,
@@ -23,7 +25,10 @@ from memd.git.layout import (
     is_memory_name,
 )
 from memd.git.plumbing import Entries, blob_sha
+from memd.history.writes import Recorder
+from memd.index.refresh import refresh_place
 from memd.logs.events import lazy_logger
+from memd.redact.redactor import find_secrets
 from memd.tree import Home, Place
 
 log = lazy_logger("memd.gitmem")
@@ -33,7 +38,6 @@ def scan_place(d: str, live: Path, new: Entries, wanted: set[str] | None, puts: 
     """Stage the live files of one directory into `new` (secrets refused), deletions included.
 
     `refused` is the state file's record of files kept out (path → file, reason, since)."""
-    from memd.redact.redactor import find_secrets
 
     present: dict[str, Path] = {}
     if wanted is None:
@@ -95,7 +99,6 @@ def read_capped(path: Path) -> bytes | None:
 
 
 def _now_iso() -> str:
-    from memd.clock import iso, system_clock
 
     return iso(system_clock())
 
@@ -108,10 +111,7 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
     The caller holds the place's scope lock. The run is undoable like any write
     (`memd undo`); it is not committed to git here (the caller commits).
     """
-    import tempfile
 
-    from memd.clock import system_clock
-    from memd.history.writes import Recorder
 
     if not writes:
         return []
@@ -157,7 +157,6 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
         fsync_dir(live)
     rec.commit()  # no git commit here: the sync or import that called this commits itself
     if settings is not None and done:
-        from memd.index.refresh import refresh_place
 
         refresh_place(home, settings, place, system_clock().date())
     return done

@@ -20,12 +20,21 @@ Read-only: nothing here writes.
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memd.memory.file import Memory
+from memd import state
+from memd.discovery import list_project_keys, session_file
+from memd.history.runs import list_runs
+from memd.history.store import FILES_DIR
+from memd.history.writes import BEFORE_DIR
+from memd.memory.file import Memory, MemoryParseError, parse_memory
+from memd.redact.redactor import redact
+from memd.transcripts.formats import text_of
+from memd.transcripts.lines import read_lines
 from memd.tree import Home, Place
 
 MAX_LINE_CHARS = 2000
@@ -45,15 +54,12 @@ def merged_from(m: Memory) -> list[str]:
 
 def find_transcript(home: Home, session_id: str) -> Path | None:
     """The main transcript of a session, by id."""
-    from memd.discovery import list_project_keys, session_file
 
     if not _SESSION_ID.match(session_id) or session_id in (".", ".."):
         return None
     keys: list[str] = []
     if home.state_db.exists():
-        import sqlite3
 
-        from memd import state
 
         try:
             conn = state.connect(home.state_db, readonly=True)
@@ -84,7 +90,6 @@ def find_transcript(home: Home, session_id: str) -> Path | None:
 
 def _user_text(rec: dict[str, Any]) -> str | None:
     """The user's own words in a record, or None when the record is not a user's line."""
-    from memd.transcripts.formats import text_of
 
     if rec.get("type") != "user" or rec.get("isMeta") is True or rec.get("isCompactSummary") is True:
         return None
@@ -106,8 +111,6 @@ def read_records(path: Path, uuids: Iterable[str], offsets: Iterable[int]) -> tu
     line counts once whichever names it."""
     import orjson
 
-    from memd.redact.redactor import redact
-    from memd.transcripts.lines import read_lines
 
     want_u = {u for u in uuids if isinstance(u, str)}
     want_o = {o for o in offsets if isinstance(o, int) and not isinstance(o, bool)}
@@ -194,10 +197,6 @@ def _merge_inputs(home: Home, m: Memory, names: list[str]) -> list[tuple[str, st
 
     A dream run that merged into `m` keeps them in its snapshot; a dream accepted in review
     mode is a write run, whose before-images hold the files it deleted or rewrote."""
-    from memd.history.runs import list_runs
-    from memd.history.store import FILES_DIR
-    from memd.history.writes import BEFORE_DIR
-    from memd.memory.file import MemoryParseError, parse_memory
 
     place = Place.memory(None if m.scope == "global" else m.project_key)
     runs = list(reversed(list_runs(home, place)))
@@ -239,7 +238,6 @@ def _merge_inputs(home: Home, m: Memory, names: list[str]) -> list[tuple[str, st
 
 def explain(home: Home, m: Memory, now: datetime, depth: int = 0) -> dict[str, Any]:
     """What `memd why` prints, as data (its `--json`)."""
-    from memd.memory.file import MemoryParseError, parse_memory
 
     out: dict[str, Any] = {
         "name": m.name, "file": _rel(home, m.path), "scope": m.scope, "project_key": m.project_key,

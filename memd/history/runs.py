@@ -41,6 +41,8 @@ from memd.history.store import (
     new_run_id,
     write_run_info,
 )
+from memd.history.writes import UndoConflict, undo_write
+from memd.index.refresh import refresh_place
 from memd.locks import acquire
 from memd.logs.events import lazy_logger
 from memd.tree import Home, Place
@@ -179,7 +181,6 @@ def undo(
         except BaseException:
             recover_scope(home, ref, logger)
             raise
-        from memd.index.refresh import refresh_place
 
         refresh_place(home, settings, ref, now.date())
         prune(home, ref, int(settings.get("memd.historyKeep")))
@@ -190,13 +191,11 @@ def undo(
 def _undo_write(home: Home, settings: Any, ref: Place, chosen: dict[str, Any], now: datetime,
                 logger: Any) -> dict[str, Any]:  # fmt: skip
     """A write run (extraction, remember, forget, …): its files back as they were (memd.history.writes)."""
-    from memd.history.writes import UndoConflict, undo_write
 
     try:
         info = undo_write(home, ref, chosen, now)
     except UndoConflict as exc:
         raise HistoryError(str(exc)) from None
-    from memd.index.refresh import refresh_place
 
     refresh_place(home, settings, ref, now.date())
     prune(home, ref, int(settings.get("memd.historyKeep")))

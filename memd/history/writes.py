@@ -31,6 +31,7 @@ from typing import Any
 
 from memd.clock import iso
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
+from memd.history.store import history_root, new_run_id, write_run_info
 from memd.tree import Home, Place
 
 BEFORE_DIR = "before"
@@ -64,7 +65,6 @@ class Recorder:
     _entry: Path | None = None
 
     def __post_init__(self) -> None:
-        from memd.history.store import history_root, new_run_id
 
         if not self.run_id:
             self.run_id = new_run_id(self.now)
@@ -74,7 +74,6 @@ class Recorder:
 
     @property
     def entry(self) -> Path:
-        from memd.history.store import history_root
 
         return history_root(self.home, self.place) / self.run_id
 
@@ -106,7 +105,6 @@ class Recorder:
 
     def commit(self) -> dict[str, Any] | None:
         """Write `run.json` if anything changed; an entry where nothing changed is removed."""
-        from memd.history.store import write_run_info
 
         directory = self.place.memory_dir(self.home)
         files: dict[str, dict[str, Any]] = {}

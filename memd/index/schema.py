@@ -13,14 +13,16 @@ memd/index/search.py, which imports neither module.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memd.fsutil import PRIVATE_FILE, UnusableFile, check_regular_or_absent, ensure_private_dir
-from memd.index.search import BUSY_TIMEOUT_S, SEGMENTER
+from memd.fsutil import PRIVATE_FILE, UnusableFile, check_regular_or_absent, ensure_private_dir, kind_of
+from memd.index.search import BUSY_TIMEOUT_S, SEGMENTER, open_readonly
 from memd.logs.events import lazy_logger
 
 log = lazy_logger("memd.search")  # the search DB's events keep the logger name they always had
@@ -109,10 +111,7 @@ def problem(path: Path | str) -> str | None:
     use, and `PRAGMA quick_check` (every page; a search database holds only memories, so it is
     small) — damage in a page no statement has touched yet is found too.
     """
-    import stat
 
-    from memd.fsutil import kind_of
-    from memd.index.search import open_readonly
 
     try:
         mode = os.lstat(path).st_mode
@@ -163,7 +162,6 @@ def _prune_corrupt(path: Path) -> None:
             victim = path.parent / f"{name}{suffix}"
             try:
                 if victim.is_dir() and not victim.is_symlink():
-                    import shutil
 
                     shutil.rmtree(victim)
                 else:

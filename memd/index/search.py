@@ -65,12 +65,15 @@ Why this design
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from memd.fsutil import kind_of
 from memd.logs.events import lazy_logger
 
 log = lazy_logger("memd.search")  # structlog on first use: the hook commands never pay for it
@@ -173,15 +176,12 @@ def open_readonly(path: Path | str) -> sqlite3.Connection:
     `sqlite3.DatabaseError` when something other than a regular file is in its place
     (SQLite would block on a FIFO forever).
     """
-    import os
-    import stat
 
     try:
         mode = os.stat(path).st_mode
     except OSError:
         mode = None  # absent (or unreachable): SQLite's own error says so
     if mode is not None and not stat.S_ISREG(mode):
-        from memd.fsutil import kind_of
 
         raise sqlite3.DatabaseError(f"{path}: {kind_of(mode)}, not a regular file; memd opens only regular files")
     uri = Path(path).absolute().as_uri() + "?mode=ro"

@@ -1,4 +1,4 @@
 """The job contract (`Job`, `JobContext`, `RunResult`) and the runner of one job under its locks.
 
-Knows no job by name: `memd.daemon.loop.registry` lists them.
+May import: `memd.llm` and the shared nouns. Knows no job by name: `memd.daemon.registry` lists them.
 """

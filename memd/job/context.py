@@ -21,6 +21,9 @@ from typing import Any, Literal, Protocol
 
 from memd import state
 from memd.clock import Clock, iso, system_clock
+from memd.llm.client import LLM
+from memd.keyfile import load_key
+from memd.llm.types import LLMConfig
 from memd.settings import Settings
 from memd.tree import Home, Place
 
@@ -133,8 +136,6 @@ _usage_lock = threading.Lock()
 
 def llm_config(settings: Settings, memd_dir: Path | None = None) -> Any:
     """The model layer's config from settings; the key from the environment or the private key file."""
-    from memd.llm.keyfile import load_key
-    from memd.llm.types import LLMConfig
 
     m = settings.memd
     return LLMConfig(
@@ -175,7 +176,6 @@ def record_call(ctx: JobContext, rec: dict[str, Any]) -> None:
 
 
 def make_llm(ctx: JobContext) -> Any:
-    from memd.llm.client import LLM
 
     return LLM(
         llm_config(ctx.settings, ctx.home.memd_dir),

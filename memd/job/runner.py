@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 import traceback
 import uuid
@@ -16,8 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 from memd.clock import iso
+from memd.errors import MemdError
+from memd.fsutil import kind_of
 from memd.job.context import Deferred, Job, JobContext, RunResult
-from memd.locks import LockBusy, acquire
+from memd.llm import types as llmtypes
+from memd.locks import LockBusy, LockError, acquire
 from memd.tree import Place
 
 
@@ -27,13 +31,11 @@ def _classify(exc: BaseException) -> RunResult:
         return RunResult("deferred", f"lock busy: {exc.scope}")
     if isinstance(exc, Deferred):
         return RunResult("deferred", str(exc))
-    from memd.llm import types as llmtypes
 
     if isinstance(exc, (llmtypes.ModelUnavailable, llmtypes.BudgetExceeded, llmtypes.ModelCallStopped)):
         return RunResult("deferred", str(exc))
     if isinstance(exc, llmtypes.ModelError):
         return RunResult("failed", str(exc))
-    from memd.errors import MemdError
 
     if isinstance(exc, MemdError):  # its message is the one line (a FIFO in a file's place, a damaged ledger)
         return RunResult("failed", _one_line(str(exc)))
@@ -112,9 +114,7 @@ def precheck(ctx: JobContext, job: Job, target: Place) -> RunResult | None:
     memory directory the run writes is something other than a directory (failed, one line)."""
     if getattr(job, "NAME", None) not in WRITES_MEMORY_AFTER_MODEL or target.kind != "session" or not target.key:
         return None
-    import stat
 
-    from memd.fsutil import kind_of
 
     row = ctx.conn.execute("SELECT path FROM sessions WHERE key=? AND session_id=? AND is_subagent=0",
                            (target.key, target.session_id)).fetchone()  # fmt: skip
@@ -140,9 +140,6 @@ def _expected(exc: BaseException) -> bool:
     a transcript deleted mid-run, a mode-000 file, a full disk) and every MemdError (a FIFO in a
     file's place, a damaged state database): the reason names the file and what is wrong.
     """
-    from memd.errors import MemdError
-    from memd.llm import types as llmtypes
-    from memd.locks import LockError
 
     return isinstance(exc, (LockError, Deferred, llmtypes.ModelError, OSError, MemdError))
 

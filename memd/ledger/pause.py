@@ -20,6 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memd.transcripts.formats import PAUSE_COMMANDS
+
 if TYPE_CHECKING:
     from memd.transcripts.spans import Piece
 
@@ -47,7 +49,6 @@ def unpaused(pieces: Iterable[Piece], paused: bool, words: Sequence[CliWord] = (
     `paused` is the state before the first piece; a CLI word at offset X governs the
     pieces that end after X; a pause command toggles; commands themselves are dropped.
     """
-    from memd.transcripts.formats import PAUSE_COMMANDS
 
     kept: list[Piece] = []
     pending = sorted(words, key=lambda w: w.offset)

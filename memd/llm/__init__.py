@@ -1,4 +1,4 @@
-"""The model layer: every model call, its types, retries, deadline and the API key file.
+"""The model layer: every model call, its types, its retries and its deadline.
 
-Imports only the shared nouns and `memd.logs.events`, `memd.redact.redactor`.
+May import: `memd.redact` and the shared nouns.
 """

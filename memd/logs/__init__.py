@@ -1,4 +1,4 @@
 """memd's structured logs: events, the rotated log file, and reading it back.
 
-Imports only the shared nouns and `memd.redact.redactor` (every line is redacted).
+May import: `memd.redact` (every line is redacted) and the shared nouns.
 """

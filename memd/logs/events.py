@@ -32,6 +32,9 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from memd.fsutil import UnusableFile, ensure_own_dir
+from memd.logs.file import private_rotating_handler
+from memd.redact.redactor import may_hold_secret
+from memd.redact.redactor import redact as redact_text
 from memd.tree import Home
 
 MAX_BYTES = 10 * 1024 * 1024
@@ -123,8 +126,6 @@ def redact_secrets(_logger: object, _method: str, event_dict: MutableMapping[str
     at; a string that `may_hold_secret` rules out costs one small regex search. The
     rules load on the first event, not when this module is imported.
     """
-    from memd.redact.redactor import may_hold_secret
-    from memd.redact.redactor import redact as redact_text
 
     for key in list(event_dict):
         if key not in _RENDERER_OWNED:
@@ -247,7 +248,6 @@ def configure(
     """
     import structlog
 
-    from memd.logs.file import private_rotating_handler  # here, not at import: `memd status` never needs it
 
     file_level = level_no(level)
     err_level = level_no(stderr_level or os.environ.get(STDERR_LEVEL_ENV) or level)

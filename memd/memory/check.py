@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memd.errors import UsageError
-from memd.memory.file import Memory
+from memd.memory.answer import Caps
+from memd.memory.file import Memory, MemoryParseError, parse_memory
+from memd.memory.operations import validate_operations
 from memd.memory.scan import scan_dir
 from memd.tree import Home, Place
 
@@ -38,9 +40,6 @@ def check_text(text: str, file: str) -> Memory:
     body within the caps, and no secret in either (one is refused here, not redacted
     behind the user's back). Raises InvalidMemory with the reason.
     """
-    from memd.memory.answer import Caps
-    from memd.memory.file import MemoryParseError, parse_memory
-    from memd.memory.operations import validate_operations
 
     try:
         m = parse_memory(Path(file), text)

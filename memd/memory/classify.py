@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from memd.memory.operations import token_like
+
 _SENT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 _URL = re.compile(r"https?://[^\s)>\]]+")
@@ -253,7 +255,6 @@ def _plain(sentence: str) -> str:
 def name_for(sentence: str) -> str:
     """Up to five content words of the (redacted) sentence; never a URL, a placeholder or anything
     shaped like a key (a token no detector knows would otherwise become a file name)."""
-    from memd.memory.operations import token_like
 
     sentence = _URL.sub(" ", _plain(sentence))
     raw = re.findall(r"[A-Za-z0-9][A-Za-z0-9+#.-]*|[\u4e00-\u9fff]{2,}", sentence)

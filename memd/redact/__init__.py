@@ -1,4 +1,4 @@
 """Secret redaction: the rules, their detectors and the vetting of a match.
 
-Imports nothing of memd but the shared nouns: everything that writes or logs text calls it.
+May import: nothing of memd. Everything that stores, logs, commits or sends text calls it.
 """

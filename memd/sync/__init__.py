@@ -1,4 +1,4 @@
 """Memory on several machines: fetch, merge and push the memory repository; export and import.
 
-Imports `memd.git` and `memd.write`; nothing below imports it.
+May import: `memd.write`, `memd.git`, `memd.job`, `memd.memory`, `memd.logs` and the shared nouns.
 """

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from memd.git.layout import GLOBAL_DIR, MANIFEST, dir_files, dump_manifest, free_name, merge_manifests, split_path
-from memd.git.plumbing import REF, REMOTE_REF, Entries, SyncError, blob_sha
+from memd.git.plumbing import REF, REMOTE_REF, Entries, SyncError, blob_sha, message
 from memd.git.repo import Repo
 from memd.git.worktree import write_live
+from memd.job.context import make_context
 from memd.logs.events import lazy_logger
+from memd.memory import readonly
 from memd.sync.merge import Merged, merge_entries, merged_text
 from memd.tree import Home, Place
+from memd.write import proposals
 
 log = lazy_logger("memd.sync")
 
@@ -56,7 +59,6 @@ def integrate(repo: Repo, settings: Any, result: dict[str, Any]) -> None:
         hosts = g.hosts_between(theirs, ours)
         subject = (f"sync: merge {len(_changed(ours_t, merged.entries))} change(s) from {', '.join(hosts) or 'the remote'}"
                    + (f"; {len(merged.events)} kept both versions" if merged.events else ""))  # fmt: skip
-        from memd.git.plumbing import message
 
         body = "\n".join(f"{e['kind']}: {e['path']}" + (f" → {e['copy']}" if e.get("copy") else "")
                          + (f" ({e['note']})" if e.get("note") else "") for e in merged.events)  # fmt: skip
@@ -144,12 +146,10 @@ def _listdir(path: Path) -> list[str]:
 def _propose(home: Home, settings: Any, place: Place, events: list[dict[str, str]]) -> list[str]:
     """With `memory.review` on, each conflict also becomes one merge proposal (`memd review`):
     the two versions merged into the file, the copy deleted. Returns the proposal ids."""
-    from memd.write import proposals
 
     conflicts = [e for e in events if e.get("kind") == "changed-both" and e.get("copy")]
     if not conflicts or not proposals.review_on(settings):
         return []
-    from memd.job.context import make_context
 
     ids: list[str] = []
     ctx = make_context(home, settings, log=log)
@@ -179,7 +179,6 @@ def _propose(home: Home, settings: Any, place: Place, events: list[dict[str, str
 
 def _check_writable(home: Home, settings: Any, places: list[Place]) -> None:
     """Read-only memory (`memory.readOnly`, `memd readonly`) takes no incoming change: nothing is merged."""
-    from memd.memory import readonly
 
     for place in places:
         why = readonly.reason(home, settings, place.kind, place.key)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from memd.git.layout import MANIFEST, split_path
 from memd.git.plumbing import Entries
+from memd.memory.file import MemoryParseError, parse_memory, render_memory
 
 _CONFLICT = re.compile(r"^(?P<stem>.+)\.conflict-[A-Za-z0-9-]+(?:-\d+)?\.md$")
 
@@ -85,7 +86,6 @@ def merged_text(ours: bytes, theirs: bytes) -> str | None:
     """A first draft of one memory from two versions, for the user to review: the newer version
     (by `metadata.updated`; ours on a tie) with the other's body lines it lacks appended.
     None when either version is not a memory memd can read."""
-    from memd.memory.file import MemoryParseError, parse_memory, render_memory
 
     try:
         a, b = parse_memory("ours.md", ours), parse_memory("theirs.md", theirs)

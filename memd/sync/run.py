@@ -41,17 +41,20 @@ import json
 import os
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from memd.clock import iso, system_clock
+from memd.discovery import list_project_keys
 from memd.errors import MemdError
-from memd.fsutil import atomic_write
-from memd.git.plumbing import REF, REMOTE, REMOTE_REF, Git, GitError, SyncError, SyncNotConfigured
+from memd.fsutil import atomic_write, ensure_private_dir
+from memd.git.plumbing import REF, REMOTE, REMOTE_REF, Git, GitError, SyncError, SyncNotConfigured, first_line
+from memd.git.repo import Repo
+from memd.locks import acquire
 from memd.logs.events import lazy_logger
+from memd.sync.integrate import integrate
 from memd.tree import Home, Place
-
-if TYPE_CHECKING:
-    from memd.git.repo import Repo
 
 log = lazy_logger("memd.sync")
 
@@ -83,7 +86,6 @@ def read_state(home: Home) -> dict[str, Any]:
 
 
 def _write_state(home: Home, data: dict[str, Any]) -> None:
-    from memd.fsutil import ensure_private_dir
 
     ensure_private_dir(home.memd_dir)
     atomic_write(state_path(home), json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -134,7 +136,6 @@ def settings_of(settings: Any) -> tuple[bool, str, float, float]:
 
 def run(home: Home, settings: Any, *, host: str | None = None) -> dict[str, Any]:
     """One sync, as `memd sync` and the daemon run it; recorded in `memd/sync.json`. Raises on failure."""
-    from memd.clock import iso, system_clock
 
     on, remote, every_s, _t = settings_of(settings)
     if not on:
@@ -171,18 +172,12 @@ def run(home: Home, settings: Any, *, host: str | None = None) -> dict[str, Any]
 
 
 def _iso_in(seconds: float) -> str:
-    from datetime import timedelta
 
-    from memd.clock import iso, system_clock
 
     return iso(system_clock() + timedelta(seconds=seconds))
 
 
 def _sync(home: Home, settings: Any, remote: str, host: str | None) -> dict[str, Any]:
-    from memd.discovery import list_project_keys
-    from memd.git.repo import Repo
-    from memd.locks import acquire
-    from memd.sync.integrate import integrate
 
     _on, _remote, _every, timeout = settings_of(settings)
     repo = Repo(home, host)
@@ -241,7 +236,6 @@ def _push(repo: Repo, remote: str) -> str:
         return "ok"
     if "[rejected]" in out or "fetch first" in out or "non-fast-forward" in out:
         return "rejected"
-    from memd.git.plumbing import first_line
 
     why = first_line(p.stderr) or first_line(out) or f"exit {p.returncode}"
     raise SyncError(f"{remote}: push failed ({why}); local work goes on and the sync is retried")

@@ -34,7 +34,11 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from memd import __version__
+from memd.clock import iso, system_clock
+from memd.discovery import list_memory_dirs, list_project_keys
 from memd.errors import UsageError
+from memd.git.commits import enabled
 from memd.git.layout import (
     GLOBAL_DIR,
     MAX_FILE_BYTES,
@@ -46,7 +50,9 @@ from memd.git.layout import (
     resolve_identity,
 )
 from memd.git.plumbing import blob_sha
+from memd.git.repo import Repo
 from memd.git.worktree import write_live
+from memd.locks import acquire
 from memd.tree import Home, Place
 
 MANIFEST_NAME = "memd-export.json"
@@ -85,9 +91,6 @@ def _memory_files(directory: Any) -> list[tuple[str, bytes, int]]:
 def export(home: Home, out: IO[bytes], *, project: str | None = None, glob: bool = False,
            compress: bool = False) -> Exported:  # fmt: skip
     """Write the chosen memory (default: everything) to `out` as a tar stream."""
-    from memd import __version__
-    from memd.clock import iso, system_clock
-    from memd.discovery import list_memory_dirs
 
     if project is not None:
         try:
@@ -167,7 +170,6 @@ def _read_archive(src: IO[bytes]) -> tuple[dict[str, Any], dict[str, bytes]]:
 
 def _targets(home: Home, scopes: list[Any]) -> dict[str, Place]:
     """Export directory → the local place it goes to (same identity here, else its key)."""
-    from memd.discovery import list_project_keys
 
     local: dict[str, str] | None = None
     out: dict[str, Place] = {}
@@ -195,9 +197,6 @@ def _targets(home: Home, scopes: list[Any]) -> dict[str, Place]:
 
 def import_(home: Home, src: IO[bytes], settings: Any, *, source: str = "import") -> Imported:
     """Bring an export's memories into this home (see the module docstring)."""
-    from memd.git.commits import enabled
-    from memd.git.repo import Repo
-    from memd.locks import acquire
 
     manifest, files = _read_archive(src)
     targets = _targets(home, manifest["scopes"])

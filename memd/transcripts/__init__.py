@@ -1,4 +1,4 @@
 """Reading agent transcripts: formats, complete lines, typed records, the fold and its counters, spans.
 
-No SQLite and no model here: what a transcript says, decided from its bytes alone.
+May import: the shared nouns only. No SQLite, no model, no memory files: what a transcript says, decided from its bytes.
 """

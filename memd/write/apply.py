@@ -25,7 +25,10 @@ from typing import Any
 from memd.clock import iso
 from memd.fsutil import atomic_write, ensure_private_dir
 from memd.git.commits import after_run
+from memd.history.writes import Recorder
+from memd.index.refresh import refresh_place
 from memd.job.context import JobContext
+from memd.memory import readonly
 from memd.memory.change import Change, StaleChange, current_sha
 from memd.memory.check import InvalidMemory as InvalidMemory  # re-exported: the write path's refusals
 from memd.memory.check import check_names
@@ -37,8 +40,10 @@ from memd.memory.file import (
     render_memory,
 )
 from memd.memory.names import child
+from memd.memory.operations import log_rejections
 from memd.memory.scan import scan_dir
 from memd.tree import Place
+from memd.write import proposals
 
 
 @dataclass
@@ -121,7 +126,6 @@ def apply(
         review = bool(_setting(ctx, "memory.review", False))
     if review:
         if changes:
-            from memd.write import proposals
 
             p = proposals.create(ctx, changes, job=job, reason=why, provider=provider, session_id=session_id,
                                  sources=sources, operations=ops)  # fmt: skip
@@ -151,7 +155,6 @@ def plan(
 ) -> tuple[list[Change], set[tuple[str, str | None]]]:
     """The changes `ops` make to the files as they are now (nothing written), and every
     (scope, key) an operation aimed at. Refusals and no-ops are noted in `out`."""
-    from memd.memory import readonly
 
     out = out if out is not None else Applied()
     changes: list[Change] = []
@@ -230,7 +233,6 @@ def apply_changes(
     writes, indexes. The texts are written exactly as given.
     The caller holds the scopes' locks.
     """
-    from memd.memory import readonly
 
     switches = readonly.load(ctx.home, ctx.settings)
     stale: list[str] = []
@@ -258,7 +260,6 @@ def apply_changes(
 def _commit(ctx: JobContext, changes: Sequence[Change], *, job: str, reason: str, session_id: str, provider: str,
             out: Applied, extra: dict[str, Any] | None = None) -> None:  # fmt: skip
     """Before-images into the history, then each file replaced (or removed) atomically."""
-    from memd.history.writes import Recorder
 
     recorders: dict[Place, Recorder] = {}
 
@@ -298,7 +299,6 @@ def _rel(ctx: JobContext, path: Path) -> str:
 
 
 def _log_refused(ctx: JobContext, out: Applied) -> None:
-    from memd.memory.operations import log_rejections
 
     log_rejections(ctx.log, "operation.refused", out.refused, key="memory")  # many: one summary line
 
@@ -329,6 +329,5 @@ def refresh(ctx: JobContext, touched: set[tuple[str, str | None]]) -> None:
 
 def refresh_scope(ctx: JobContext, scope: str, key: str | None) -> Any:
     """One directory's indexes, through the one refresh entry (`memd.index.refresh.refresh_place`)."""
-    from memd.index.refresh import refresh_place
 
     return refresh_place(ctx.home, ctx.settings, Place.memory(None if scope == "global" else key), ctx.now().date())

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -28,9 +29,18 @@ from typing import Any
 from memd.clock import iso
 from memd.errors import MemdError, UsageError
 from memd.job.context import JobContext
+from memd.llm import types as llmtypes
+from memd.locks import acquire
+from memd.memory import readonly
+from memd.memory.answer import ModelOutputError, parse_model_json
 from memd.memory.change import Change
+from memd.memory.classify import classify, name_for, scope_of
 from memd.memory.file import Memory
+from memd.memory.operations import Operation, validate_operations
+from memd.memory.scan import scan_dir
+from memd.redact.redactor import find_secrets, redact
 from memd.tree import Home, Place
+from memd.write import apply as memwrite
 
 DESCRIPTION_MAX = 150
 _PLACEHOLDER = re.compile(r"\[REDACTED:[^\]]*\]")
@@ -72,7 +82,6 @@ def _description(redacted: str) -> str:
 
 def offline_fields(redacted: str, scope: str | None) -> dict[str, str]:
     """Type, scope, name and description by the offline extraction rules."""
-    from memd.memory.classify import classify, name_for, scope_of
 
     clean = _clean(redacted)
     got = classify(clean)
@@ -83,7 +92,6 @@ def offline_fields(redacted: str, scope: str | None) -> dict[str, str]:
 
 def _model_fields(ctx: JobContext, redacted: str) -> dict[str, Any]:
     """The small model's proposal; raises on anything unusable (the caller falls back)."""
-    from memd.memory.answer import ModelOutputError, parse_model_json
 
     reply = ctx.llm.complete(job="remember", tier="small", system=REMEMBER_SYSTEM, user=redacted, max_tokens=300)
     data = parse_model_json(reply.text)
@@ -96,10 +104,6 @@ def _model_fields(ctx: JobContext, redacted: str) -> dict[str, Any]:
 def decide(ctx: JobContext, text: str, *, scope: str | None, key: str, mtype: str | None,
            name: str | None) -> Decision:  # fmt: skip
     """The operation `remember` writes. `scope` is "global", "project" or None (let the rules or model say)."""
-    from memd.llm import types as llmtypes
-    from memd.memory.answer import ModelOutputError
-    from memd.memory.operations import validate_operations
-    from memd.redact.redactor import find_secrets, redact
 
     said = text.strip()
     if not said:
@@ -146,10 +150,6 @@ def _lock_timeout(ctx: JobContext) -> float:
 def remember(ctx: JobContext, d: Decision, *, on_wait: Any = None) -> tuple[Any, Path | None]:
     """Write the decided memory; (Applied, its path). An existing memory of that name is never
     overwritten: the same text again is a no-op, another text is refused."""
-    from memd.locks import acquire
-    from memd.memory import readonly
-    from memd.memory.scan import scan_dir
-    from memd.write import apply as memwrite
 
     op = d.op
     pkey = None if op.scope == "global" else d.key
@@ -180,7 +180,6 @@ def _raise_refused(applied: Any, readonly: Any) -> None:
 
 def find_memory(home: Home, name: str, key: str, scope: str | None = None) -> Memory:
     """A memory by name, file name or stem: the project's first, then the drawer's (or only `scope`'s)."""
-    from memd.memory.scan import scan_dir
 
     dirs: list[tuple[str, str | None]] = []
     if scope in (None, "project"):
@@ -201,10 +200,6 @@ def find_memory(home: Home, name: str, key: str, scope: str | None = None) -> Me
 
 def forget(ctx: JobContext, m: Memory, *, on_wait: Any = None) -> Any:
     """Delete one memory through the write path (so `memd undo` brings it back)."""
-    from memd.locks import acquire
-    from memd.memory import readonly
-    from memd.memory.operations import Operation
-    from memd.write import apply as memwrite
 
     place = Place.memory(m.project_key if m.scope == "project" else None)
     op = Operation("delete", m.scope, m.name, m.path.stem, "", None, "", "memd forget")
@@ -219,8 +214,6 @@ def forget(ctx: JobContext, m: Memory, *, on_wait: Any = None) -> Any:
 
 def save_edit(ctx: JobContext, m: Memory, base: str | None, text: str, *, on_wait: Any = None) -> Any:
     """Replace a memory with the user's edited text, exactly, if it still holds `base`."""
-    from memd.locks import acquire
-    from memd.write import apply as memwrite
 
     memwrite.check_text(text, m.path.name)
     place = Place.memory(m.project_key if m.scope == "project" else None)
@@ -279,6 +272,5 @@ def edit_copy(text: str, file_name: str) -> tuple[str, Path]:
 
 
 def discard_copy(path: Path) -> None:
-    import shutil
 
     shutil.rmtree(path.parent, ignore_errors=True)

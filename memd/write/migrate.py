@@ -17,8 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from memd.discovery import list_project_keys, session_cwd
+from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
 from memd.git.commits import after_run
+from memd.history.writes import Recorder
+from memd.index.refresh import refresh_place
 from memd.keys import memory_key_for_session
+from memd.locks import LockBusy, acquire
+from memd.state import get_kv, set_kv
 from memd.tree import Home, Place
 
 DONE_KEY = "migration:memory-keys:1"
@@ -73,10 +78,6 @@ def free_name(directory: Path, name: str) -> str:
 
 def move_memories(home: Home, settings: Any, src_key: str, dst_key: str, now: datetime) -> dict[str, Any]:
     """Move one directory's memory files into another's, as one history run in both scopes."""
-    from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
-    from memd.history.writes import Recorder
-    from memd.index.refresh import refresh_place
-    from memd.locks import acquire
 
     src, dst = Place.project(src_key), Place.project(dst_key)
     reason = f"memories of {src_key} moved to {dst_key}, the directory the agent reads"
@@ -113,8 +114,6 @@ def move_memories(home: Home, settings: Any, src_key: str, dst_key: str, now: da
 
 def migrate_memory_keys(home: Home, settings: Any, conn: Any, now: datetime, log: Any) -> list[dict[str, Any]]:
     """Run the moves once per home; a move that could not take its locks is tried at the next start."""
-    from memd.locks import LockBusy
-    from memd.state import get_kv, set_kv
 
     if get_kv(conn, DONE_KEY):
         return []

@@ -52,11 +52,14 @@ from typing import TYPE_CHECKING, Any
 from memd.clock import iso, parse_iso
 from memd.errors import MemdError, UsageError
 from memd.fsutil import ensure_private_dir, fsync_dir
+from memd.memory import readonly
+from memd.memory.change import Change, StaleChange, current_sha, sha
+from memd.memory.file import MemoryParseError, parse_memory
+from memd.memory.names import child
 from memd.tree import Home, Place
 
-if TYPE_CHECKING:  # memwrite (and the YAML it loads) is imported where a proposal is made or applied,
+if TYPE_CHECKING:  # the job context (and the YAML it loads) is imported where a proposal is made or applied,
     from memd.job.context import JobContext  # so that `memd status`, which counts proposals, stays light
-    from memd.memory.change import Change
 
 DIR_NAME = "proposals"
 INFO = "proposal.json"
@@ -102,7 +105,6 @@ class Proposal:
 
     def planned(self) -> list[Change]:
         """The proposal as changes for `memwrite.apply_changes`, texts read from `proposed/`."""
-        from memd.memory.change import Change
 
         out = []
         for n, c in enumerate(self.changes):
@@ -243,8 +245,6 @@ def create(
 ) -> Proposal:
     """Store `changes` as a proposal (nothing is written to a memory directory). The same
     changes already waiting are that proposal, returned as is."""
-    from memd.memory.change import StaleChange, sha
-    from memd.memory.names import child
     home = ctx.home
     fp = _fingerprint(changes)
     for p in list_proposals(home):
@@ -299,7 +299,6 @@ def create(
 
 
 def _change_json(c: Change) -> dict[str, Any]:
-    from memd.memory.change import sha
 
     return {"scope": c.scope, "key": c.key, "file": c.file, "action": c.action, "name": c.name, "base": c.base,
             "proposed": None if c.text is None else sha(c.text.encode("utf-8")), "label": c.label or c.file}  # fmt: skip
@@ -343,10 +342,6 @@ def propose_directory_change(
     `readonly.ReadOnlyError` when the scope is read-only. Call it under the scope's lock,
     where dream would have swapped its staging directory in.
     """
-    from memd.memory import readonly
-    from memd.memory.change import Change, current_sha, sha
-    from memd.memory.file import MemoryParseError, parse_memory
-    from memd.memory.names import child
 
     scope = "global" if place.is_global else "project"
     key = None if place.is_global else place.key

@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from memd.clock import iso
 from memd.fsutil import atomic_write, fsync_dir
+from memd.locks import acquire
+from memd.memory import readonly
+from memd.memory.change import StaleChange, sha
+from memd.memory.names import child
 from memd.tree import Home
+from memd.write import apply as memwrite
 from memd.write.proposals import INFO, Proposal, ProposalError, ProposalRefused, diff_text, load, root
 
 if TYPE_CHECKING:
@@ -51,10 +56,6 @@ def accept(ctx: JobContext, pid: str, *, lock_timeout: float,
     Refused (ProposalRefused, the proposal kept with the reason noted) when a file no longer
     holds the proposal's base, a proposed file does not validate, or a scope is read-only.
     """
-    from memd.locks import acquire
-    from memd.memory import readonly
-    from memd.memory.change import StaleChange
-    from memd.write import apply as memwrite
 
     p = load(ctx.home, pid)
     try:
@@ -94,8 +95,6 @@ def reject(ctx: JobContext, pid: str) -> Proposal:
 
 def replace_proposed(ctx: JobContext, pid: str, n: int, text: str) -> Proposal:
     """A user's edit of one proposed file: validated (InvalidMemory, the proposal unchanged), then kept."""
-    from memd.memory.change import sha
-    from memd.write import apply as memwrite
 
     p = load(ctx.home, pid)
     changes = p.changes
@@ -123,8 +122,6 @@ def rebase(ctx: JobContext, pid: str) -> Proposal:
     Nothing is applied; the proposed texts stay as they were. A delete of a file that is
     gone already is dropped.
     """
-    from memd.memory.change import sha
-    from memd.memory.names import child
 
     p = load(ctx.home, pid)
     planned = p.planned()

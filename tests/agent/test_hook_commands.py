@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 
 from memd import state
 from memd.agent.candidates import content_terms, telling_terms
+from memd.agent.connect import hook_command
 from memd.agent.hooks import take_summary_requests
 from memd.index.refresh import refresh_all
 from memd.keys import cwd_key, project_key
@@ -55,7 +57,6 @@ def event(proj: Path, home: Home, name: str, sid: str = SID, **extra: Any) -> di
 
 
 def hook(home: Home, *args: str, stdin: str | bytes, cwd: Path | None = None) -> tuple[int, str, str]:
-    import subprocess
 
     data = stdin if isinstance(stdin, bytes) else stdin.encode()
     r = subprocess.run([*memd_cmd(), "--home", str(home.root), *args], input=data, capture_output=True,
@@ -123,7 +124,6 @@ def test_what_the_hooks_surfaced_is_recorded_per_session_and_per_day(world: tupl
     transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.write_text(json.dumps({"type": "user", "sessionId": SID, "cwd": str(proj), "timestamp": "2026-11-30T10:00:00Z",
                                       "uuid": "u1", "message": {"role": "user", "content": "hi"}}) + "\n")  # fmt: skip
-    import subprocess
 
     run = [*memd_cmd(), "--home", str(home.root)]
     rows = json.loads(subprocess.run([*run, "sessions", "--json"], capture_output=True, text=True, env=memd_env()).stdout)
@@ -167,9 +167,7 @@ def test_any_error_prints_nothing_and_exits_0(world: tuple[Home, Path], command:
 def test_a_broken_home_never_blocks_the_session(tmp_path: Path) -> None:
     """Run as `memd connect` writes the commands (through the shell, as Claude Code runs them):
     even a usage error before memd's own code runs must not exit 2, which blocks a prompt."""
-    import subprocess
 
-    from memd.agent.connect import hook_command
 
     bad = tmp_path / "file-not-dir"
     bad.write_text("x")

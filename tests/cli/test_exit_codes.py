@@ -12,8 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from memd import errors
+from memd import errors, locks, state
 from memd.cli import handles_errors
+from memd.daemon import lock as daemonlock
+from memd.daemon import service
+from memd.history import runs as history
+from memd.history import treecopy
+from memd.llm import types as llmtypes
+from memd.memory import answer as opsparse
+from memd.memory.answer import ModelOutputError
 from tests.conftest import memd_cmd
 from tests.procs import memd_env
 
@@ -63,12 +70,6 @@ def test_help_states_the_same_codes() -> None:
 
 
 def _library_errors() -> list[tuple[type[BaseException], type[errors.MemdError]]]:
-    from memd import locks, state
-    from memd.daemon import lock as daemonlock
-    from memd.daemon import service
-    from memd.history import runs as history
-    from memd.llm import types as llmtypes
-    from memd.memory import answer as opsparse
 
     return [
         (history.HistoryError, errors.UsageError),
@@ -95,10 +96,6 @@ def test_library_errors_derive_from_their_row(cls: type[BaseException], row: typ
 
 
 def test_mixed_in_errors_keep_their_builtin_base() -> None:
-    from memd import locks
-    from memd.daemon import lock as daemonlock
-    from memd.history import treecopy
-    from memd.memory import answer as opsparse
 
     assert issubclass(opsparse.ModelOutputError, ValueError)  # `except ValueError` still catches it
     assert issubclass(treecopy.SpecialFile, OSError) and not issubclass(treecopy.SpecialFile, errors.MemdError)
@@ -120,7 +117,6 @@ def test_the_cli_prints_one_line_and_the_code(capsys: pytest.CaptureFixture[str]
                 errors.ConfigError, errors.BusyError):  # fmt: skip
         assert _run(cls("it went wrong")) == cls.exit_code
         assert capsys.readouterr().err == "memd: it went wrong\n"
-    from memd.memory.answer import ModelOutputError
 
     assert _run(ModelOutputError("not JSON")) == 4
     assert capsys.readouterr().err == "memd: not JSON\n"

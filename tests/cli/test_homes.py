@@ -3,6 +3,7 @@ nothing created; `memd demo DIR` refuses a non-empty directory it did not make."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -86,7 +87,6 @@ def test_doctor_passes_a_stock_claude_home(tmp_path: Path) -> None:
     (mem / "MEMORY.md").write_text("- [x](x.md) — y\n")
     os.chmod(mem / "MEMORY.md", 0o644)
     r = memd("--home", str(home), "doctor", "--json")
-    import json
 
     checks = {c["name"]: c for c in json.loads(r.stdout)}
     assert checks["home"]["ok"] and checks["permissions"]["ok"], checks

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -209,9 +211,7 @@ def _read(path: Path) -> str:
 
 def test_run_now_waits_visibly_for_a_held_lock(tmp_path: Path) -> None:
     """A lock held by another process (here: this test) makes run-now wait, say so, then run."""
-    import threading
 
-    from memd.tree import Place
 
     home = tmp_path / "h"
     (home / "memory").mkdir(parents=True)
@@ -239,7 +239,6 @@ def test_run_now_waits_visibly_for_a_held_lock(tmp_path: Path) -> None:
 
 
 def test_locked_state_gives_a_clear_error(tmp_path: Path) -> None:
-    import sqlite3
 
     home = tmp_path / "h"
     (home / "projects" / "k").mkdir(parents=True)

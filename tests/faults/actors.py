@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memd.index.search import open_readonly, query_index
+
 
 def writer_main(home: str, chunks: list[tuple[str, bytes]], seed: int, pause_max: float) -> None:
     """An agent: appends its own transcript, one O_APPEND write per chunk, at an uneven pace."""
@@ -28,7 +30,6 @@ def reader_main(home: str, key: str, stop_file: str, out: str) -> None:
     """An agent at session start, over and over: read MEMORY.md (both scopes), the drawer
     render, and query the search database read-only. Every read must be a whole file
     and every query must succeed once the database exists. Results go to `out` (JSON)."""
-    from memd.index.search import open_readonly, query_index
     from tests.faults.kit import drawer_problems, index_problems
 
     root = Path(home)

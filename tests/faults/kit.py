@@ -23,7 +23,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import jobs.extract as extract
+import jobs.summary as summary
+from memd import settings as st
+from memd.cli import main
 from memd.index.render import DRAWER_HEADER, DRAWER_TITLE, INDEX_HEADER
+from memd.index.search import open_readonly
+from memd.job.context import JobContext
+from memd.ledger import store as ledger
+from memd.ledger.sessions import session_json
 from memd.memory.file import INDEX_NAME
 from memd.memory.scan import scan_dir
 from memd.tree import Home
@@ -184,7 +192,6 @@ def _daemon_main(home: str, env: dict[str, str], out: str, umask: int) -> None:
     for k in [k for k in os.environ if k.startswith("ANTHROPIC_")]:
         del os.environ[k]
     os.environ.update(env)
-    from memd.cli import main
 
     main(["--home", home, "run"], prog_name="memd")
 
@@ -487,8 +494,6 @@ def ledger_problems(home: Path, scratch: Path) -> list[str]:
     tests/reference.py's count of exactly the lines before it — so a span read
     twice (or skipped) after a crash shows as a difference.
     """
-    from memd.ledger import store as ledger
-    from memd.ledger.sessions import session_json
     from tests.reference import claude_counts
 
     conn = state_conn(home)
@@ -568,7 +573,6 @@ def search_files(home: Path) -> set[str] | None:
     db = home / "memd" / "search.sqlite"
     if not db.exists():
         return None
-    from memd.index.search import open_readonly
 
     conn = open_readonly(db)
     try:
@@ -581,10 +585,6 @@ def search_files(home: Path) -> set[str] | None:
 
 def not_settled(home: Path, after_run_id: int = 0) -> str | None:
     """Why the daemon on `home` still has work, or None when it is idle and every view is current."""
-    import jobs.extract as extract
-    import jobs.summary as summary
-    from memd import settings as st
-    from memd.job.context import JobContext
 
     conn = state_conn(home)
     if conn is None:
@@ -650,8 +650,6 @@ def settle(home: Path, after_run_id: int = 0, timeout: float = 240.0) -> None:
 
 def ledger_state(home: Path) -> dict[str, dict[str, Any]]:
     """session id → the compared counts, as the ledger holds them."""
-    from memd.ledger import store as ledger
-    from memd.ledger.sessions import session_json
 
     conn = state_conn(home)
     assert conn is not None

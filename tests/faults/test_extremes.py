@@ -36,10 +36,16 @@ import pytest
 
 import jobs.extract as extract
 import jobs.index as index_job
+from jobs import dream
+from jobs.dream.eligibility import due_decisions
+from memd import settings as st
+from memd.clock import iso
+from memd.history import snapshots as swap
 from memd.history import store
+from memd.job.context import set_cursor
 from memd.job.runner import run_job
 from memd.memory.scan import scan_dir
-from memd.tree import Place
+from memd.tree import Home, Place
 from tests.fakeapi import FakeAnthropic, op, ops_reply, text
 from tests.faults.kit import RecordingLog, one_line, snapshot
 from tests.jobkit import context, ingest, make_settings, write_session
@@ -237,7 +243,6 @@ def test_linked_memory_and_projects_are_followed_and_doctor_says_where(tmp_path:
     ("memd.sync.remote", "x" * 100_000),
 ])  # fmt: skip
 def test_every_setting_has_a_range(field: str, value: Any) -> None:
-    from memd import settings as st
 
     section, *path = field.split(".")
     tree: dict[str, Any] = {}
@@ -288,7 +293,6 @@ def test_a_10_mb_settings_file_is_refused_at_once_keeping_the_last_good_settings
 
 
 def test_comments_and_trailing_commas_are_read_without_json5_at_any_size() -> None:
-    from memd import settings as st
 
     pad = "x" * 500_000
     t = time.monotonic()
@@ -407,8 +411,6 @@ def test_a_damaged_state_db_is_one_line(demo: Path, tmp_path: Path, how: str) ->
 
 def _dream_entry(home: Path) -> tuple[Any, str]:
     """A dream's history entry of the drawer, made through memd.history.runs as a dream makes it."""
-    from memd.history import snapshots as swap
-    from memd.tree import Home, Place
 
     h = Home(home)
     ref = Place.global_()
@@ -480,10 +482,6 @@ def test_control_sequences_from_a_model_are_neither_stored_nor_printed(tmp_path:
 
 
 def test_times_in_the_future_are_clamped_to_now(tmp_path: Path) -> None:
-    from jobs import dream
-    from jobs.dream.eligibility import due_decisions
-    from memd.clock import iso
-    from memd.job.context import set_cursor
     from tests.jobs.dream.helpers import KEY as DKEY
     from tests.jobs.dream.helpers import TARGET, make_ctx, mdir, mk_settings, write_mem
     from tests.jobs.dream.helpers import ingest as d_ingest

@@ -33,7 +33,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memd.tree import Place
+import jobs.extract as extract
+import jobs.summary as summary
+from memd import settings as st_mod
+from memd import state
+from memd.discovery import discover_sessions
+from memd.index.refresh import refresh_dir
+from memd.index.render import INDEX_HEADER, index_line
+from memd.job.runner import run_job
+from memd.ledger import store as ledger
+from memd.ledger.sessions import session_json
+from memd.memory.scan import scan_dir
+from memd.tree import Home, Place
 from tests.faults.kit import RecordingLog, one_line
 
 EXAMPLES = int(os.environ.get("MEMD_FAULTS_EXAMPLES", "100"))
@@ -155,11 +166,6 @@ transcript_lines = st.one_of(
 
 
 def _ingest(home: Path, problems: list[Any]) -> dict[str, Any]:
-    from memd import state
-    from memd.discovery import discover_sessions
-    from memd.ledger import store as ledger
-    from memd.ledger.sessions import session_json
-    from memd.tree import Home
 
     h = Home(home)
     conn = state.connect(h.state_db)
@@ -186,9 +192,6 @@ def _ingest(home: Path, problems: list[Any]) -> dict[str, Any]:
 def test_fuzzed_transcripts_are_ingested_the_same_whole_or_in_pieces_and_jobs_survive_them(
     lines: list[bytes], tail: bool, cuts: list[float]
 ) -> None:
-    import jobs.extract as extract
-    import jobs.summary as summary
-    from memd.job.runner import run_job
     from tests.jobkit import context, make_settings
 
     data = b"\n".join(lines) + (b"" if tail else b"\n")
@@ -278,10 +281,6 @@ memory_contents = st.one_of(
 @fuzz(1.0)
 @given(files=st.dictionaries(file_names, memory_contents, min_size=1, max_size=8), scope=st.sampled_from(["global", "project"]))
 def test_fuzzed_memory_files_are_reported_never_fatal_and_never_touched(files: dict[str, bytes], scope: str) -> None:
-    from memd.index.refresh import refresh_dir
-    from memd.index.render import INDEX_HEADER, index_line
-    from memd.memory.scan import scan_dir
-    from memd.tree import Home
 
     COUNTS["fuzz: memory directories tried"] += 1
     COUNTS["fuzz: memory files tried"] += len(files)
@@ -355,7 +354,6 @@ settings_texts = st.one_of(
 @fuzz(3.0)
 @given(text=settings_texts, raw=st.binary(max_size=40))
 def test_fuzzed_settings_fall_back_field_by_field_with_one_line_warnings(text: str, raw: bytes) -> None:
-    from memd import settings as st_mod
 
     COUNTS["fuzz: settings texts tried"] += 2
     for s in (st_mod.parse_text(text), _load_bytes(raw)):
@@ -369,7 +367,6 @@ def test_fuzzed_settings_fall_back_field_by_field_with_one_line_warnings(text: s
 
 
 def _load_bytes(raw: bytes) -> Any:
-    from memd import settings as st_mod
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "settings.json"
@@ -458,8 +455,6 @@ DURABLE = [("user", "Please always remember: we deploy the billing service only 
 @fuzz(0.8)
 @given(answer=answers)
 def test_fuzzed_model_answers_never_escape_the_tree_and_every_refusal_is_one_line(fake_api: Any, answer: str) -> None:
-    import jobs.extract as extract
-    from memd.job.runner import run_job
     from tests.fakeapi import text
     from tests.faults.kit import view_problems, walk
     from tests.jobkit import context, ingest, make_settings, write_session

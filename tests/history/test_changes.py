@@ -3,13 +3,16 @@ the undo is itself undoable, and a file changed since stops the undo with its na
 
 from __future__ import annotations
 
+import os
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from jobs import extract
+from jobs import dream, extract
 from memd.history import runs as history
+from memd.history.writes import Recorder
 from memd.job.runner import run_job
 from memd.tree import Home, Place
 from tests.jobkit import context, ingest, make_settings, write_session
@@ -65,7 +68,6 @@ def test_a_file_changed_since_stops_the_undo(tmp_path: Path) -> None:
 
 
 def test_a_damaged_kept_copy_is_refused(tmp_path: Path) -> None:
-    from memd.history.writes import Recorder
 
     home = Home(tmp_path / "h")
     mem = home.project_memory(KEY)
@@ -84,8 +86,6 @@ def test_a_damaged_kept_copy_is_refused(tmp_path: Path) -> None:
 
 
 def _loose(root: Path) -> list[str]:
-    import os
-    import stat
 
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -99,10 +99,7 @@ def _loose(root: Path) -> list[str]:
 def test_history_is_private_and_undo_puts_the_modes_back(tmp_path: Path) -> None:
     """Claude Code makes memory directories 0755 and files 0644; memd's copies of them are 0700/0600,
     and an undo restores the user's modes."""
-    import os
-    import stat
 
-    from jobs import dream
     from tests.jobs.dream.helpers import TARGET, make_ctx, mk_settings, offline_scope
 
     home = tmp_path / "h"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memd.index.refresh import refresh_dir
 from memd.index.render import (
     DAY_SECONDS,
     DrawerRender,
@@ -18,6 +20,7 @@ from memd.index.render import (
     staleness_note,
 )
 from memd.memory.file import Memory
+from memd.tree import Home
 
 # 2024-05-10 12:00 UTC
 NOON = datetime(2024, 5, 10, 12, 0, tzinfo=UTC).timestamp()
@@ -291,10 +294,7 @@ def test_staleness_note_accepts_datetime_and_future_mtime() -> None:
 
 def test_refresh_reuses_indexed_rows_for_unchanged_files(tmp_path: Path) -> None:
     """An unchanged file (same size and mtime as its search row) is not read again."""
-    import os
 
-    from memd.index.refresh import refresh_dir
-    from memd.tree import Home
 
     home = Home(tmp_path / "h")
     d = home.global_memory

@@ -20,7 +20,7 @@ from memd.discovery import list_memory_dirs
 from memd.index.refresh import refresh_all, refresh_dir
 from memd.index.search import ZWSP, open_readonly, query_index, segment
 from memd.index.writer import SearchIndex
-from memd.memory.file import Memory, render_memory, write_memory
+from memd.memory.file import Memory, parse_memory, render_memory, write_memory
 from memd.memory.scan import scan_dir
 from memd.tree import Home
 
@@ -456,8 +456,6 @@ def test_refresh_missing_global_dir_writes_nothing(tmp_path: Path) -> None:
 
 def test_plain_words_fall_back_to_prefixes(tmp_path: Path) -> None:
     """No stemming in FTS5: a plain word that finds nothing is retried as a prefix."""
-    from memd.index.writer import SearchIndex
-    from memd.memory.file import parse_memory
 
     text = "---\nname: deploys\ndescription: when we ship\nmetadata:\n  type: project\n---\nWe deploy on Fridays only.\n"
     f = tmp_path / "memory" / "deploys.md"

@@ -16,7 +16,7 @@ from memd.discovery import discover_sessions
 from memd.ledger import files as ledgerfiles
 from memd.ledger import query as ledgerquery
 from memd.ledger import store as ledger
-from memd.ledger.sessions import session_json
+from memd.ledger.sessions import list_sessions, session_json, sessions_json_text
 from memd.tree import Home
 from tests.conftest import CORPUS, corpus_sessions, memd_cmd, require_corpus
 from tests.reference import claude_counts
@@ -223,7 +223,6 @@ def test_usage_last_per_message_id_across_appends(home: Path) -> None:
 
 def test_listing_query_equals_the_row_form(corpus_home: Path, tmp_path: Path) -> None:
     """`memd sessions` uses a one-pass query; it must say exactly what session_json says."""
-    from memd.ledger.sessions import list_sessions
 
     home = tmp_path / "h"
     shutil.copytree(corpus_home, home)
@@ -235,7 +234,6 @@ def test_listing_query_equals_the_row_form(corpus_home: Path, tmp_path: Path) ->
 
 
 def test_json_listing_built_by_sqlite_equals_the_row_form(corpus_home: Path, tmp_path: Path) -> None:
-    from memd.ledger.sessions import list_sessions, sessions_json_text
 
     home = tmp_path / "h"
     shutil.copytree(corpus_home, home)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -206,7 +207,6 @@ def test_timeout_then_success(api: FakeAnthropic) -> None:
 
 
 def _model_threads() -> list[str]:
-    import threading
 
     return [t.name for t in threading.enumerate() if t.name == "memd-model-call" and t.is_alive()]
 
@@ -269,7 +269,6 @@ def test_a_stop_during_an_attempt_lets_it_end_but_starts_no_other(api: FakeAnthr
             time.sleep(0.01)
         stop = True
 
-    import threading
 
     threading.Thread(target=asked, daemon=True).start()
     with pytest.raises(ModelCallStopped, match="not retried after 1 attempt") as err:
@@ -292,7 +291,6 @@ def test_a_stop_during_the_backoff_starts_no_attempt(api: FakeAnthropic) -> None
 def test_a_stop_cuts_a_real_backoff_short(api: FakeAnthropic) -> None:
     """A server asking for 100 s between attempts does not hold a stopping daemon for 100 s
     (the model layer's own wait, not an injected one)."""
-    import threading
 
     api.enqueue(status(529, retry_after=100), text("never asked"))
     llm = LLM(LLMConfig(provider="anthropic", api_key=KEY, base_url=api.url, timeout_s=5))

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memd import settings as st
 from memd.fsutil import atomic_write, ensure_private_dir
 from memd.history.writes import Recorder
 from memd.keys import key_for_root
@@ -48,7 +49,6 @@ def make_home(tmp: Path, name: str, remote: Path | str | None, **memd: Any) -> H
 
 
 def settings_of(home: Home) -> Any:
-    from memd import settings as st
 
     return st.load(home.settings_file)
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import jobs.index as index_job
 from memd.git.repo import Repo
 from memd.history import runs as history
 from memd.history import snapshots as swap
 from memd.history import store
+from memd.job.context import make_context
+from memd.logs.events import get_logger
+from memd.sync.run import status
 from memd.tree import Home, Place
 from tests.sync.helpers import git, hand_write, log_subjects, make_home, memd_write, settings_of, text
 
@@ -20,9 +24,6 @@ def _git(home: Home, *args: str) -> str:
 
 
 def _index_run(home: Home, place: Place) -> None:
-    import jobs.index as index_job
-    from memd.job.context import make_context
-    from memd.logs.events import get_logger
 
     ctx = make_context(home, settings_of(home), log=get_logger("test"))
     try:
@@ -102,7 +103,6 @@ def test_a_dream_swap_is_one_commit(tmp_path: Path) -> None:
 
 
 def test_a_secret_is_never_committed_and_is_reported(tmp_path: Path) -> None:
-    from memd.sync.run import status
 
     home = make_home(tmp_path, "h", None)
     memd_write(home, None, "tabs.md", text("tabs", "Use tabs."))

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from memd.errors import MemdError
+from memd.history.runs import list_runs
 from memd.sync import run as sync
 from memd.tree import Home
+from memd.write import proposals
 from tests.procs import memd_env, run_memd
 from tests.sync.helpers import (
     GIT_ENV,
@@ -115,7 +118,6 @@ def test_a_project_unknown_here_waits_in_the_repository_until_a_checkout_appears
 
 def test_concurrent_edits_keep_both_versions_and_make_one_merge_proposal(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    from memd.write import proposals
 
     remote = bare_remote(tmp_path)
     a = make_home(tmp_path, "a", remote)
@@ -145,7 +147,6 @@ def test_concurrent_edits_keep_both_versions_and_make_one_merge_proposal(tmp_pat
     (p,) = waiting
     assert p.info["job"] == "sync" and {c["file"] for c in p.info["changes"]} == {"tabs.md", "tabs.conflict-laptop.md"}
     # the conflict is in memd's history on the machine that merged
-    from memd.history.runs import list_runs
 
     runs = [r for r in list_runs(b) if r.get("job") == "sync"]
     assert runs and "kept both versions of tabs.md" in runs[-1]["reason"]
@@ -204,7 +205,6 @@ def test_a_planted_secret_never_leaves_the_machine(tmp_path: Path, monkeypatch: 
 
 def test_an_unreachable_remote_backs_off_local_work_goes_on_and_status_shows_the_distance(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    from memd.errors import MemdError
 
     remote = tmp_path / "later.git"
     a = make_home(tmp_path, "a", remote)

@@ -4,15 +4,17 @@ proposed, through the write path and the history; a stale proposal is re-checked
 from __future__ import annotations
 
 import json
+import json as _json
 import sqlite3
 from pathlib import Path
 
-from jobs import extract
+from jobs import dream, extract
 from memd.job.runner import run_job
+from memd.memory.file import render_memory
 from memd.memory.operations import validate_operations
 from memd.tree import Place
 from memd.write import apply as memwrite
-from memd.write import proposals
+from memd.write import proposals, review
 from tests.jobkit import context, ingest, make_settings, write_session
 from tests.write.kit import (
     KEY,
@@ -161,7 +163,6 @@ def test_dream_directory_proposal_accept_all_and_undo(tmp_path: Path) -> None:
     b = write_memory(home, "tabs-2", "Use tabs, not spaces.", key=None, typ="feedback")
     before = {p.name: p.read_bytes() for p in (a, b)}
     ctx = context(home, make_settings(memory={"review": True}))
-    from memd.memory.file import render_memory
 
     merged = render_memory("tabs", "the user indents with tabs", "feedback", "Use tabs, not spaces.",
                            {"source": "memd", "merged_from": ["tabs", "tabs-2"]})  # fmt: skip
@@ -229,10 +230,7 @@ def test_read_only_refuses_writes_and_accepts_but_indexes_go_on(tmp_path: Path) 
 
 def test_dream_in_review_mode_proposes_and_writes_nothing(tmp_path: Path) -> None:
     """Dream's whole-directory change waits as one proposal; accepting it applies exactly it."""
-    import json as _json
 
-    from jobs import dream
-    from memd.job.runner import run_job
     from tests.jobs.dream.helpers import TARGET, make_ctx, mk_settings, offline_scope
 
     home = tmp_path / "h"
@@ -242,7 +240,6 @@ def test_dream_in_review_mode_proposes_and_writes_nothing(tmp_path: Path) -> Non
     r = run_job(ctx, dream, TARGET, force=True)
     assert r.outcome == "ok" and "proposal" in r.reason, r
     assert {p.name: p.read_bytes() for p in d.glob("*.md")} == before
-    from memd.write import proposals, review
 
     [p] = proposals.list_proposals(ctx.home)
     assert p.info.get("job") == "dream"

@@ -13,6 +13,7 @@ from memd.job.runner import run_job
 from memd.memory.file import parse_memory, render_memory
 from memd.memory.scan import scan_dir
 from memd.tree import Place
+from memd.write import proposals, review
 from tests.jobkit import context, ingest, make_settings, write_session
 from tests.write.kit import GHP, KEY, SID, cli, cli_json, memory_dir, settings, write_memory
 
@@ -115,8 +116,6 @@ def test_why_and_show_on_a_memory_written_by_hand(tmp_path: Path) -> None:
 
 
 def test_why_on_a_merge_accepted_in_review_mode_reads_the_inputs_from_the_write_run(tmp_path: Path) -> None:
-    from memd.tree import Place
-    from memd.write import proposals, review
 
     home = tmp_path / "h"
     settings(home, memory={"review": True})

@@ -17,6 +17,8 @@ from memd.discovery import discover_sessions
 from memd.index.refresh import refresh_dir
 from memd.job.context import JobContext
 from memd.ledger import store as ledger
+from memd.llm.client import LLM
+from memd.llm.types import LLMConfig
 from memd.memory.file import Memory, render_memory
 from memd.settings import Settings, parse_text
 from memd.tree import Home, Place
@@ -38,8 +40,6 @@ def mk_settings(provider: str = "offline", memd: dict[str, Any] | None = None, *
 
 
 def fake_llm(url: str) -> Any:
-    from memd.llm.client import LLM
-    from memd.llm.types import LLMConfig
 
     cfg = LLMConfig(provider="anthropic", base_url=url, api_key="test-key", timeout_s=20, max_retries=0,
                     daily_token_budget=0)  # fmt: skip

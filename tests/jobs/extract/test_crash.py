@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from memd.index.refresh import refresh_all
 from memd.memory.file import parse_memory, render_memory, write_memory
 from memd.tree import Home
 from tests.conftest import REPO
@@ -118,7 +119,6 @@ def kill_home(home: Path, rng: random.Random) -> str:
                            body=filler(rng, rng.randint(6000, 7800))))  # fmt: skip
     added = [op(scope=kinds[i % 4][0], type=kinds[i % 4][1], name=f"added-{i:02d}", description=f"added memory {i}",
                 body=filler(rng, rng.randint(6000, 7800))) for i in range(32)]  # fmt: skip
-    from memd.index.refresh import refresh_all
 
     refresh_all(Home(home))
     ingest(home)

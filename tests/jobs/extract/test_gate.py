@@ -7,7 +7,7 @@ import pytest
 from jobs.extract.gate import gate_text, parse_gate, pre_gate
 from jobs.extract.trigger import extract_due
 from memd.ledger.pause import unpaused
-from memd.transcripts.spans import Piece
+from memd.transcripts.spans import Piece, render
 
 
 @pytest.mark.parametrize("answer,expect", [("yes", True), ("No", False), ("YES.", True), (" no\n", False),
@@ -51,7 +51,6 @@ def test_gate_reads_people_not_tools_and_interruptions_are_not_user_text() -> No
 
 
 def test_render_drops_tool_output_before_what_people_said() -> None:
-    from memd.transcripts.spans import render
 
     ps = [Piece("human", "first request about the parser", 1), Piece("tool_result", "z" * 3000, 2),
           Piece("assistant", "done", 3), Piece("human", "second request", 4)]  # fmt: skip

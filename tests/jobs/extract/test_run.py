@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 
 from jobs import extract
-from memd.job.context import get_cursor
+from memd.index.refresh import refresh_all
+from memd.job.context import get_cursor, set_cursor
 from memd.job.runner import run_job
+from memd.ledger import pause
 from memd.memory.scan import scan_dir
-from memd.tree import Place
+from memd.tree import Home, Place
 from tests.fakeapi import (
     FAKE_SECRET,
     FakeAnthropic,
@@ -159,7 +161,6 @@ def test_paused_session_writes_nothing(tmp_path: Path) -> None:
 
 def test_cli_pause_writes_nothing(tmp_path: Path) -> None:
     """`memd pause` governs what is said after it: the durable line that follows is never judged."""
-    from memd.ledger import pause
 
     home = _home(tmp_path, [("user", "hello"), ("assistant", "Hi.")])
     with FakeAnthropic([]) as api:
@@ -176,7 +177,6 @@ def test_cli_pause_writes_nothing(tmp_path: Path) -> None:
 
 def test_cli_resume_after_a_transcript_pause_extracts_what_follows(tmp_path: Path) -> None:
     """The later word wins both ways: `/pause-memory` in the transcript, then `memd resume`."""
-    from memd.ledger import pause
 
     home = tmp_path / "h"
     p = home / "projects" / KEY / f"{SID}.jsonl"
@@ -230,8 +230,6 @@ def test_hand_edited_memory_is_never_overwritten_blindly(tmp_path: Path) -> None
 
 
 def test_related_memory_body_is_part_of_the_call_and_then_updated(tmp_path: Path) -> None:
-    from memd.index.refresh import refresh_all
-    from memd.tree import Home
 
     home = _home(tmp_path, DURABLE)
     mdir = home / "projects" / KEY / "memory"
@@ -268,7 +266,6 @@ def test_offline_provider_extracts_deterministically(tmp_path: Path) -> None:
     assert [m.type for m in g] == ["user"] and [m.type for m in p] == ["project"]
     assert all(m.metadata["provider"] == "offline" for m in g + p)
     before = {f: f.read_bytes() for f in (home / "memory").glob("*.md")}
-    from memd.job.context import set_cursor
 
     set_cursor(ctx.conn, "extract", str(TARGET), {"offset": 0, "human_turns": 0}, "x")  # a crash before the cursor moved
     assert run_job(ctx, extract, TARGET).outcome == "ok"

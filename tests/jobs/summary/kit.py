@@ -26,8 +26,10 @@ from jobs.summary.document import (
 from jobs.summary.trigger import Thresholds
 from memd import state
 from memd.discovery import discover_sessions
-from memd.job.context import JobContext
+from memd.job.context import JobContext, record_call
 from memd.ledger import store as ledger
+from memd.llm.client import LLM
+from memd.llm.types import LLMConfig
 from memd.settings import Settings, parse_text
 from memd.tree import Home
 from tests.reference import _result_len, _text, _tool_len
@@ -48,13 +50,11 @@ def make_settings(session: dict[str, Any] | None = None, provider: str = "offlin
 
 def offline_llm(ctx: JobContext) -> Any:
     """The real model layer with the offline provider (no network)."""
-    from memd.llm.client import LLM
 
     return LLM(_config("offline", None), usage_sink=lambda rec: None, tokens_used_today=lambda: 0)
 
 
 def _config(provider: str, base_url: str | None) -> Any:
-    from memd.llm.types import LLMConfig
 
     return LLMConfig(
         provider=provider, small_model="claude-haiku-4-5", strong_model="claude-sonnet-4-6", base_url=base_url,
@@ -224,8 +224,6 @@ def squash(text: str) -> str:
 
 def api_llm(url: str) -> Any:
     """The real model layer and the real `anthropic` client, pointed at the fake server."""
-    from memd.job.context import record_call
-    from memd.llm.client import LLM
 
     return lambda ctx: LLM(_config("anthropic", url), usage_sink=lambda rec: record_call(ctx, rec),
                            tokens_used_today=lambda: 0)  # fmt: skip
