@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import shutil
@@ -192,7 +193,6 @@ class TimedLLM:
 
 
 def make_ctx(home: Path, url: str | None, provider: str) -> tuple[JobContext, list[TimedLLM]]:
-
     made: list[TimedLLM] = []
     s = parse_text(json.dumps({"memd": {"provider": provider}}))
 
@@ -210,8 +210,6 @@ def make_ctx(home: Path, url: str | None, provider: str) -> tuple[JobContext, li
 
 
 def quiet_logs() -> None:
-    import logging
-
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
@@ -285,8 +283,6 @@ def due_over_10k(work: Path) -> float:
 
 
 def measure(runs: int) -> dict[str, Any]:
-    import anthropic  # noqa: F401 - imported once per process, as in the daemon
-
     quiet_logs()
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:

@@ -163,7 +163,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
     args = ap.parse_args(argv)
 
-
     rows = load_rows()
     now = judge(offline, rows)
     base = judge(module_at(args.baseline), rows) if args.baseline else None

@@ -109,7 +109,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
     args = ap.parse_args(argv)
 
-
     k = prompt.RELATED_BODIES
     pools, cases = load()
     with tempfile.TemporaryDirectory() as tmp:

@@ -45,6 +45,7 @@ look-alike is a *false positive* when any finding touches it.
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
 import json
 import math
@@ -57,11 +58,14 @@ import statistics
 import string
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
+import tomllib
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -655,7 +659,6 @@ def memd_before() -> Candidate | str:
 
 
 def memd_now() -> Candidate:
-
     return Candidate("memd", lambda t: [s for _, s in mod.find_secrets(t)], f"none (memd, {len(mod.RULES)} rules)")
 
 
@@ -683,12 +686,11 @@ _KEEP_ALIVE: list[Any] = []
 
 def detect_secrets_candidate() -> Candidate | str:
     try:
-        import detect_secrets
-        from detect_secrets.core.scan import scan_file
-        from detect_secrets.settings import default_settings
+        import detect_secrets  # noqa: PLC0415 - optional: a comparison candidate, not a dependency
+        from detect_secrets.core.scan import scan_file  # noqa: PLC0415 - optional: a comparison candidate, not a dependency
+        from detect_secrets.settings import default_settings  # noqa: PLC0415 - optional: a comparison candidate, not a dependency
     except ImportError:
         return "not installed (pip install detect-secrets)"
-    import atexit
 
     ctx = default_settings()
     ctx.__enter__()  # every plugin, default filters, for the whole run
@@ -710,8 +712,6 @@ def detect_secrets_candidate() -> Candidate | str:
 
 
 def _dist_version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(dist)
     except PackageNotFoundError:
@@ -720,9 +720,9 @@ def _dist_version(dist: str) -> str:
 
 def credsweeper_candidate() -> Candidate | str:
     try:
-        import logging
+        import logging  # noqa: PLC0415 - optional: a comparison candidate, not a dependency
 
-        from credsweeper import CredSweeper, StringContentProvider
+        from credsweeper import CredSweeper, StringContentProvider  # noqa: PLC0415 - optional: a comparison candidate, not a dependency
     except ImportError:
         return "not installed (pip install credsweeper)"
     logging.getLogger("credsweeper").setLevel(logging.ERROR)
@@ -807,7 +807,6 @@ def gitleaks_candidate() -> Candidate | str:
     path = os.environ.get("MEMD_GITLEAKS_TOML")
     if not path or not Path(path).is_file():
         return "no rules (set MEMD_GITLEAKS_TOML to gitleaks' config/gitleaks.toml)"
-    import tomllib
 
     cfg = tomllib.loads(Path(path).read_text())
     global_allow = [_allow(cfg["allowlist"])] if "allowlist" in cfg else []
@@ -969,7 +968,6 @@ bench's own and shows what running all 222 rules unported would cost."""
 def library_code(limit_mb: float = 40.0) -> tuple[list[str], float]:
     """Python files of this virtualenv's libraries (tests left out), up to `limit_mb`: code full of
     `token`, `password`, `secret` and `key` that holds few real secrets (documentation examples)."""
-    import sysconfig
 
     root = Path(sysconfig.get_paths()["purelib"])
     texts: list[str] = []

@@ -29,6 +29,7 @@ from typing import Any
 
 from memd.llm.client import LLM
 from memd.llm.types import LLMConfig
+from tests import fakeapi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -62,13 +63,11 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 def estimate(body: dict[str, Any]) -> int:
     """The fake server's default input-token estimate of one request body."""
-    from tests import fakeapi
 
     return int(fakeapi.estimate_input_tokens(body))
 
 
 def make_llm(url: str) -> Any:
-
     config = LLMConfig(
         provider="anthropic", small_model="claude-haiku-4-5", strong_model="claude-sonnet-4-6", base_url=url,
         api_key="bench", timeout_s=30.0, max_retries=0, daily_token_budget=100_000_000, max_output_tokens=16_000,

@@ -51,7 +51,6 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _memory(i: int) -> str:
-
     body = (f"Decision {i}: the service keeps its queue in Postgres, not Redis, because the team "
             "already runs Postgres and the queue is small. **Why:** one less system to operate. "
             "**How to apply:** new background work goes through the jobs table.")  # fmt: skip

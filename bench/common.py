@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 import shutil
 import subprocess
@@ -36,7 +37,6 @@ def compile_memd() -> None:
     """Write memd's bytecode before timing its processes, as an installed memd has it: with
     PYTHONDONTWRITEBYTECODE set (as on some machines), every `memd` process would otherwise compile
     its changed modules from source again, tens of milliseconds that no installed copy pays."""
-    import compileall
 
     compileall.compile_dir(str(REPO / "memd"), quiet=1)
 

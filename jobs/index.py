@@ -41,7 +41,6 @@ def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
 
 
 def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
-
     if target.kind == "global":
         directory, scope, key = ctx.home.global_memory, "global", None
         ensure_private_dir(directory)

@@ -114,7 +114,7 @@ def file_lock(path: Path) -> BaseFileLock:
     acquisition means two threads of one process contend like two processes
     (flock locks belong to the open file description).
     """
-    from filelock import FileLock
+    from filelock import FileLock  # noqa: PLC0415 - start-up: filelock only when a lock is taken
 
     return FileLock(path, mode=PRIVATE_FILE, thread_local=False, fallback_to_soft=False)
 
@@ -128,7 +128,7 @@ def check_not_symlink(path: Path) -> None:
 
 def try_lock(lock: BaseFileLock, path: Path, timeout: float) -> bool:
     """One bounded attempt; False on contention, UnsafeLockPath on a planted link."""
-    from filelock import Timeout
+    from filelock import Timeout  # noqa: PLC0415 - start-up: filelock only when a lock is taken
 
     try:
         if timeout <= 0:

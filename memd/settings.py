@@ -205,7 +205,6 @@ def _show_key(dotted: str) -> str:
 
 
 def _show(value: Any) -> str:
-
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -229,7 +228,7 @@ def parse_text(text: str, source: str = "settings.json") -> Settings:
             if len(text) > JSON5_MAX_CHARS:  # json5 is pure Python, ~12 ms a KB: 44-109 s for 10 MB
                 return _broken(source, f"not valid JSON: {_json_where(exc)} (too large to try JSON5)")
             try:
-                import json5
+                import json5  # noqa: PLC0415 - start-up: json5 only for a settings file that is not plain JSON
 
                 data = json5.loads(text)
             except (ValueError, RecursionError) as exc:  # json5 recurses: a few hundred nested brackets overflow it
@@ -261,7 +260,6 @@ def _without_comments(text: str) -> str:
 
 
 def _json_where(exc: BaseException) -> str:
-
     if isinstance(exc, json.JSONDecodeError):
         return f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -319,7 +317,6 @@ def _last_good_path(path: Path) -> Path:
 def _keep_last_good(path: Path, s: Settings) -> None:
     """Remember settings that parsed, for the day the file does not (only in a home memd already uses)."""
 
-
     target = _last_good_path(path)
     try:  # memd's own directory, never through a link (`fsutil.ensure_own_dir`)
         if not stat.S_ISDIR(target.parent.lstat().st_mode):
@@ -333,7 +330,6 @@ def _keep_last_good(path: Path, s: Settings) -> None:
     except OSError:
         pass
     try:
-
         atomic_write(target, data.encode())
     except OSError:
         pass  # a read-only home still runs on the settings it has
@@ -341,7 +337,6 @@ def _keep_last_good(path: Path, s: Settings) -> None:
 
 def _closed(path: Path, s: Settings) -> Settings:
     """A file that does not parse: the last good settings, or defaults that refuse model jobs."""
-
 
     why = s.broken or f"{path}: unusable"
     try:
@@ -381,7 +376,6 @@ def effective_provider(
     private key file under `memd_dir`), otherwise the deterministic offline
     provider; an explicit `anthropic` without a key makes model jobs wait.
     """
-
 
     env = dict(os.environ) if env is None else env
     key, problem = (env.get("ANTHROPIC_API_KEY") or None), None

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -125,8 +126,6 @@ class FakeApiProc:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> FakeApiProc:
-        import sys
-
         here = Path(__file__).parent
         self.proc = subprocess.Popen([sys.executable, str(here / "fakeapi.py"), "--port-file", str(self.port_file),
                                       "--script", str(self.script_path), "--record", str(self.record)])  # fmt: skip

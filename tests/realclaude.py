@@ -46,6 +46,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 __all__ = [
     "ClaudeInstall",
     "ClaudeRun",
@@ -230,7 +232,7 @@ def _ensure_claude() -> ClaudeInstall:
     if npm is None:
         raise ClaudeUnavailable("npm is not on PATH; install Node.js/npm or set MEMD_CLAUDE_BIN")
     try:
-        from filelock import FileLock, Timeout
+        from filelock import FileLock, Timeout  # noqa: PLC0415 - start-up: filelock only when a lock is taken
     except ImportError as exc:  # pragma: no cover - filelock is a memd dependency
         raise ClaudeUnavailable(f"filelock is missing: {exc}") from exc
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -253,7 +255,6 @@ def _ensure_claude() -> ClaudeInstall:
 
 def claude_or_skip() -> ClaudeInstall:
     """`ensure_claude()`, or skip the calling test with the reason."""
-    import pytest
 
     try:
         return ensure_claude()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from memd.keys import canonical_root, cwd_key, djb2, key_for_root, memory_key_for_session, project_key
+from tests.conftest import memd_cmd
 
 JS_KEY = r"""
 const p = require('fs').readFileSync(0, 'utf8');
@@ -130,9 +131,6 @@ def test_session_memory_key_falls_back_to_the_transcript_directory(tmp_path: Pat
 
 
 def test_cli_key_json(tmp_path: Path) -> None:
-
-    from tests.conftest import memd_cmd
-
     repo = make_repo(tmp_path / "repo")
     (repo / "src").mkdir()
     r = subprocess.run([*memd_cmd(), "key", "--json", str(repo / "src")], capture_output=True, text=True, check=True)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 import memd
 from memd import locks
@@ -365,7 +366,6 @@ def test_symlink_at_the_daemon_lock_is_refused(home: Home, tmp_path: Path) -> No
 
 def test_filelock_itself_refuses_to_follow_a_symlink(tmp_path: Path) -> None:
     """Our early check has a race window; this is the guarantee behind it (filelock >= 3.20.3)."""
-    from filelock import FileLock
 
     victim = tmp_path / "victim"
     victim.write_text("precious")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,8 +52,6 @@ def test_cursor_roundtrip_and_kv(tmp_path: Path) -> None:
 
 
 def test_runs_of_dead_processes_are_swept_as_interrupted(tmp_path: Path) -> None:
-    import sys
-
     conn = state.connect(tmp_path / "s.sqlite")
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(gone.stdout)

@@ -207,7 +207,6 @@ class Snapshot:
             self._thread.start()
 
     def _copy(self) -> None:
-
         self._copied = True
         try:
             self.entry = swap.snapshot(self.home, self.ref, self.run_id)
@@ -223,7 +222,6 @@ class Snapshot:
         """The snapshot's history entry, copied now if no thread was started; with `live`, taken
         again if the copy failed or no longer matches `live` (see the class docstring)."""
 
-
         self.settle()
         if not self._copied:
             self._copy()
@@ -238,8 +236,6 @@ class Snapshot:
         return self.entry
 
     def discard(self) -> None:
-
-
         self.settle()
         if not self.kept:
             shutil.rmtree(store.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
@@ -287,7 +283,6 @@ def _propose(ctx: JobContext, target: Place, ref: Place, rendered: Sequence[Rend
 
 def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], plan: Plan, sig0: dict[str, Any],
           snap: Snapshot, provider: str, force: bool, details: dict[str, Any]) -> RunResult:  # fmt: skip
-
     now_iso = iso(ctx.now())
     by_file = {m.path.name: m for m in memories}
     rendered, bad = render_ops(plan.ops, by_file, provider=provider, now_iso=now_iso)

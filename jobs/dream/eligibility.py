@@ -79,12 +79,10 @@ def scope_lock(ctx: JobContext, target: Place) -> Iterator[Held]:
 
 
 def targets(ctx: JobContext) -> list[Place]:
-
     return [Place("global") if s == "global" else Place("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
 
 
 def scope_ref(target: Place) -> Place:
-
     if target.kind == "global":
         return Place("global")
     if target.kind == "project" and target.key:

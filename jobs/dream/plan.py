@@ -136,7 +136,6 @@ class Rules:
 
 
 def dream_caps() -> Any:
-
     return Caps(max_operations=200, max_body_bytes=16 * 1024)
 
 

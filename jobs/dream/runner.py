@@ -85,7 +85,6 @@ def _session_notes(ctx: JobContext, ref: Place, since: datetime | None) -> list[
 
 
 def _note_of(ctx: JobContext, row: Any) -> tuple[str, str]:
-
     path = ctx.home.summary_file(row["key"], row["session_id"])
     try:
         if path.is_file() and not path.is_symlink():
@@ -113,7 +112,6 @@ def _label(ref: Place) -> str:
 
 
 def _model_plan(ctx: JobContext, ref: Place, memories: list[Memory], rules: Rules, base: Baseline) -> Plan:
-
     directory = ref.memory_dir(ctx.home)
     notes = _session_notes(ctx, ref, base.at)
     user, unshown = build_prompt(_label(ref), ctx.now().date(), _read_index(directory), memories, set(rules.protected), notes)
@@ -133,7 +131,6 @@ def _model_plan(ctx: JobContext, ref: Place, memories: list[Memory], rules: Rule
 
 
 def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
-
     ref = scope_ref(target)
     directory = ref.memory_dir(ctx.home)
     if directory.is_symlink():

@@ -109,7 +109,6 @@ def _plan(ctx: JobContext, target: Place, row: dict[str, Any], cur: dict[str, An
 
 
 def _digest(text: str) -> str:
-
     return hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
@@ -164,7 +163,6 @@ def _advance(ctx: JobContext, target: Place, cur: dict[str, Any], plan: Plan, re
 
 
 def _offline_gate(plan: Plan) -> bool:
-
     return has_durable(human_texts(plan.pieces))
 
 
@@ -187,7 +185,6 @@ def _operations(
     itself, see `offline.Sourced`), and the call's sources are the union of those turns."""
 
     if offline:
-
         ops, union = offline_operations(plan.pieces, session_id)
         return ops, [], None, "offline", union
     ops, rejected, shown = _model_operations(ctx, plan)
@@ -206,7 +203,6 @@ def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tupl
     try:
         accepted, rejected, answer = _ask(ctx, f"{context}\n\n{conversation}")
     except ModelOutputError as exc:
-
         raise ModelCallFailed(f"extraction answer refused: {exc}") from exc
     unseen = unseen_targets(ctx, plan.memory_key, accepted, shown)
     if not unseen:

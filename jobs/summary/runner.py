@@ -60,7 +60,6 @@ def _row(ctx: JobContext, target: Place) -> Any:
 def read_previous(path: Path) -> Summary | None:
     """The summary on disk (a user may have edited it: their words stand), or None."""
 
-
     try:
         with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO in its place is refused, never waited on
             raw = fh.read(MAX_PREVIOUS_BYTES)

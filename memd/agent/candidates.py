@@ -137,7 +137,6 @@ def content_terms(query: str, limit: int = MAX_TERMS) -> list[str]:
 
 @functools.cache
 def _spaceless_run() -> re.Pattern[str]:
-
     return re.compile(f"[{_SPACELESS}]+")
 
 
@@ -262,7 +261,6 @@ def with_bodies(search: sqlite3.Connection, picks: Sequence[Candidate]) -> list[
 
 
 def read_surfaced(state_conn: sqlite3.Connection, project_key: str, session: str | None) -> list[str]:
-
     if not session:
         return []
     return decode_surfaced(get_kv(state_conn, surfaced_key(project_key, session)))

@@ -156,7 +156,6 @@ def _within(path: str, roots: list[str]) -> bool:
 
 
 def _read_text(path: Path) -> str:
-
     with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO in a file's place is refused, never waited on
         data = fh.read(MAX_FILE_BYTES + 1)
     text = data[:MAX_FILE_BYTES].decode("utf-8", errors="replace").lstrip("\ufeff")
@@ -287,7 +286,6 @@ def drawer_text(home: Home, max_bytes: int, today_utc: date, max_chars: int | No
 
 
 def _read_regular_text(path: Path) -> str:
-
     return read_regular(path).decode("utf-8")
 
 
@@ -297,7 +295,6 @@ def drawer_full_files(render: str) -> list[str]:
 
 
 def memory_index(home: Home, key: str) -> str | None:
-
     path = home.project_memory(key) / "MEMORY.md"
     try:
         with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO planted as MEMORY.md: skipped, never waited on

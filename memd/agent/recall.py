@@ -230,7 +230,7 @@ def ask_model(
     ready = base.available()  # key, provider and today's budget, on this thread
     if not ready:
         raise RecallFailed(ready.why)
-    import anthropic  # noqa: F401 - the ~2 s import counts against the deadline, not after it
+    import anthropic  # noqa: F401, PLC0415 - the ~2 s import counts against the deadline, not after it
 
     remaining = deadline - monotonic()
     if remaining < MIN_CALL_S:
@@ -293,7 +293,6 @@ def recall(
         n_candidates = len(picks)
         source = "offline" if picks else "none"
     else:
-
         candidates, _hits = fetch_candidates(search, query, project_key, surfaced)
         n_candidates = len(candidates)
         if not candidates:

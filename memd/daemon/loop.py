@@ -13,6 +13,7 @@ and re-evaluated after). A periodic due-check covers time-based jobs and retries
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import signal
@@ -20,6 +21,11 @@ import threading
 import time
 from datetime import timedelta
 from typing import Any
+
+import orjson
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from watchdog.observers import Observer
 
 from memd import settings as settings_mod
 from memd import state
@@ -103,7 +109,6 @@ class Daemon:
 
     # -- life -------------------------------------------------------------------
     def run(self) -> int:
-
         ensure_private_dir(self.home.root)
         ensure_private_dir(self.home.projects)
         with DaemonLock(self.home):
@@ -126,7 +131,6 @@ class Daemon:
     def _recover_swaps(self) -> None:
         """Finish or roll back a memory-directory swap a crash interrupted, before any job touches memories."""
         try:
-
             for done in recover(self.home, logger=self.log):
                 self.log.warning("dream.recovered", **{k: str(v) for k, v in done.items()})
         except Exception as exc:
@@ -135,7 +139,6 @@ class Daemon:
     def _migrate_memory_keys(self) -> None:
         """Once per home: memories written under a sub-directory's or worktree's key move to the root's."""
         try:
-
             migrate_memory_keys(self.home, self.settings, self.conn, self.clock(), self.log)
         except Exception as exc:
             self.log.exception("memory.migration_failed", reason=str(exc))
@@ -144,19 +147,14 @@ class Daemon:
         return bool(self.settings.get("memd.forcePolling")) or self.observer is False
 
     def _record_settings(self) -> None:
-        import orjson
-
         for w in self.settings.warnings:
             self.log.warning("settings.fallback", problem=w)
         state.set_kv(self.conn, "settings_warnings", orjson.dumps(self.settings.warnings).decode())
 
     def _start_scheduler(self) -> None:
-        import logging
 
         # APScheduler logs every add/run at INFO; our job.started/job.finished say it once.
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
-        from apscheduler.executors.pool import ThreadPoolExecutor
-        from apscheduler.schedulers.background import BackgroundScheduler
 
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(2)},
@@ -169,14 +167,10 @@ class Daemon:
         if self.settings.get("memd.forcePolling"):
             self.observer = False
             return
-        import logging
 
         # watchdog logs each inotify event at DEBUG: at `logLevel: debug` that was 94 % of the log.
         logging.getLogger("watchdog").setLevel(logging.INFO)
         try:
-            from watchdog.observers import Observer
-
-
             obs = Observer()
             obs.schedule(EventForwarder(self.events), str(self.home.projects), recursive=True)  # type: ignore[arg-type]
             ensure_private_dir(self.home.global_memory)
@@ -275,7 +269,6 @@ class Daemon:
         if "due" in kinds:
             self._due_all()
         if "sync" in kinds:  # memd.git with a remote: a sync in the background when one is due
-
             tick(self.home, self.settings, self.log)
         for kind, arg in batch:
             if kind == "recheck":
@@ -322,7 +315,6 @@ class Daemon:
                 self._mem_sig[place] = sig
 
     def _job_ctx(self) -> Any:
-
         return JobContext(self.home, self.settings, self.conn, self.clock, self.log, llm_factory=make_llm)
 
     def _session_due(self, key: str, sid: str) -> None:

@@ -27,7 +27,6 @@ RUNS_SHOWN = 5
 
 
 def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
-
     now = now or system_clock()
     s = st.load(home.settings_file)
     provider, wait_reason = st.effective_provider(s, memd_dir=home.memd_dir)
@@ -82,7 +81,6 @@ def _daemon(info: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, Any]) -> None:
-
     ctx = JobContext(home, s, conn, lambda: now, None)
     for job in registry.all_jobs():
         runs = [_run_row(dict(r)) for r in conn.execute(
@@ -126,7 +124,6 @@ def _model(conn: Any, now: datetime, data: dict[str, Any]) -> None:
 
 
 def _sessions(conn: Any, data: dict[str, Any]) -> None:
-
     data["sessions"] = counts(conn)
 
 
@@ -151,7 +148,6 @@ HOOK_DAYS = 7
 
 def _hooks(conn: Any, now: datetime, data: dict[str, Any]) -> None:
     """What the agent hooks surfaced on each of the last days (recalls per day), newest first."""
-
 
     days = [(now.date() - timedelta(days=i)).isoformat() for i in range(HOOK_DAYS)]
     data["hooks"] = {"days": day_counts(conn, days)}
@@ -205,11 +201,9 @@ def render(d: dict[str, Any]) -> str:
             f"{x['context']} session starts" for x in active))  # fmt: skip
     pr = d.get("proposals") or {}
     if pr.get("waiting"):
-
         out.append(f"proposals: {pr['waiting']} waiting for review, the oldest {age_text(pr['oldest_age_seconds'] or 0)} old"
                    " (`memd review`)")  # fmt: skip
     if (d.get("sync") or {}).get("git"):
-
         out.append(render_status(d["sync"]))
     m = d["model"]
     out.append(f"model today: {m['calls']} calls, {m['input_tokens']} in / {m['output_tokens']} out tokens"

@@ -156,7 +156,6 @@ def after_swap(home: Home, place: Place, run_id: str, settings: Any) -> None:
         return
 
     def go() -> None:
-
         info = read_run(history_root(home, place) / run_id) or {}
         kind = str(info.get("kind") or "dream")
         counts = ", ".join(f"{len(v)} {k}" for k, v in (info.get("changes") or {}).items() if isinstance(v, list) and v)

@@ -74,7 +74,6 @@ class Git:
 
     def run(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
             ok: tuple[int, ...] = (0,), timeout: float = 120.0) -> subprocess.CompletedProcess[bytes]:  # fmt: skip
-
         cmd = ["git", "-c", "core.hooksPath=/dev/null", "-c", "gc.autoDetach=false", *args]
         try:
             p = subprocess.run(cmd, input=input, capture_output=True, env=self.env(env), timeout=timeout, check=False)
@@ -255,7 +254,6 @@ def user_identity(host: str) -> tuple[str, str]:
     if name and email:
         return name, email
     if _user is None:
-
         got = []
         for k in ("user.name", "user.email"):
             try:
@@ -270,7 +268,6 @@ def user_identity(host: str) -> tuple[str, str]:
 
 
 def _login() -> str:
-
     try:
         return getpass.getuser()
     except (KeyError, OSError):

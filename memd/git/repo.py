@@ -72,8 +72,7 @@ class Repo:
     # -- lock and state -------------------------------------------------------
     @contextlib.contextmanager
     def locked(self, timeout: float) -> Iterator[Repo]:
-        from filelock import FileLock, Timeout
-
+        from filelock import FileLock, Timeout  # noqa: PLC0415 - start-up: filelock only when a lock is taken
 
         path = ensure_locks_dir(self.home) / LOCK_FILE
         lock = FileLock(path, mode=0o600, thread_local=False, fallback_to_soft=False)

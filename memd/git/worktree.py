@@ -99,7 +99,6 @@ def read_capped(path: Path) -> bytes | None:
 
 
 def _now_iso() -> str:
-
     return iso(system_clock())
 
 
@@ -111,7 +110,6 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
     The caller holds the place's scope lock. The run is undoable like any write
     (`memd undo`); it is not committed to git here (the caller commits).
     """
-
 
     if not writes:
         return []
@@ -157,7 +155,6 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
         fsync_dir(live)
     rec.commit()  # no git commit here: the sync or import that called this commits itself
     if settings is not None and done:
-
         refresh_place(home, settings, place, system_clock().date())
     return done
 

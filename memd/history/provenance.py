@@ -59,8 +59,6 @@ def find_transcript(home: Home, session_id: str) -> Path | None:
         return None
     keys: list[str] = []
     if home.state_db.exists():
-
-
         try:
             conn = state.connect(home.state_db, readonly=True)
         except (state.StateError, sqlite3.Error):  # a damaged or older ledger: fall back to the tree
@@ -109,8 +107,7 @@ def read_records(path: Path, uuids: Iterable[str], offsets: Iterable[int]) -> tu
 
     Extraction records both for one record (the uuid when it has one, the offset always), so a
     line counts once whichever names it."""
-    import orjson
-
+    import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is read (the hooks skip it)
 
     want_u = {u for u in uuids if isinstance(u, str)}
     want_o = {o for o in offsets if isinstance(o, int) and not isinstance(o, bool)}

@@ -65,7 +65,6 @@ class Recorder:
     _entry: Path | None = None
 
     def __post_init__(self) -> None:
-
         if not self.run_id:
             self.run_id = new_run_id(self.now)
         root = history_root(self.home, self.place)
@@ -74,7 +73,6 @@ class Recorder:
 
     @property
     def entry(self) -> Path:
-
         return history_root(self.home, self.place) / self.run_id
 
     def before(self, path: Path) -> None:

@@ -112,7 +112,6 @@ def problem(path: Path | str) -> str | None:
     small) — damage in a page no statement has touched yet is found too.
     """
 
-
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -162,7 +161,6 @@ def _prune_corrupt(path: Path) -> None:
             victim = path.parent / f"{name}{suffix}"
             try:
                 if victim.is_dir() and not victim.is_symlink():
-
                     shutil.rmtree(victim)
                 else:
                     victim.unlink(missing_ok=True)

@@ -182,7 +182,6 @@ def open_readonly(path: Path | str) -> sqlite3.Connection:
     except OSError:
         mode = None  # absent (or unreachable): SQLite's own error says so
     if mode is not None and not stat.S_ISREG(mode):
-
         raise sqlite3.DatabaseError(f"{path}: {kind_of(mode)}, not a regular file; memd opens only regular files")
     uri = Path(path).absolute().as_uri() + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)

@@ -21,8 +21,8 @@ from typing import Any, Literal, Protocol
 
 from memd import state
 from memd.clock import Clock, iso, system_clock
-from memd.llm.client import LLM
 from memd.keyfile import load_key
+from memd.llm.client import LLM
 from memd.llm.types import LLMConfig
 from memd.settings import Settings
 from memd.tree import Home, Place
@@ -112,7 +112,7 @@ class JobContext:
 
 
 def get_cursor(conn: sqlite3.Connection, job: str, target: str) -> dict[str, Any] | None:
-    import orjson
+    import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is read (the hooks skip it)
 
     row = conn.execute("SELECT value FROM cursors WHERE job=? AND target=?", (job, target)).fetchone()
     return None if row is None else orjson.loads(row[0])
@@ -120,7 +120,7 @@ def get_cursor(conn: sqlite3.Connection, job: str, target: str) -> dict[str, Any
 
 def set_cursor(conn: sqlite3.Connection, job: str, target: str, value: dict[str, Any], now_iso: str) -> None:
     """Advance a cursor. Call only once the run's outputs are durable (the cursor rule)."""
-    import orjson
+    import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is read (the hooks skip it)
 
     conn.execute(
         "INSERT INTO cursors(job, target, value, updated_at) VALUES (?,?,?,?) "
@@ -176,7 +176,6 @@ def record_call(ctx: JobContext, rec: dict[str, Any]) -> None:
 
 
 def make_llm(ctx: JobContext) -> Any:
-
     return LLM(
         llm_config(ctx.settings, ctx.home.memd_dir),
         usage_sink=lambda rec: record_call(ctx, rec),

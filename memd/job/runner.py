@@ -115,7 +115,6 @@ def precheck(ctx: JobContext, job: Job, target: Place) -> RunResult | None:
     if getattr(job, "NAME", None) not in WRITES_MEMORY_AFTER_MODEL or target.kind != "session" or not target.key:
         return None
 
-
     row = ctx.conn.execute("SELECT path FROM sessions WHERE key=? AND session_id=? AND is_subagent=0",
                            (target.key, target.session_id)).fetchone()  # fmt: skip
     if row is not None and row[0] and not os.path.lexists(row[0]):

@@ -119,7 +119,7 @@ def _batches(todo: list[SessionFile], workers: int) -> list[list[int]]:
 
 def _ingest_parallel(home: Home, todo: list[SessionFile], workers: int, log: Any) -> list[ledger.IngestResult]:
     """Sessions spread over `workers` processes, in batches, biggest first."""
-    import multiprocessing as mp
+    import multiprocessing as mp  # noqa: PLC0415 - start-up: multiprocessing only for a parallel first scan
 
     batches = _batches(todo, workers)
     ctx = mp.get_context("fork")
@@ -150,7 +150,7 @@ def _bar(todo: list[SessionFile]) -> Any:
     total = sum(_size(sf) for sf in todo)
     if total < BAR_MIN_BYTES:
         return None
-    import click
+    import click  # noqa: PLC0415 - start-up: click's progress bar only for a long first scan
 
     bar = click.progressbar(length=total, label="reading transcripts", file=sys.stderr)
     bar.__enter__()

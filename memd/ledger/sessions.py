@@ -88,7 +88,7 @@ def sessions_json_text(conn: sqlite3.Connection, key: str | None = None) -> str:
 
 def list_sessions(conn: sqlite3.Connection, key: str | None = None) -> list[dict[str, Any]]:
     """Every session as `memd sessions --json` prints it, one dict a row."""
-    import orjson
+    import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is read (the hooks skip it)
 
     rows: list[dict[str, Any]] = orjson.loads(sessions_json_text(conn, key))
     return rows
@@ -101,7 +101,6 @@ def session_json(row: Any, conn: sqlite3.Connection | None = None) -> dict[str, 
     """
 
     def hooks(r: Any) -> dict[str, int]:
-
         found = conn.execute("SELECT v FROM kv WHERE k = ?", (f"hooks:{r['session_id']}",)).fetchone() if conn else None
         return dict(json.loads(found[0] if found else _NO_HOOKS))
 

@@ -294,7 +294,7 @@ class LLM:
     def _get_client(self) -> anthropic.Anthropic:
         with self._client_lock:
             if self._client is None:
-                import anthropic  # lazy: see the module docstring
+                import anthropic  # noqa: PLC0415 - lazy: see the module docstring
 
                 self._client = anthropic.Anthropic(
                     api_key=self._api_key,
@@ -335,7 +335,7 @@ class LLM:
 
     def _call(self, client: anthropic.Anthropic, request: dict[str, Any], timeout: float) -> Completion | Failure:
         """One HTTP call; every SDK error is turned into a `Failure` here, inside the except."""
-        import anthropic
+        import anthropic  # noqa: PLC0415 - start-up: the ~1 s anthropic import only where a model call is made
 
         try:
             response = client.messages.create(**request, timeout=timeout)

@@ -173,7 +173,7 @@ def level_no(name: str) -> int:
 
 def _shared_processors() -> list[Any]:
     """Steps every event takes, structlog's and stdlib's alike, before rendering."""
-    import structlog
+    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
 
     return [
         structlog.contextvars.merge_contextvars,
@@ -185,7 +185,7 @@ def _shared_processors() -> list[Any]:
 
 
 def _json_formatter() -> logging.Formatter:
-    import structlog
+    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
 
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=_shared_processors(),
@@ -202,7 +202,7 @@ def _json_formatter() -> logging.Formatter:
 
 
 def _console_formatter(colors: bool) -> logging.Formatter:
-    import structlog
+    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
 
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=_shared_processors(),
@@ -246,8 +246,7 @@ def configure(
     `$MEMD_STDERR_LEVEL`, else `level`) lets the service keep its unrotated
     stderr file small. Idempotent: a second call replaces the first's handlers.
     """
-    import structlog
-
+    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
 
     file_level = level_no(level)
     err_level = level_no(stderr_level or os.environ.get(STDERR_LEVEL_ENV) or level)
@@ -293,7 +292,7 @@ def shutdown() -> None:
 
     For the daemon's exit and for tests; handlers that are not memd's stay.
     """
-    import structlog
+    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
 
     _remove_own_handlers(logging.getLogger())
     structlog.reset_defaults()
@@ -308,7 +307,7 @@ def _isatty(stream: IO[str]) -> bool:
 
 def get_logger(name: str = "memd", **initial: Any) -> Any:
     """A structlog logger bound to `initial`; works before `configure` too (lazily)."""
-    import structlog
+    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
 
     return structlog.get_logger(name, **initial)
 
@@ -335,7 +334,7 @@ def cli_defaults() -> None:
     structlog's own default prints every level to stdout, which would corrupt
     `--json` output; commands that keep a log file call `configure` after this.
     """
-    import structlog
+    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
 
     structlog.configure(
         processors=[
@@ -364,7 +363,7 @@ class _LazyLogger:
 
     def __getattr__(self, attr: str) -> Any:
         if self._logger is None:
-            import structlog
+            import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
 
             self._logger = structlog.get_logger(self._name)
         return getattr(self._logger, attr)

@@ -24,7 +24,7 @@ __all__ = ["private_rotating_handler"]
 
 
 def private_rotating_handler(path: Path, max_bytes: int, backups: int) -> RotatingFileHandler:
-    from logging.handlers import RotatingFileHandler
+    from logging.handlers import RotatingFileHandler  # noqa: PLC0415 - start-up: the rotating handler only when a log file is kept
 
     class PrivateRotatingFileHandler(RotatingFileHandler):
         """Size-rotated, 0600, never through a symlink, and tolerant of a second writer.

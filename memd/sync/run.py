@@ -86,7 +86,6 @@ def read_state(home: Home) -> dict[str, Any]:
 
 
 def _write_state(home: Home, data: dict[str, Any]) -> None:
-
     ensure_private_dir(home.memd_dir)
     atomic_write(state_path(home), json.dumps(data, indent=1, sort_keys=True) + "\n")
 
@@ -172,13 +171,10 @@ def run(home: Home, settings: Any, *, host: str | None = None) -> dict[str, Any]
 
 
 def _iso_in(seconds: float) -> str:
-
-
     return iso(system_clock() + timedelta(seconds=seconds))
 
 
 def _sync(home: Home, settings: Any, remote: str, host: str | None) -> dict[str, Any]:
-
     _on, _remote, _every, timeout = settings_of(settings)
     repo = Repo(home, host)
     result: dict[str, Any] = {"remote": remote or None, "committed": 0, "merged": False, "fast_forward": False,

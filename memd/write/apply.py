@@ -126,7 +126,6 @@ def apply(
         review = bool(_setting(ctx, "memory.review", False))
     if review:
         if changes:
-
             p = proposals.create(ctx, changes, job=job, reason=why, provider=provider, session_id=session_id,
                                  sources=sources, operations=ops)  # fmt: skip
             out.proposal = p.id
@@ -299,7 +298,6 @@ def _rel(ctx: JobContext, path: Path) -> str:
 
 
 def _log_refused(ctx: JobContext, out: Applied) -> None:
-
     log_rejections(ctx.log, "operation.refused", out.refused, key="memory")  # many: one summary line
 
 

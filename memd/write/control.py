@@ -272,5 +272,4 @@ def edit_copy(text: str, file_name: str) -> tuple[str, Path]:
 
 
 def discard_copy(path: Path) -> None:
-
     shutil.rmtree(path.parent, ignore_errors=True)

@@ -299,7 +299,6 @@ def create(
 
 
 def _change_json(c: Change) -> dict[str, Any]:
-
     return {"scope": c.scope, "key": c.key, "file": c.file, "action": c.action, "name": c.name, "base": c.base,
             "proposed": None if c.text is None else sha(c.text.encode("utf-8")), "label": c.label or c.file}  # fmt: skip
 

@@ -25,7 +25,7 @@ from memd.keys import cwd_key, project_key
 from memd.memory.file import render_memory, write_memory
 from memd.tree import Home
 from tests.conftest import memd_cmd
-from tests.procs import memd_env
+from tests.procs import DaemonProc, memd_env, wait_log
 
 DAY = 86_400
 SID = "5f0c1d2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f"
@@ -57,7 +57,6 @@ def event(proj: Path, home: Home, name: str, sid: str = SID, **extra: Any) -> di
 
 
 def hook(home: Home, *args: str, stdin: str | bytes, cwd: Path | None = None) -> tuple[int, str, str]:
-
     data = stdin if isinstance(stdin, bytes) else stdin.encode()
     r = subprocess.run([*memd_cmd(), "--home", str(home.root), *args], input=data, capture_output=True,
                        env=memd_env(), cwd=cwd, timeout=60)  # fmt: skip
@@ -168,7 +167,6 @@ def test_a_broken_home_never_blocks_the_session(tmp_path: Path) -> None:
     """Run as `memd connect` writes the commands (through the shell, as Claude Code runs them):
     even a usage error before memd's own code runs must not exit 2, which blocks a prompt."""
 
-
     bad = tmp_path / "file-not-dir"
     bad.write_text("x")
     ev = {"session_id": SID, "transcript_path": "/nowhere/x.jsonl", "cwd": str(tmp_path),
@@ -215,7 +213,6 @@ def test_telling_terms_drop_words_found_in_most_memories() -> None:
 def test_the_daemon_runs_the_summary_a_pre_compact_hook_asked_for(world: tuple[Home, Path]) -> None:
     """The request waits in the state; the daemon's due-check takes it and runs the summary job,
     forced (a short session is far below minInitTokens)."""
-    from tests.procs import DaemonProc, wait_log
 
     home, proj = world
     (home.root / "settings.json").write_text(json.dumps({"memd": {"provider": "offline"}}))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -188,7 +189,6 @@ def test_initialize_costs_little_more_than_importing_the_sdk(world: tuple[Home, 
     home, proj, _key = world
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
-    import sys
 
     serve_s, sdk_s = [], []
     for _ in range(3):

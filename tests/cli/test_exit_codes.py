@@ -70,7 +70,6 @@ def test_help_states_the_same_codes() -> None:
 
 
 def _library_errors() -> list[tuple[type[BaseException], type[errors.MemdError]]]:
-
     return [
         (history.HistoryError, errors.UsageError),
         (service.ServiceError, errors.MemdError),
@@ -96,7 +95,6 @@ def test_library_errors_derive_from_their_row(cls: type[BaseException], row: typ
 
 
 def test_mixed_in_errors_keep_their_builtin_base() -> None:
-
     assert issubclass(opsparse.ModelOutputError, ValueError)  # `except ValueError` still catches it
     assert issubclass(treecopy.SpecialFile, OSError) and not issubclass(treecopy.SpecialFile, errors.MemdError)
     assert issubclass(locks.LockBusy, locks.LockError) and issubclass(daemonlock.AlreadyRunning, locks.LockError)

@@ -14,7 +14,9 @@ from pathlib import Path
 from memd.locks import acquire
 from memd.tree import Home, Place
 from tests.conftest import memd_cmd
-from tests.procs import DaemonProc, log_records, memd_env, run_memd, wait_for, wait_log
+from tests.fakeapi import op, ops_text
+from tests.jobkit import write_session
+from tests.procs import DaemonProc, FakeApiProc, log_records, memd_env, run_memd, wait_for, wait_log
 
 MEMORY = "---\nname: {name}\ndescription: {desc}\nmetadata:\n  type: user\n---\n{body}\n"
 
@@ -153,8 +155,6 @@ def test_corrupt_state_gives_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_a_job_that_raises_is_logged_once_retried_and_the_daemon_goes_on(tmp_path: Path) -> None:
-    from tests.jobkit import write_session
-
     home = tmp_path / "h"
     home.mkdir()
     (home / "settings.json").write_text(json.dumps({
@@ -181,9 +181,6 @@ def test_a_job_that_raises_is_logged_once_retried_and_the_daemon_goes_on(tmp_pat
 def test_run_now_does_not_wait_for_a_model_call_in_flight(tmp_path: Path) -> None:
     """The daemon runs a slow extraction (the model takes 3 s): no memory lock is held while it
     waits, so run-now of the same scope runs at once; the extraction's write lands after."""
-    from tests.fakeapi import op, ops_text
-    from tests.jobkit import write_session
-    from tests.procs import FakeApiProc
 
     home = tmp_path / "h"
     write_session(home / "projects" / "k" / "s1.jsonl", [("user", "Remember that releases are cut on Tuesdays."), ("assistant", "ok")])
@@ -212,7 +209,6 @@ def _read(path: Path) -> str:
 def test_run_now_waits_visibly_for_a_held_lock(tmp_path: Path) -> None:
     """A lock held by another process (here: this test) makes run-now wait, say so, then run."""
 
-
     home = tmp_path / "h"
     (home / "memory").mkdir(parents=True)
     assert run_memd(home, "scan").returncode == 0
@@ -239,7 +235,6 @@ def test_run_now_waits_visibly_for_a_held_lock(tmp_path: Path) -> None:
 
 
 def test_locked_state_gives_a_clear_error(tmp_path: Path) -> None:
-
     home = tmp_path / "h"
     (home / "projects" / "k").mkdir(parents=True)
     (home / "projects" / "k" / "s.jsonl").write_text('{"type":"user","uuid":"u","message":{"content":"hi"}}\n')

@@ -9,7 +9,7 @@ from pathlib import Path
 from memd.memory.scan import scan_dir
 from tests.fakeapi import op, ops_text
 from tests.jobkit import write_session
-from tests.procs import DaemonProc, FakeApiProc, log_records, memd_env, wait_for, wait_log
+from tests.procs import DaemonProc, FakeApiProc, log_records, memd_env, run_memd, wait_for, wait_log
 
 KEY = "-work-app"
 
@@ -78,7 +78,6 @@ def test_model_jobs_wait_without_a_key(tmp_path: Path) -> None:
     with DaemonProc(home) as d:
         rec = wait_log(home, event="job.finished", job="extract")
         assert rec["outcome"] == "deferred" and "key" in rec["reason"].lower()
-        from tests.procs import run_memd
 
         st = json.loads(run_memd(home, "status", "--json").stdout)
         assert st["provider"]["waiting"] and st["jobs"]["extract"]["due"] == 1
@@ -86,8 +85,6 @@ def test_model_jobs_wait_without_a_key(tmp_path: Path) -> None:
 
 
 def test_a_service_without_the_env_key_reads_the_private_key_file(tmp_path: Path) -> None:
-    from tests.procs import run_memd
-
     home = tmp_path / "h"
     transcript = home / "projects" / KEY / "s1.jsonl"
     write_session(transcript, [("user", "Remember that we deploy only on Fridays, please."), ("assistant", "Noted.")])

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from memd.index.search import open_readonly, query_index
+from tests.faults.kit import append, drawer_problems, index_problems
 
 
 def writer_main(home: str, chunks: list[tuple[str, bytes]], seed: int, pause_max: float) -> None:
     """An agent: appends its own transcript, one O_APPEND write per chunk, at an uneven pace."""
-    from tests.faults.kit import append
 
     rng = random.Random(seed)
     for rel, data in chunks:
@@ -30,7 +30,6 @@ def reader_main(home: str, key: str, stop_file: str, out: str) -> None:
     """An agent at session start, over and over: read MEMORY.md (both scopes), the drawer
     render, and query the search database read-only. Every read must be a whole file
     and every query must succeed once the database exists. Results go to `out` (JSON)."""
-    from tests.faults.kit import drawer_problems, index_problems
 
     root = Path(home)
     views = [(root / "memory" / "MEMORY.md", index_problems), (root / "projects" / key / "memory" / "MEMORY.md", index_problems),

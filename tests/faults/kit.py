@@ -36,6 +36,7 @@ from memd.memory.file import INDEX_NAME
 from memd.memory.scan import scan_dir
 from memd.tree import Home
 from tests.procs import memd_env, wait_for
+from tests.reference import claude_counts
 
 REPO = Path(__file__).resolve().parents[2]
 FOOTER_PREFIX = "<!-- memd session summary"  # jobs.summary.FOOTER_PREFIX, spelled out: the SPEC's contract
@@ -494,7 +495,6 @@ def ledger_problems(home: Path, scratch: Path) -> list[str]:
     tests/reference.py's count of exactly the lines before it — so a span read
     twice (or skipped) after a crash shows as a difference.
     """
-    from tests.reference import claude_counts
 
     conn = state_conn(home)
     if conn is None:

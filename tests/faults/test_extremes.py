@@ -46,9 +46,15 @@ from memd.job.context import set_cursor
 from memd.job.runner import run_job
 from memd.memory.scan import scan_dir
 from memd.tree import Home, Place
+from tests.conftest import memd_cmd
 from tests.fakeapi import FakeAnthropic, op, ops_reply, text
 from tests.faults.kit import RecordingLog, one_line, snapshot
+from tests.faults.test_hostile import _memd_as, _unprivileged
 from tests.jobkit import context, ingest, make_settings, write_session
+from tests.jobs.dream.helpers import KEY as DKEY
+from tests.jobs.dream.helpers import TARGET, make_ctx, mdir, mk_settings, write_mem
+from tests.jobs.dream.helpers import ingest as d_ingest
+from tests.jobs.dream.helpers import write_session as d_session
 from tests.procs import DaemonProc, log_records, memd_env, wait_for
 
 KEY = "-home-dev-webshop"  # the demo home's project (`memd demo`)
@@ -71,8 +77,6 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _memd() -> list[str]:
-    from tests.conftest import memd_cmd
-
     return memd_cmd()
 
 
@@ -243,7 +247,6 @@ def test_linked_memory_and_projects_are_followed_and_doctor_says_where(tmp_path:
     ("memd.sync.remote", "x" * 100_000),
 ])  # fmt: skip
 def test_every_setting_has_a_range(field: str, value: Any) -> None:
-
     section, *path = field.split(".")
     tree: dict[str, Any] = {}
     node = tree.setdefault(section, {})
@@ -293,7 +296,6 @@ def test_a_10_mb_settings_file_is_refused_at_once_keeping_the_last_good_settings
 
 
 def test_comments_and_trailing_commas_are_read_without_json5_at_any_size() -> None:
-
     pad = "x" * 500_000
     t = time.monotonic()
     s = st.parse_text('// c\n{"memory": {"dream": {"minHours": 48,},}, /* "q" */ "pad": "' + pad + '", "u": "a//b",}')
@@ -482,11 +484,6 @@ def test_control_sequences_from_a_model_are_neither_stored_nor_printed(tmp_path:
 
 
 def test_times_in_the_future_are_clamped_to_now(tmp_path: Path) -> None:
-    from tests.jobs.dream.helpers import KEY as DKEY
-    from tests.jobs.dream.helpers import TARGET, make_ctx, mdir, mk_settings, write_mem
-    from tests.jobs.dream.helpers import ingest as d_ingest
-    from tests.jobs.dream.helpers import write_session as d_session
-
     home = tmp_path / "home"
     s = mk_settings(dream={"minHours": 24, "minSessions": 1})
     write_mem(mdir(home), "a", "alpha", "project", "alpha body", age_h=24 * 30)
@@ -598,8 +595,6 @@ def test_expected_failures_are_one_line_without_a_traceback_and_before_any_model
 
 
 def test_an_unreadable_transcript_fails_in_one_line_without_a_traceback(tmp_path: Path) -> None:
-    from tests.faults.test_hostile import _memd_as, _unprivileged
-
     who = _unprivileged()
     if who is None:
         pytest.skip("running as root with neither setpriv nor runuser nor a 'nobody' user: modes cannot be enforced")

@@ -45,7 +45,9 @@ from memd.ledger import store as ledger
 from memd.ledger.sessions import session_json
 from memd.memory.scan import scan_dir
 from memd.tree import Home, Place
-from tests.faults.kit import RecordingLog, one_line
+from tests.fakeapi import FakeAnthropic, request_system_text, text
+from tests.faults.kit import RecordingLog, one_line, snapshot, view_problems, walk
+from tests.jobkit import context, ingest, make_settings, write_session
 
 EXAMPLES = int(os.environ.get("MEMD_FAULTS_EXAMPLES", "100"))
 
@@ -68,7 +70,6 @@ def _report(fault_report: Counter[str]) -> Iterator[None]:
 @contextmanager
 def sandbox() -> Iterator[tuple[Path, Path]]:
     """(parent, home): a fresh home inside a parent that also holds files memd must not touch."""
-    from tests.faults.kit import snapshot
 
     parent = Path(tempfile.mkdtemp(prefix="memd-fuzz-"))
     try:
@@ -166,7 +167,6 @@ transcript_lines = st.one_of(
 
 
 def _ingest(home: Path, problems: list[Any]) -> dict[str, Any]:
-
     h = Home(home)
     conn = state.connect(h.state_db)
     try:
@@ -192,8 +192,6 @@ def _ingest(home: Path, problems: list[Any]) -> dict[str, Any]:
 def test_fuzzed_transcripts_are_ingested_the_same_whole_or_in_pieces_and_jobs_survive_them(
     lines: list[bytes], tail: bool, cuts: list[float]
 ) -> None:
-    from tests.jobkit import context, make_settings
-
     data = b"\n".join(lines) + (b"" if tail else b"\n")
     COUNTS["fuzz: transcripts tried"] += 1
     COUNTS["fuzz: transcript lines tried"] += len(lines)
@@ -281,7 +279,6 @@ memory_contents = st.one_of(
 @fuzz(1.0)
 @given(files=st.dictionaries(file_names, memory_contents, min_size=1, max_size=8), scope=st.sampled_from(["global", "project"]))
 def test_fuzzed_memory_files_are_reported_never_fatal_and_never_touched(files: dict[str, bytes], scope: str) -> None:
-
     COUNTS["fuzz: memory directories tried"] += 1
     COUNTS["fuzz: memory files tried"] += len(files)
     with sandbox() as (_parent, home):
@@ -354,7 +351,6 @@ settings_texts = st.one_of(
 @fuzz(3.0)
 @given(text=settings_texts, raw=st.binary(max_size=40))
 def test_fuzzed_settings_fall_back_field_by_field_with_one_line_warnings(text: str, raw: bytes) -> None:
-
     COUNTS["fuzz: settings texts tried"] += 2
     for s in (st_mod.parse_text(text), _load_bytes(raw)):
         for w in s.warnings:
@@ -367,7 +363,6 @@ def test_fuzzed_settings_fall_back_field_by_field_with_one_line_warnings(text: s
 
 
 def _load_bytes(raw: bytes) -> Any:
-
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "settings.json"
         p.write_bytes(raw)
@@ -437,8 +432,6 @@ answers = st.builds(_answer, st.sampled_from([0, 0, 0, 7, 1, 2, 3, 4, 5, 6]), st
 
 @pytest.fixture(scope="module")
 def fake_api() -> Iterator[Any]:
-    from tests.fakeapi import FakeAnthropic
-
     with FakeAnthropic() as api:
         yield api
 
@@ -455,13 +448,7 @@ DURABLE = [("user", "Please always remember: we deploy the billing service only 
 @fuzz(0.8)
 @given(answer=answers)
 def test_fuzzed_model_answers_never_escape_the_tree_and_every_refusal_is_one_line(fake_api: Any, answer: str) -> None:
-    from tests.fakeapi import text
-    from tests.faults.kit import view_problems, walk
-    from tests.jobkit import context, ingest, make_settings, write_session
-
     def responder(body: dict[str, Any]) -> Any:
-        from tests.fakeapi import request_system_text
-
         return text("yes") if "memory gate" in request_system_text(body) else text(answer)
 
     fake_api.responder = responder

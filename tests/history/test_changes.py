@@ -16,6 +16,7 @@ from memd.history.writes import Recorder
 from memd.job.runner import run_job
 from memd.tree import Home, Place
 from tests.jobkit import context, ingest, make_settings, write_session
+from tests.jobs.dream.helpers import TARGET, make_ctx, mk_settings, offline_scope
 
 KEY = "-work-app"
 SID = "s1"
@@ -68,7 +69,6 @@ def test_a_file_changed_since_stops_the_undo(tmp_path: Path) -> None:
 
 
 def test_a_damaged_kept_copy_is_refused(tmp_path: Path) -> None:
-
     home = Home(tmp_path / "h")
     mem = home.project_memory(KEY)
     mem.mkdir(parents=True)
@@ -86,7 +86,6 @@ def test_a_damaged_kept_copy_is_refused(tmp_path: Path) -> None:
 
 
 def _loose(root: Path) -> list[str]:
-
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         for n in dirnames + filenames:
@@ -99,8 +98,6 @@ def _loose(root: Path) -> list[str]:
 def test_history_is_private_and_undo_puts_the_modes_back(tmp_path: Path) -> None:
     """Claude Code makes memory directories 0755 and files 0644; memd's copies of them are 0700/0600,
     and an undo restores the user's modes."""
-
-    from tests.jobs.dream.helpers import TARGET, make_ctx, mk_settings, offline_scope
 
     home = tmp_path / "h"
     d = offline_scope(home)

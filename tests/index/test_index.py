@@ -295,7 +295,6 @@ def test_staleness_note_accepts_datetime_and_future_mtime() -> None:
 def test_refresh_reuses_indexed_rows_for_unchanged_files(tmp_path: Path) -> None:
     """An unchanged file (same size and mtime as its search row) is not read again."""
 
-
     home = Home(tmp_path / "h")
     d = home.global_memory
     d.mkdir(parents=True)

@@ -234,7 +234,6 @@ def test_listing_query_equals_the_row_form(corpus_home: Path, tmp_path: Path) ->
 
 
 def test_json_listing_built_by_sqlite_equals_the_row_form(corpus_home: Path, tmp_path: Path) -> None:
-
     home = tmp_path / "h"
     shutil.copytree(corpus_home, home)
     ingest_all(home)

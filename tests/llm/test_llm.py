@@ -7,6 +7,7 @@ backoff `sleep` is injected (recorded, not slept), so retries cost no time.
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import threading
@@ -207,7 +208,6 @@ def test_timeout_then_success(api: FakeAnthropic) -> None:
 
 
 def _model_threads() -> list[str]:
-
     return [t.name for t in threading.enumerate() if t.name == "memd-model-call" and t.is_alive()]
 
 
@@ -268,7 +268,6 @@ def test_a_stop_during_an_attempt_lets_it_end_but_starts_no_other(api: FakeAnthr
         while not api.requests and time.monotonic() < deadline:
             time.sleep(0.01)
         stop = True
-
 
     threading.Thread(target=asked, daemon=True).start()
     with pytest.raises(ModelCallStopped, match="not retried after 1 attempt") as err:
@@ -443,8 +442,6 @@ def test_retry_after_forms() -> None:
 
 
 def test_backoff_grows_with_jitter_and_is_capped() -> None:
-    import random
-
     rng = random.Random(1)
     for attempt in range(1, 12):
         step = min(BACKOFF_CAP_S, 2 ** (attempt - 1))

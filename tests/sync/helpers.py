@@ -49,7 +49,6 @@ def make_home(tmp: Path, name: str, remote: Path | str | None, **memd: Any) -> H
 
 
 def settings_of(home: Home) -> Any:
-
     return st.load(home.settings_file)
 
 

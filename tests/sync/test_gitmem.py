@@ -24,7 +24,6 @@ def _git(home: Home, *args: str) -> str:
 
 
 def _index_run(home: Home, place: Place) -> None:
-
     ctx = make_context(home, settings_of(home), log=get_logger("test"))
     try:
         index_job.run(ctx, place, False)
@@ -103,7 +102,6 @@ def test_a_dream_swap_is_one_commit(tmp_path: Path) -> None:
 
 
 def test_a_secret_is_never_committed_and_is_reported(tmp_path: Path) -> None:
-
     home = make_home(tmp_path, "h", None)
     memd_write(home, None, "tabs.md", text("tabs", "Use tabs."))
     memd_write(home, None, "tabs.md", text("tabs", f"Use tabs.\n{SECRET}"))

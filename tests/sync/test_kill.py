@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
+
 from memd.memory.file import parse_memory
 from tests.conftest import memd_cmd
 from tests.procs import memd_env, run_memd
@@ -30,8 +32,6 @@ def _finished(log_file: Path) -> int:
 
 
 def _wait_for_git_child(p: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    import psutil
-
     proc = psutil.Process(p.pid)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and p.poll() is None:

@@ -118,7 +118,6 @@ def test_a_project_unknown_here_waits_in_the_repository_until_a_checkout_appears
 
 def test_concurrent_edits_keep_both_versions_and_make_one_merge_proposal(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-
     remote = bare_remote(tmp_path)
     a = make_home(tmp_path, "a", remote)
     b = make_home(tmp_path, "b", remote)
@@ -205,7 +204,6 @@ def test_a_planted_secret_never_leaves_the_machine(tmp_path: Path, monkeypatch: 
 
 def test_an_unreachable_remote_backs_off_local_work_goes_on_and_status_shows_the_distance(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-
     remote = tmp_path / "later.git"
     a = make_home(tmp_path, "a", remote)
     memd_write(a, None, "one.md", text("one", "1"))

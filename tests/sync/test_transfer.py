@@ -10,7 +10,7 @@ from pathlib import Path
 from memd.tree import Home
 from tests.conftest import memd_cmd
 from tests.procs import memd_env, run_memd
-from tests.sync.helpers import agent_session, hand_write, make_home, project_checkout, text
+from tests.sync.helpers import agent_session, hand_write, log_subjects, make_home, project_checkout, text
 
 
 def snapshot(home: Home) -> dict[str, tuple[bytes, int]]:
@@ -83,7 +83,6 @@ def test_import_into_an_existing_home_keeps_both_versions_and_is_undoable(tmp_pa
     r = run_memd(dst.root, "import", str(out), "--json", env=memd_env())
     assert '"written": {}' in r.stdout
     # committed, and undoable like any write
-    from tests.sync.helpers import log_subjects
 
     assert log_subjects(dst)[0].startswith("import: ")
     assert run_memd(dst.root, "undo", "--global", env=memd_env()).returncode == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -134,7 +135,6 @@ def test_odd_types_never_crash_the_fold() -> None:
 def test_nesting_orjson_refuses_stays_bad_under_a_raised_recursion_limit() -> None:
     """msgspec reads as deep as the interpreter lets it (hypothesis, for one, raises the limit);
     orjson stops at 1024 levels."""
-    import sys
 
     deep = b'{"type":"user","uuid":"x","zzz":' + b"[" * 1100 + b"]" * 1100 + b"}"
     fine = b'{"type":"user","uuid":"x","zzz":' + b"[" * 900 + b"]" * 900 + b"}"

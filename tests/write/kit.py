@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,6 @@ def cli_json(home: Path, *args: str, **kw: Any) -> Any:
 def editor(tmp: Path, name: str, python: str) -> Path:
     """An $EDITOR: a script that runs `python` with `p` the path of the file and `t` its text, then saves `t`."""
     script = tmp / f"{name}.py"
-    import sys
 
     script.write_text(
         f"#!{sys.executable}\nimport sys, pathlib\np = pathlib.Path(sys.argv[1])\nt = p.read_text()\n{python}\n"

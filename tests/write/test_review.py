@@ -16,6 +16,8 @@ from memd.tree import Place
 from memd.write import apply as memwrite
 from memd.write import proposals, review
 from tests.jobkit import context, ingest, make_settings, write_session
+from tests.jobs.dream.helpers import TARGET as DREAM_TARGET
+from tests.jobs.dream.helpers import make_ctx, mk_settings, offline_scope
 from tests.write.kit import (
     KEY,
     SID,
@@ -231,13 +233,11 @@ def test_read_only_refuses_writes_and_accepts_but_indexes_go_on(tmp_path: Path) 
 def test_dream_in_review_mode_proposes_and_writes_nothing(tmp_path: Path) -> None:
     """Dream's whole-directory change waits as one proposal; accepting it applies exactly it."""
 
-    from tests.jobs.dream.helpers import TARGET, make_ctx, mk_settings, offline_scope
-
     home = tmp_path / "h"
     d = offline_scope(home)
     before = {p.name: p.read_bytes() for p in d.glob("*.md")}
     ctx = make_ctx(home, mk_settings(review=True))
-    r = run_job(ctx, dream, TARGET, force=True)
+    r = run_job(ctx, dream, DREAM_TARGET, force=True)
     assert r.outcome == "ok" and "proposal" in r.reason, r
     assert {p.name: p.read_bytes() for p in d.glob("*.md")} == before
 
@@ -247,7 +247,7 @@ def test_dream_in_review_mode_proposes_and_writes_nothing(tmp_path: Path) -> Non
     after = {f.name for f in d.glob("*.md")}
     assert after != set(before) and proposals.list_proposals(ctx.home) == []
     readonly_ctx = make_ctx(home, mk_settings(readOnly=True))
-    r = run_job(readonly_ctx, dream, TARGET, force=True)
+    r = run_job(readonly_ctx, dream, DREAM_TARGET, force=True)
     assert r.outcome == "skipped" and "read-only" in r.reason
     _json.dumps(r.details)
     assert hasattr(review, "accept")

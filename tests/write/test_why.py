@@ -116,7 +116,6 @@ def test_why_and_show_on_a_memory_written_by_hand(tmp_path: Path) -> None:
 
 
 def test_why_on_a_merge_accepted_in_review_mode_reads_the_inputs_from_the_write_run(tmp_path: Path) -> None:
-
     home = tmp_path / "h"
     settings(home, memory={"review": True})
     for sid, said in (("sa", "Use tabs, not spaces."), ("sb", "Tabs please, never spaces.")):

@@ -40,7 +40,6 @@ def mk_settings(provider: str = "offline", memd: dict[str, Any] | None = None, *
 
 
 def fake_llm(url: str) -> Any:
-
     cfg = LLMConfig(provider="anthropic", base_url=url, api_key="test-key", timeout_s=20, max_retries=0,
                     daily_token_budget=0)  # fmt: skip
     return lambda ctx: LLM(cfg, usage_sink=lambda rec: None)

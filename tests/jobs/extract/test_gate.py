@@ -51,7 +51,6 @@ def test_gate_reads_people_not_tools_and_interruptions_are_not_user_text() -> No
 
 
 def test_render_drops_tool_output_before_what_people_said() -> None:
-
     ps = [Piece("human", "first request about the parser", 1), Piece("tool_result", "z" * 3000, 2),
           Piece("assistant", "done", 3), Piece("human", "second request", 4)]  # fmt: skip
     out = render(ps, 200)

@@ -230,7 +230,6 @@ def test_hand_edited_memory_is_never_overwritten_blindly(tmp_path: Path) -> None
 
 
 def test_related_memory_body_is_part_of_the_call_and_then_updated(tmp_path: Path) -> None:
-
     home = _home(tmp_path, DURABLE)
     mdir = home / "projects" / KEY / "memory"
     mdir.mkdir(parents=True)

@@ -32,6 +32,7 @@ from memd.llm.client import LLM
 from memd.llm.types import LLMConfig
 from memd.settings import Settings, parse_text
 from memd.tree import Home
+from tests.fakeapi import request_user_text
 from tests.reference import _result_len, _text, _tool_len
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -55,7 +56,6 @@ def offline_llm(ctx: JobContext) -> Any:
 
 
 def _config(provider: str, base_url: str | None) -> Any:
-
     return LLMConfig(
         provider=provider, small_model="claude-haiku-4-5", strong_model="claude-sonnet-4-6", base_url=base_url,
         api_key="test", timeout_s=10.0, max_retries=0, daily_token_budget=10_000_000, max_output_tokens=16_000,
@@ -238,8 +238,6 @@ def model_answer(marker: str, **over: str) -> str:
 
 
 def user_text(body: dict[str, Any]) -> str:
-    from tests.fakeapi import request_user_text
-
     return request_user_text(body)
 
 

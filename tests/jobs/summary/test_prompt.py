@@ -14,6 +14,7 @@ from memd.job.context import get_cursor
 from memd.job.runner import run_job
 from memd.tree import Place
 from tests.conftest import CORPUS, require_corpus
+from tests.fakeapi import FAKE_SECRET, FakeAnthropic, request_system_text, status
 from tests.jobs.summary.kit import (
     SMALL_SETTINGS,
     api_llm,
@@ -31,8 +32,6 @@ from tests.jobs.summary.kit import (
 
 
 def test_update_prompt_holds_the_previous_summary_and_only_the_new_span(tmp_path: Path) -> None:
-    from tests.fakeapi import FakeAnthropic, request_system_text
-
     require_corpus()
     src = CORPUS / "agentcmd-claude" / "full-session-four.jsonl"
     lines = src.read_bytes().splitlines(keepends=True)
@@ -76,8 +75,6 @@ def test_update_prompt_holds_the_previous_summary_and_only_the_new_span(tmp_path
 
 
 def test_model_output_is_untrusted(tmp_path: Path) -> None:
-    from tests.fakeapi import FAKE_SECRET, FakeAnthropic
-
     home = tmp_path / "h"
     path = home / "projects" / "k" / "s.jsonl"
     synthetic_session(path, 5)
@@ -114,8 +111,6 @@ def test_model_output_is_untrusted(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("answer", ["", "   \n", "I'm sorry, I cannot help with that.", "# Only a title\n"])
 def test_an_empty_answer_fails_and_leaves_summary_and_cursor(answer: str, tmp_path: Path) -> None:
-    from tests.fakeapi import FakeAnthropic
-
     home = tmp_path / "h"
     path = home / "projects" / "k" / "s.jsonl"
     synthetic_session(path, 5)
@@ -136,8 +131,6 @@ def test_an_empty_answer_fails_and_leaves_summary_and_cursor(answer: str, tmp_pa
 
 
 def test_an_api_error_fails_the_run_and_moves_nothing(tmp_path: Path) -> None:
-    from tests.fakeapi import FakeAnthropic, status
-
     home = tmp_path / "h"
     synthetic_session(home / "projects" / "k" / "s.jsonl", 5)
     with FakeAnthropic([status(529)]) as fake:
@@ -150,8 +143,6 @@ def test_an_api_error_fails_the_run_and_moves_nothing(tmp_path: Path) -> None:
 
 
 def test_a_backlog_larger_than_one_prompt_is_summarised_in_steps(tmp_path: Path) -> None:
-    from tests.fakeapi import FakeAnthropic
-
     home = tmp_path / "h"
     synthetic_session(home / "projects" / "k" / "s.jsonl", 100, chars=3000)  # ~330k characters rendered
     with FakeAnthropic() as fake:
