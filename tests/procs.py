@@ -9,10 +9,15 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
+from memd.cli import main
+from memd.logs.events import shutdown
 from tests.conftest import memd_cmd
 
 
@@ -22,9 +27,39 @@ def memd_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_memd(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*memd_cmd(), "--home", str(home), *args], capture_output=True, text=True,
-                          env=env or memd_env(), timeout=timeout)  # fmt: skip
+# The one knob for the CLI in tests: MEMD_TEST_CLI=process runs every `run_memd` as a real process.
+IN_PROCESS = os.environ.get("MEMD_TEST_CLI", "in-process") != "process"
+_cli_mu = threading.Lock()
+
+
+def run_memd(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120,
+             process: bool = False) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """A `memd` command's exit code, stdout and stderr.
+
+    In this process through click's CliRunner unless `process` (or MEMD_TEST_CLI=process) asks
+    for a real one: what is tested is the command, not an interpreter's start-up. Calls from
+    other threads always start a process (CliRunner swaps sys.stdout for the whole process).
+    Exit codes, hook output isolation, start-up, kill -9 and the daemon are tested with processes.
+    """
+    if process or not IN_PROCESS or threading.current_thread() is not threading.main_thread():
+        return subprocess.run([*memd_cmd(), "--home", str(home), *args], capture_output=True, text=True,
+                              env=env or memd_env(), timeout=timeout)  # fmt: skip
+    return invoke(["--home", str(home), *args], env=env)
+
+
+def invoke(args: list[str], *, env: dict[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """memd's CLI in this process, answered as `subprocess.run` would: an exception that would
+    end a real process with a traceback gives exit code 1 and the traceback on stderr."""
+    wanted = env or memd_env()
+    changes: dict[str, str | None] = {k: v for k, v in wanted.items() if os.environ.get(k) != v}
+    changes.update({k: None for k in os.environ if k not in wanted})
+    with _cli_mu:
+        result = CliRunner().invoke(main, args, env=changes, input=input, prog_name="memd")
+        shutdown()  # a command's log handlers write to its own home: detach them with it
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["memd", *args], result.exit_code, result.stdout, stderr)
 
 
 def log_records(home: Path) -> list[dict[str, Any]]:

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-MAX_BACKOFF_SECONDS = 3600
+from memd.job.backoff import MAX_BACKOFF_SECONDS, backoff_seconds
+
+__all__ = ["MAX_BACKOFF_SECONDS", "Dispatch", "Finished", "backoff_seconds", "deferral_seconds"]
+
 LOCK_DEFERRAL_SECONDS = 5.0
 OTHER_DEFERRAL_SECONDS = 300.0
-
-
-def backoff_seconds(failures: int, base: float = 30.0) -> float:
-    """Exponential backoff after a failed run: base, 2×base, 4×base … capped at an hour."""
-    return float(min(MAX_BACKOFF_SECONDS, base * 2 ** max(0, min(failures - 1, 32))))
 
 
 def deferral_seconds(reason: str) -> float:

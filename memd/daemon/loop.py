@@ -41,13 +41,12 @@ from memd.job.context import JobContext, make_context, make_llm
 from memd.job.runner import run_job
 from memd.ledger import files as ledgerfiles
 from memd.ledger import store as ledger
-from memd.sync.run import tick
 from memd.tree import Home, Place
 from memd.write.migrate import migrate_memory_keys
 
 SESSION_JOBS: tuple[str, ...] = ("extract", "summary")
 DUE_CHECK_SECONDS = 30
-SYNC_TICK_SECONDS = 5  # how often memd.sync.run.tick is asked whether a sync is due (it is cheap)
+SYNC_TICK_SECONDS = 5  # how often the sync job is asked whether it is due (cheap: two small files)
 STOP_GRACE_SECONDS = 120
 DAEMON_LOCK_TIMEOUT = 2.0
 EVENT_BATCH_SECONDS = 0.05
@@ -111,8 +110,8 @@ class Daemon:
     def run(self) -> int:
         ensure_private_dir(self.home.root)
         ensure_private_dir(self.home.projects)
+        self.install_signals()  # before the pid file appears: a stop sent as soon as it exists is a clean stop
         with DaemonLock(self.home):
-            self.install_signals()
             self.conn = state.connect(self.home.state_db)
             self._record_settings()
             self._recover_swaps()
@@ -157,7 +156,7 @@ class Daemon:
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
         self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(2)},
+            executors={"default": ThreadPoolExecutor(2), "network": ThreadPoolExecutor(1)},  # a slow remote holds up no other job
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 300},
             timezone="UTC",
         )
@@ -268,8 +267,8 @@ class Daemon:
                 self.submit("index", Place.memory(mkey))
         if "due" in kinds:
             self._due_all()
-        if "sync" in kinds:  # memd.git with a remote: a sync in the background when one is due
-            tick(self.home, self.settings, self.log)
+        if "sync" in kinds:  # memd.git with a remote: the sync job, when it is due
+            self._due_one("sync")
         for kind, arg in batch:
             if kind == "recheck":
                 self._recheck(*arg)
@@ -329,6 +328,16 @@ class Daemon:
         if not getattr(job, "HAS_THRESHOLDS", True) or target in job.due(self._job_ctx(), only=target):
             self.submit(name, target)
 
+    def _due_one(self, name: str) -> None:
+        job = registry.get(name)
+        try:
+            targets = job.due(self._job_ctx())
+        except Exception as exc:
+            self.log.exception("job.due_failed", job=name, reason=str(exc))
+            return
+        for target in targets:
+            self.submit(name, target)
+
     def _due_all(self) -> None:
         swept = state.sweep_interrupted(self.conn, iso(self.clock()))
         if swept:
@@ -359,7 +368,9 @@ class Daemon:
         with self.mu:
             if self.stop_requested or not self.dispatch.admit(jid, time.monotonic()):
                 return False
-        self.scheduler.add_job(self._execute, args=(name, target, force), id=jid, replace_existing=True)
+        executor = getattr(registry.get(name), "EXECUTOR", "default")
+        self.scheduler.add_job(self._execute, args=(name, target, force), id=jid, replace_existing=True,
+                               executor=executor)  # fmt: skip
         return True
 
     def _execute(self, name: str, target: Place, force: bool) -> None:

@@ -17,11 +17,12 @@ if TYPE_CHECKING:
     import jobs.extract
     import jobs.index
     import jobs.summary
+    import jobs.sync
     from memd.job.context import Job
 
-    _CHECKED: tuple[Job, ...] = (jobs.extract, jobs.summary, jobs.dream, jobs.index)
+    _CHECKED: tuple[Job, ...] = (jobs.extract, jobs.summary, jobs.dream, jobs.index, jobs.sync)
 
-JOB_NAMES: tuple[str, ...] = ("extract", "summary", "dream", "index")
+JOB_NAMES: tuple[str, ...] = ("extract", "summary", "dream", "index", "sync")
 
 
 def get(name: str) -> Job:

@@ -29,7 +29,8 @@ keep being made), and the daemon retries with backoff (15 s doubling up to the
 interval); `memd status` shows the error, the next try and how far each side is
 ahead. State for status lives in `memd/sync.json`.
 
-Where the code is: this module runs a sync (fetch, push, rounds), records it for
+The daemon runs it as the `sync` job (`jobs/sync.py`): the same dispatch, locks and `runs` table as
+every other job. Where the code is: this module runs a sync (fetch, push, rounds), records it for
 `memd status` and backs off; `memd.sync.integrate` merges the fetched `main` into
 ours and writes the result into the live directories; `memd.sync.merge` holds the
 merge rules above as pure functions.
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -51,6 +51,7 @@ from memd.errors import MemdError
 from memd.fsutil import atomic_write, ensure_private_dir
 from memd.git.plumbing import REF, REMOTE, REMOTE_REF, Git, GitError, SyncError, SyncNotConfigured, first_line
 from memd.git.repo import Repo
+from memd.job.backoff import backoff_seconds
 from memd.locks import acquire
 from memd.logs.events import lazy_logger
 from memd.sync.integrate import integrate
@@ -90,10 +91,10 @@ def _write_state(home: Home, data: dict[str, Any]) -> None:
     atomic_write(state_path(home), json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
-def backoff_seconds(failures: int, every_s: float) -> float:
-    """15 s, 30 s, 60 s… after consecutive failures, never past the interval (nor an hour)."""
-    cap = max(BACKOFF_BASE_SECONDS, min(BACKOFF_MAX_SECONDS, every_s))
-    return min(cap, BACKOFF_BASE_SECONDS * 2 ** max(0, failures - 1))
+def retry_after(failures: int, every_s: float) -> float:
+    """15 s, 30 s, 60 s… after consecutive failures, never past the interval (nor an hour): memd's
+    one backoff rule (`memd.job.backoff`) with sync's base and cap."""
+    return backoff_seconds(failures, BACKOFF_BASE_SECONDS, max(BACKOFF_BASE_SECONDS, min(BACKOFF_MAX_SECONDS, every_s)))
 
 
 def due(now: float, state: dict[str, Any], every_s: float, ahead: bool) -> bool:
@@ -127,10 +128,27 @@ def _read_ref(git_dir: Path, ref: str) -> str | None:
 # --------------------------------------------------------------------------- one sync
 
 
+TEST_INTERVAL_ENV = "MEMD_TEST_SYNC_EVERY_SECONDS"  # tests only: an interval under the settings' one-minute floor
+
+
 def settings_of(settings: Any) -> tuple[bool, str, float, float]:
     """(git on, remote, interval in seconds, lock timeout)."""
-    return (bool(settings.get("memd.git")), str(settings.get("memd.sync.remote") or ""),
-            60.0 * float(settings.get("memd.sync.everyMinutes")), float(settings.get("memd.lockTimeoutSeconds")))  # fmt: skip
+    every_s = 60.0 * float(settings.get("memd.sync.everyMinutes"))
+    if os.environ.get(TEST_INTERVAL_ENV, "").isdigit():
+        every_s = float(os.environ[TEST_INTERVAL_ENV])
+    return (bool(settings.get("memd.git")), str(settings.get("memd.sync.remote") or ""), every_s,
+            float(settings.get("memd.lockTimeoutSeconds")))  # fmt: skip
+
+
+def due_now(home: Home, settings: Any, now: float) -> bool:
+    """Whether a sync is due (the sync job's `due`): memd.git on with a remote, and `due` says so.
+    Cheap (two small files, no git process): the daemon asks every few seconds."""
+    on, remote, every_s, _t = settings_of(settings)
+    if not on or not remote:
+        return False
+    head = _read_ref(home.memd_dir / "git", REF)
+    st = read_state(home)
+    return due(now, st, every_s, ahead=head is not None and head != st.get("pushed"))
 
 
 def run(home: Home, settings: Any, *, host: str | None = None) -> dict[str, Any]:
@@ -147,7 +165,7 @@ def run(home: Home, settings: Any, *, host: str | None = None) -> dict[str, Any]
         result = _sync(home, settings, remote, host)
     except Exception as exc:
         failures = int(st.get("failures") or 0) + 1
-        wait = backoff_seconds(failures, every_s)
+        wait = retry_after(failures, every_s)
         st.update({"failures": failures, "last_error": str(exc) or type(exc).__name__, "next_try_ts": now + wait,
                    "next_try": _iso_in(wait)})  # fmt: skip
         _write_state(home, st)
@@ -290,53 +308,3 @@ def render_status(s: dict[str, Any]) -> str:
     for r in s.get("refused") or []:
         line += f"\n  not committed (never leaves this machine): {r.get('file')} — {r.get('reason')}"
     return line
-
-
-# --------------------------------------------------------------------------- the daemon's tick
-
-
-_threads: dict[Path, threading.Thread] = {}
-_threads_mu = threading.Lock()
-
-
-def tick(home: Home, settings: Any, logger: Any = None, *, now: float | None = None) -> bool:
-    """Called by the daemon every few seconds: start a sync in the background when one is due.
-
-    Cheap when nothing is due (reads two small files, no git process).
-    """
-    try:
-        on, remote, every_s, _t = settings_of(settings)
-    except (KeyError, TypeError, ValueError):
-        return False
-    if not on or not remote:
-        return False
-    with _threads_mu:
-        t = _threads.get(home.root)
-        if t is not None and t.is_alive():
-            return False
-        st = read_state(home)
-        head = _read_ref(home.memd_dir / "git", REF)
-        if not due(time.time() if now is None else now, st, every_s, ahead=head is not None and head != st.get("pushed")):
-            return False
-        t = threading.Thread(target=_background, args=(home, settings, logger), name="memd-sync", daemon=True)
-        _threads[home.root] = t
-        t.start()
-    return True
-
-
-def _background(home: Home, settings: Any, logger: Any) -> None:
-    try:
-        run(home, settings)
-    except MemdError:
-        pass  # logged and recorded by run(); retried with backoff
-    except Exception as exc:
-        (logger or log).exception("sync.crashed", reason=str(exc))
-
-
-def wait_idle(home: Home, timeout: float = 30.0) -> bool:
-    """For tests and shutdown: wait for a background sync of this home to end."""
-    t = _threads.get(home.root)
-    if t is None:
-        return True
-    t.join(timeout)
-    return not t.is_alive()

@@ -19,7 +19,8 @@ def test_the_daemon_syncs_after_a_write_and_within_the_interval(tmp_path: Path) 
     a = make_home(tmp_path, "a", remote)
     b = make_home(tmp_path, "b", remote, sync={"remote": str(remote), "everyMinutes": 1})
     env_a = memd_env(**GIT_ENV, MEMD_HOST="laptop")
-    with DaemonProc(b.root, env=memd_env(**GIT_ENV, MEMD_HOST="desk")):
+    # the interval is a test-only 5 s (`memd.sync.everyMinutes` is at least a minute): nothing waits on the wall clock
+    with DaemonProc(b.root, env=memd_env(**GIT_ENV, MEMD_HOST="desk", MEMD_TEST_SYNC_EVERY_SECONDS="5")):
         # a hand edit on B: the index job commits it, and the daemon pushes it soon after (not a minute later)
         hand_write(b, None, "desk-note.md", text("desk-note", "Written on the desk."))
         wait_for(lambda: "global/desk-note.md" in _remote_files(remote), timeout=45, every=0.5)

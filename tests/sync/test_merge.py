@@ -6,7 +6,7 @@ import pytest
 
 from memd.git.layout import merge_manifests, normalise_remote, repo_dir
 from memd.sync.merge import merge_entries, merged_text
-from memd.sync.run import backoff_seconds, due
+from memd.sync.run import due, retry_after
 from tests.sync.helpers import text
 
 B = "100644"
@@ -97,7 +97,7 @@ def test_repo_dirs_are_stable_readable_and_distinct() -> None:
 
 
 def test_backoff_doubles_up_to_the_interval() -> None:
-    assert [backoff_seconds(n, 120) for n in (1, 2, 3, 4, 5)] == [15, 30, 60, 120, 120]
+    assert [retry_after(n, 120) for n in (1, 2, 3, 4, 5)] == [15, 30, 60, 120, 120]
 
 
 def test_due_rules() -> None:
