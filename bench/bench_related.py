@@ -30,7 +30,7 @@ from typing import Any
 from jobs.extract import prompt
 from memd.index.refresh import refresh_all
 from memd.memory.file import render_memory, write_memory
-from memd.memory.operations import slugify
+from memd.memory.names import slugify
 from memd.tree import Home
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -37,7 +37,8 @@ from memd.index.refresh import refresh_all, refresh_dir
 from memd.index.search import open_readonly, query_index
 from memd.index.writer import SearchIndex
 from memd.logs.events import cli_defaults
-from memd.memory.file import INDEX_NAME, parse_memory, render_memory
+from memd.memory.file import parse_memory, render_memory
+from memd.memory.names import INDEX_NAME
 from memd.memory.scan import scan_dir
 from memd.tree import Home
 

@@ -13,13 +13,15 @@ never falls back to defaults that would turn memory or the API back on.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memd.fsutil import UnusableFile, atomic_write, read_regular
 from memd.keyfile import load_key
@@ -68,16 +70,147 @@ MEMD_FIELDS: list[tuple[str, str, Any]] = [
     ("sync.everyMinutes", "int:1..525600", 15),  # a year
 ]
 
+T = TypeVar("T")
+
 MAX_STR = 4096  # a model name, a URL, a git remote: longer is a mistake, not a setting
 MAX_FILE_BYTES = 1 << 20  # settings.json over 1 MiB is refused like one that does not parse (fails closed)
 
 
-@dataclass
-class Settings:
-    """Effective settings as nested dicts, plus the warnings that produced them."""
+# The typed view of the two tables above: one frozen dataclass per group, one attribute per field,
+# named for its JSON key in snake case (`global` → `global_`). The tables stay the one place for
+# keys, kinds, ranges and defaults; `_check_mirror` proves at import that these classes hold
+# exactly their fields, and `_typed` builds them from a validated tree.
 
-    memory: dict[str, Any]
-    memd: dict[str, Any]
+
+@dataclass(frozen=True)
+class SessionMemory:
+    """memory.sessionMemory: rolling session summaries (SPEC §4)."""
+
+    enabled: bool
+    min_init_tokens: int
+    min_update_tokens: int
+    tool_calls_between: int
+
+
+@dataclass(frozen=True)
+class Dream:
+    """memory.dream: consolidation (SPEC §5)."""
+
+    enabled: bool
+    min_hours: int
+    min_sessions: int
+
+
+@dataclass(frozen=True)
+class Drawer:
+    """memory.global: the global drawer."""
+
+    enabled: bool
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class IndexConsolidation:
+    """memory.indexConsolidation: MEMORY.md kept by dream."""
+
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The agent's `memory` object (SPEC §8)."""
+
+    enabled: bool
+    extract_every_turns: int
+    session_memory: SessionMemory
+    dream: Dream
+    global_: Drawer
+    index_consolidation: IndexConsolidation
+    review: bool
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class Sync:
+    """memd.sync: memory on several machines."""
+
+    remote: str
+    every_minutes: int
+
+
+@dataclass(frozen=True)
+class Memd:
+    """memd's own `memd` object (SPEC §8.2)."""
+
+    provider: str
+    small_model: str
+    strong_model: str
+    base_url: str
+    timeout_seconds: int
+    max_retries: int
+    daily_token_budget: int
+    poll_seconds: int
+    force_polling: bool
+    reconcile_seconds: int
+    lock_timeout_seconds: int
+    retry_seconds: int
+    log_level: str
+    history_keep: int
+    dream_max_delete_share: float
+    git: bool
+    sync: Sync
+
+
+def _json_name(attr: str) -> str:
+    """`min_init_tokens` → `minInitTokens`; `global_` → `global`."""
+    head, *rest = attr.rstrip("_").split("_")
+    return head + "".join(w.capitalize() for w in rest)
+
+
+def _leaves(cls: Any, prefix: str = "") -> list[str]:
+    hints = typing.get_type_hints(cls)
+    out: list[str] = []
+    for f in dataclasses.fields(cls):
+        key = prefix + _json_name(f.name)
+        t = hints[f.name]
+        out += _leaves(t, key + ".") if dataclasses.is_dataclass(t) else [key]
+    return out
+
+
+def _typed(cls: type[T], tree: dict[str, Any]) -> T:
+    """The frozen dataclass `cls` from a validated tree (JSON keys), groups recursively."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        value = tree[_json_name(f.name)]
+        t: Any = hints[f.name]
+        values[f.name] = _typed(typing.cast(Any, t), value) if dataclasses.is_dataclass(t) else value
+    return cls(**values)
+
+
+def _tree(obj: Any) -> dict[str, Any]:
+    """A typed group back as the JSON tree it came from."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        out[_json_name(f.name)] = _tree(value) if dataclasses.is_dataclass(value) else value
+    return out
+
+
+def _check_mirror(cls: type, fields: list[tuple[str, str, Any]]) -> None:
+    want = [d for d, _k, _v in fields]
+    got = _leaves(cls)
+    if sorted(want) != sorted(got):
+        raise AssertionError(f"{cls.__name__} does not mirror its field table: {sorted(set(want) ^ set(got))}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Effective settings, typed (`s.memory.dream.min_hours`, `s.memd.lock_timeout_seconds`), plus
+    the warnings that produced them and where they came from."""
+
+    memory: Memory
+    memd: Memd
     warnings: list[str] = field(default_factory=list)
     source: str = "defaults"
     broken: str | None = None  # why the file did not parse (line and column), when it did not
@@ -85,14 +218,19 @@ class Settings:
     strict_json: bool = True  # False when the file needed JSON5 (comments, trailing commas)
 
     def get(self, dotted: str) -> Any:
-        """`memory.dream.minHours` style access."""
-        node: Any = {"memory": self.memory, "memd": self.memd}
+        """The value at a JSON path (`memory.dream.minHours`): for the loader, `memd config` and
+        tests. memd's own code reads the typed attributes."""
+        node: Any = self.as_dict()
         for part in dotted.split("."):
             node = node[part]
         return node
 
     def as_dict(self) -> dict[str, Any]:
-        return {"memory": self.memory, "memd": self.memd}
+        return {"memory": _tree(self.memory), "memd": _tree(self.memd)}
+
+
+def _settings(memory: dict[str, Any], memd: dict[str, Any], **rest: Any) -> Settings:
+    return Settings(memory=_typed(Memory, memory), memd=_typed(Memd, memd), **rest)
 
 
 def _defaults(fields: list[tuple[str, str, Any]]) -> dict[str, Any]:
@@ -237,7 +375,7 @@ def parse_text(text: str, source: str = "settings.json") -> Settings:
         return _broken(source, "the top level is not an object")
     memory = _apply("memory", data.get("memory", _MISSING), MEMORY_FIELDS, warnings)
     memd = _apply("memd", data.get("memd", _MISSING), MEMD_FIELDS, warnings)
-    return Settings(memory=memory, memd=memd, warnings=warnings, source=source, strict_json=strict)
+    return _settings(memory, memd, warnings=warnings, source=source, strict_json=strict)
 
 
 JSON5_MAX_CHARS = 64 * 1024  # beyond comments and trailing commas, JSON5 is tried only on a file this small
@@ -274,9 +412,7 @@ def _where(exc: BaseException) -> str:
 
 
 def _broken(source: str, why: str) -> Settings:
-    s = defaults()
-    s.source, s.broken = source, f"{source}: {why}"
-    return s
+    return replace(defaults(), source=source, broken=f"{source}: {why}")
 
 
 LAST_GOOD = "settings.last-good.json"
@@ -341,15 +477,14 @@ def _closed(path: Path, s: Settings) -> Settings:
     why = s.broken or f"{path}: unusable"
     try:
         last = json.loads(read_regular(_last_good_path(path), MAX_FILE_BYTES, follow=False).decode("utf-8"))
-        kept = Settings(memory=_apply("memory", last.get("memory", _MISSING), MEMORY_FIELDS, []),
-                        memd=_apply("memd", last.get("memd", _MISSING), MEMD_FIELDS, []),
-                        source=str(path), broken=why)  # fmt: skip
+        kept = _settings(_apply("memory", last.get("memory", _MISSING), MEMORY_FIELDS, []),
+                         _apply("memd", last.get("memd", _MISSING), MEMD_FIELDS, []),
+                         source=str(path), broken=why)  # fmt: skip
         kept.warnings.append(f"{why}; keeping the last settings that parsed")
         return kept
     except (OSError, ValueError, AttributeError):
-        s.refused = f"{why}; no earlier settings to keep, so model jobs wait until it is fixed"
-        s.warnings.append(s.refused)
-        return s
+        refused = f"{why}; no earlier settings to keep, so model jobs wait until it is fixed"
+        return replace(s, refused=refused, warnings=[*s.warnings, refused])
 
 
 CLAUDE_MARKERS = (".claude.json", ".credentials.json", "statsig", "todos", "shell-snapshots", "plugins", "ide")
@@ -364,7 +499,11 @@ def looks_like_claude_home(root: Path) -> bool:
 
 
 def defaults() -> Settings:
-    return Settings(memory=_defaults(MEMORY_FIELDS), memd=_defaults(MEMD_FIELDS))
+    return _settings(_defaults(MEMORY_FIELDS), _defaults(MEMD_FIELDS))
+
+
+_check_mirror(Memory, MEMORY_FIELDS)
+_check_mirror(Memd, MEMD_FIELDS)
 
 
 def effective_provider(
@@ -381,7 +520,7 @@ def effective_provider(
     key, problem = (env.get("ANTHROPIC_API_KEY") or None), None
     if key is None and memd_dir is not None:
         key, problem = load_key(memd_dir, env)
-    chosen = s.get("memd.provider")
+    chosen = s.memd.provider
     if chosen == "auto":
         return ("anthropic", None) if key else ("offline", problem)
     if chosen == "anthropic" and not key:

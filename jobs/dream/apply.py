@@ -25,6 +25,7 @@ from memd.index.render import render_drawer, render_memory_index
 from memd.index.writer import SearchIndex
 from memd.job.context import Deferred, JobContext, RunResult
 from memd.memory.file import Memory, render_memory
+from memd.memory.names import child
 from memd.tree import Place
 from memd.write import apply as memwrite
 from memd.write import proposals
@@ -60,13 +61,6 @@ def render_ops(ops: Sequence[DreamOp], by_file: dict[str, Memory], *, provider: 
     return out, bad
 
 
-def _safe_child(directory: Path, file: str) -> Path:
-    """A file name of this directory (from scandir or a confined slug): never a path."""
-    if "/" in file or "\\" in file or file.startswith(".") or not file.endswith(".md") or file == "MEMORY.md":
-        raise ValueError(f"not a memory file name: {file!r}")
-    return directory / file
-
-
 def _write_fresh(path: Path, text: str) -> None:
     """A new inode at `path`, never a write through the hard link staging holds there.
 
@@ -91,12 +85,12 @@ def apply_to_staging(staging: Path, rendered: Sequence[Rendered], by_file: dict[
     for r in rendered:
         op = r.op
         if r.text is not None and op.result:
-            path = _safe_child(staging, op.result)
+            path = child(staging, op.result)
             _write_fresh(path, r.text)
             written.append(path)
         for f in op.files:
             if f != op.result:
-                _safe_child(staging, f).unlink(missing_ok=True)
+                child(staging, f).unlink(missing_ok=True)
         if op.op == "delete":
             changes["deleted"].append({"name": op.name, "file": op.files[0], "reason": op.reason})
         elif op.op == "merge":
@@ -159,10 +153,10 @@ def refresh_known(ctx: JobContext, ref: Place, memories: list[Memory]) -> None:
 
     s = ctx.settings
     directory = ref.memory_dir(ctx.home)
-    if s.get("memory.indexConsolidation.enabled"):
+    if s.memory.index_consolidation.enabled:
         write_if_changed(directory / "MEMORY.md", render_memory_index(memories).text)
-    if ref.kind == "global" and s.get("memory.global.enabled"):
-        drawer = render_drawer(memories, max_bytes=int(s.get("memory.global.maxBytes")), today=ctx.now().date(), tz=UTC)
+    if ref.kind == "global" and s.memory.global_.enabled:
+        drawer = render_drawer(memories, max_bytes=int(s.memory.global_.max_bytes), today=ctx.now().date(), tz=UTC)
         write_if_changed(ctx.home.drawer_render, drawer.text)
     with SearchIndex.for_home(ctx.home) as db:
         db.sync({(ref.kind, ref.key): memories})
@@ -303,7 +297,7 @@ def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], pl
         return RunResult("failed", str(exc), details)
     refresh_known(ctx, ref, _stamp(final))
     advance(ctx, target, run_id)
-    history.prune(ctx.home, ref, int(ctx.settings.get("memd.historyKeep")))
+    history.prune(ctx.home, ref, int(ctx.settings.memd.history_keep))
     counts = _counts(changes)
     ctx.log.info("dream.applied", scope=str(ref), run=run_id, **counts)
     summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no change"
@@ -325,7 +319,7 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
         changes, written = apply_to_staging(staging, rendered, by_file)
         staged.copied.files.extend(written)
         final = final_memories(memories, rendered, directory)
-        if ctx.settings.get("memory.indexConsolidation.enabled"):
+        if ctx.settings.memory.index_consolidation.enabled:
             write_if_changed(staging / "MEMORY.md", render_memory_index(final).text)
         swap.seal(staged)
         if treecopy.signature(directory) != sig0:

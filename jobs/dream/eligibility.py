@@ -28,6 +28,8 @@ from memd.clock import iso, parse_iso
 from memd.discovery import list_memory_dirs
 from memd.job.context import JobContext, get_cursor, set_cursor
 from memd.locks import Held, acquire
+from memd.memory.names import is_candidate_name
+from memd.settings import Settings
 from memd.tree import Place
 
 NAME = "dream"  # the job's name (`jobs.dream.NAME`): its cursors and model calls are filed under it
@@ -74,7 +76,7 @@ def scope_lock(ctx: JobContext, target: Place) -> Iterator[Held]:
     """The memory scope's own lock, which every writer of the directory takes; bounded like
     any job's wait (`memd.lockTimeoutSeconds`). Busy past it: `LockBusy`, the run is deferred."""
     place = Place.global_() if target.kind == "global" else Place.project(target.key or "")
-    with acquire(ctx.home, [place], timeout=float(ctx.settings.get("memd.lockTimeoutSeconds"))) as held:
+    with acquire(ctx.home, [place], timeout=float(ctx.settings.memd.lock_timeout_seconds)) as held:
         yield held
 
 
@@ -143,7 +145,7 @@ def oldest_memory_mtime(directory: Path) -> float | None:
     try:
         with os.scandir(directory) as it:
             for e in it:
-                if e.name == "MEMORY.md" or e.name.startswith(".") or not e.name.endswith(".md"):
+                if not is_candidate_name(e.name):
                     continue
                 if not e.is_file(follow_symlinks=False):
                     continue
@@ -252,9 +254,9 @@ class Thresholds:
     min_sessions: int
 
     @classmethod
-    def of(cls, settings: Any) -> Thresholds:
-        enabled = bool(settings.get("memory.enabled")) and bool(settings.get("memory.dream.enabled"))
-        return cls(enabled, float(settings.get("memory.dream.minHours")), int(settings.get("memory.dream.minSessions")))
+    def of(cls, settings: Settings) -> Thresholds:
+        enabled = bool(settings.memory.enabled) and bool(settings.memory.dream.enabled)
+        return cls(enabled, float(settings.memory.dream.min_hours), int(settings.memory.dream.min_sessions))
 
 
 def due_decisions(ctx: JobContext, tgts: Sequence[Place]) -> dict[Place, tuple[bool, str]]:

@@ -15,7 +15,8 @@ from jobs.dream.dates import absolutize
 from jobs.dream.duplicates import SIMILARITY, near_duplicate_groups
 from memd.clock import parse_iso
 from memd.memory.answer import Caps, ModelOutputError
-from memd.memory.operations import UnsafePath, confine, validate_operations
+from memd.memory.names import UnsafePath, confine
+from memd.memory.operations import validate_operations
 
 if TYPE_CHECKING:
     from memd.memory.file import Memory

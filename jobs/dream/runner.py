@@ -180,7 +180,7 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
     if plan.error:
         note_failure(ctx, target, plan.error)
         return RunResult("failed", plan.error, details)
-    refused = guard(scan.memories, plan.ops, max_share=float(ctx.settings.get("memd.dreamMaxDeleteShare")), force=force)
+    refused = guard(scan.memories, plan.ops, max_share=float(ctx.settings.memd.dream_max_delete_share), force=force)
     if refused:
         ctx.log.warning("dream.refused", scope=str(ref), reason=refused, operations=len(plan.ops))
         note_failure(ctx, target, refused)

@@ -59,8 +59,8 @@ WHERE s.is_subagent = 0 AND s.safe_offset > COALESCE(json_extract(c.value, '$.of
 
 def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
     """Sessions with enough new human turns; one query, so a due-check over 10,000 idle sessions is cheap."""
-    enabled = bool(ctx.settings.get("memory.enabled"))
-    every = int(ctx.settings.get("memory.extractEveryTurns"))
+    enabled = bool(ctx.settings.memory.enabled)
+    every = int(ctx.settings.memory.extract_every_turns)
     q = _DUE_SQL
     args: tuple[Any, ...] = ()
     if only is not None:

@@ -72,10 +72,10 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     row = _session(ctx, target)
     if row is None:
         return RunResult("skipped", "unknown session")
-    if not ctx.settings.get("memory.enabled"):
+    if not ctx.settings.memory.enabled:
         return RunResult("skipped", "memory disabled (memory.enabled is false; --force does not override it)")
     turns, new_bytes, cur = _facts(ctx, row)
-    ok, why = extract_due(turns, int(ctx.settings.get("memory.extractEveryTurns")), new_bytes, True)
+    ok, why = extract_due(turns, int(ctx.settings.memory.extract_every_turns), new_bytes, True)
     if not ok and not (force and new_bytes > 0):
         return RunResult("skipped", f"not due: {why}")
     plan = _plan(ctx, target, row, cur)
@@ -122,7 +122,7 @@ def _apply(ctx: JobContext, target: Place, cur: dict[str, Any], plan: Plan, ops:
     """Under the drawer's and the project's locks: re-check the cursor, write, refresh, advance."""
 
     places = [Place.global_(), Place.project(plan.memory_key)]
-    with acquire(ctx.home, places, timeout=float(ctx.settings.get("memd.lockTimeoutSeconds"))):
+    with acquire(ctx.home, places, timeout=float(ctx.settings.memd.lock_timeout_seconds)):
         if _cursor_moved(ctx, target, cur):
             return RunResult("skipped", "another run handled this span meanwhile")
 

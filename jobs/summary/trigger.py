@@ -65,10 +65,10 @@ class Thresholds:
     def of(cls, settings: Settings) -> Thresholds:
         # The master switch turns summaries off too; pausing extraction (§3.4) does not.
         return cls(
-            enabled=bool(settings.get("memory.enabled")) and bool(settings.get("memory.sessionMemory.enabled")),
-            min_init_tokens=int(settings.get("memory.sessionMemory.minInitTokens")),
-            min_update_tokens=int(settings.get("memory.sessionMemory.minUpdateTokens")),
-            tool_calls_between=int(settings.get("memory.sessionMemory.toolCallsBetween")),
+            enabled=bool(settings.memory.enabled) and bool(settings.memory.session_memory.enabled),
+            min_init_tokens=int(settings.memory.session_memory.min_init_tokens),
+            min_update_tokens=int(settings.memory.session_memory.min_update_tokens),
+            tool_calls_between=int(settings.memory.session_memory.tool_calls_between),
         )
 
 

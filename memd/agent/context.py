@@ -35,7 +35,9 @@ from typing import Any
 from memd.fsutil import open_regular, read_regular
 from memd.index.render import render_drawer
 from memd.keys import canonical_root, key_for_root
+from memd.memory.names import is_candidate_name
 from memd.memory.scan import scan_dir
+from memd.settings import Settings
 from memd.tree import Home
 
 MAX_DEPTH = 5  # @include nesting: a top-level file is depth 0
@@ -256,7 +258,7 @@ def instructions(agent: Agent, root: Path, home: Path, includes: list[Include]) 
 
 def _has_drawer_memories(directory: Path) -> bool:
     try:
-        return any(e.name.endswith(".md") and e.name != "MEMORY.md" for e in os.scandir(directory))
+        return any(is_candidate_name(e.name) for e in os.scandir(directory))
     except OSError:
         return False
 
@@ -312,7 +314,7 @@ def memory_index(home: Home, key: str) -> str | None:
 
 def build(
     home: Home,
-    settings: Any,
+    settings: Settings,
     cwd: str,
     agent: Agent,
     *,
@@ -331,16 +333,16 @@ def build(
     text, sources = instructions(agent, root, home.root, ctx.includes)
     if text:
         ctx.sections.append(Section(agent.section, f"{INSTRUCTIONS_INTRO}\n\n{text}", sources))
-    memory_on = bool(settings.get("memory.enabled"))
+    memory_on = bool(settings.memory.enabled)
     index = memory_index(home, key) if memory_on and not agent.reads_memory_index else None
     if index:
         ctx.sections.append(Section("projectMemory", index, [str(home.project_memory(key) / "MEMORY.md")]))
     ctx.sections.append(Section("memoryStaleness", STALENESS_RULE))
     ctx.sections.append(Section("currentDate", f"Today's date is {moment.date().isoformat()}."))
-    if memory_on and settings.get("memory.global.enabled"):
+    if memory_on and settings.memory.global_.enabled:
         room = None if max_chars is None else max_chars - len(ctx.body()) - len("\n\n# globalMemory\n")
         if room is None or room > 200:
-            drawer = drawer_text(home, int(settings.get("memory.global.maxBytes")), moment.astimezone(UTC).date(), room)
+            drawer = drawer_text(home, int(settings.memory.global_.max_bytes), moment.astimezone(UTC).date(), room)
             if drawer:
                 at = 1 if text else 0
                 ctx.sections.insert(at, Section("globalMemory", drawer, [str(home.drawer_render)]))

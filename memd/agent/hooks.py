@@ -293,7 +293,7 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
     if not prompt or prompt.startswith("/") or not home.search_db.exists():
         return None
     settings = st.load(home.settings_file)
-    if not settings.get("memory.enabled"):
+    if not settings.memory.enabled:
         return None
     from memd.agent.recall import recall
     from memd.clock import system_clock

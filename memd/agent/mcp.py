@@ -205,7 +205,7 @@ class Tools:
         s = self._settings()
         ctx = make_context(self.home, s, log=QUIET, now=self.now)
         try:
-            with acquire(self.home, [place], timeout=float(s.get("memd.lockTimeoutSeconds"))):
+            with acquire(self.home, [place], timeout=float(s.memd.lock_timeout_seconds)):
                 applied = memwrite.apply(ctx, self.key, ops, provider="mcp", session_id="mcp", job=job, reason=reason)
         finally:
             ctx.conn.close()

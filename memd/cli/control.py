@@ -37,7 +37,7 @@ def _context(ctx: click.Context, name: str) -> Any:
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.get("memd.logLevel"), stderr_level="warning")
+    configure(home, level=s.memd.log_level, stderr_level="warning")
     return make_context(home, s, log=get_logger(f"memd.{name}"))
 
 

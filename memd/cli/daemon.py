@@ -24,7 +24,7 @@ def run_cmd(ctx: click.Context) -> None:
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.get("memd.logLevel"))
+    configure(home, level=s.memd.log_level)
     sys.exit(Daemon(home, log=get_logger("memd.daemon")).run())
 
 
@@ -83,7 +83,7 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.get("memd.logLevel"), stderr_level="warning")
+    configure(home, level=s.memd.log_level, stderr_level="warning")
     log = get_logger("memd.run-now")
     names = list(registry.JOB_NAMES) if job_name == "all" else [job_name]
     jobs = [registry.get(n) for n in names]

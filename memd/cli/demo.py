@@ -6,6 +6,7 @@ every job on it with the offline provider (no API key, no network), then shows
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -44,8 +45,8 @@ def demo_cmd(directory: str) -> None:
     home = Home(target)
     configure(home, level="info", stderr_level="warning")
     log = get_logger("memd.demo")
-    s = st.load(home.settings_file)
-    s.memd["provider"] = "offline"  # the demo never calls a model, key or not
+    loaded = st.load(home.settings_file)
+    s = replace(loaded, memd=replace(loaded.memd, provider="offline"))  # the demo never calls a model, key or not
     totals = scan_home(home, log=log)
     click.echo(f"ingested {totals['sessions']} sessions ({totals['bytes'] / 1e3:.0f} KB, {totals['records']} records)")
     for job in registry.all_jobs():

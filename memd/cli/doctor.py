@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
+from memd.settings import Settings
 
 
 @dataclass
@@ -94,12 +95,12 @@ def check_provider(home: Any, call: bool) -> Check:
     if provider == "offline":
         return Check("provider", True, "offline (deterministic, no model calls; set ANTHROPIC_API_KEY to use a model)")
     if not call:
-        return Check("provider", True, f"anthropic, key set, models {s.get('memd.smallModel')} / {s.get('memd.strongModel')} "
+        return Check("provider", True, f"anthropic, key set, models {s.memd.small_model} / {s.memd.strong_model} "
                      "(no call made; `memd doctor --call` makes one tiny one)")  # fmt: skip
     return _call_check(home, s)
 
 
-def _call_check(home: Any, s: Any) -> Check:
+def _call_check(home: Any, s: Settings) -> Check:
     from memd.job.context import make_context
     from memd.logs.events import get_logger
 

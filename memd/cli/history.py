@@ -143,7 +143,7 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
         raise UsageError("name the scope: --project KEY or --global (or give a RUN id)")
     refs = [ref] if ref is not None else history.find_runs(home, run_id or "")
     s = st.load(home.settings_file)
-    configure(home, level=s.get("memd.logLevel"), stderr_level="warning")
+    configure(home, level=s.memd.log_level, stderr_level="warning")
 
     def on_wait(scope: Any) -> None:
         if not as_json:

@@ -44,7 +44,7 @@ def _context(ctx: click.Context) -> Any:
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.get("memd.logLevel"), stderr_level="warning")
+    configure(home, level=s.memd.log_level, stderr_level="warning")
     return make_context(home, s, log=get_logger("memd.review"))
 
 

@@ -24,7 +24,7 @@ def _setup(ctx: click.Context) -> tuple[Any, Any]:
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.get("memd.logLevel"), stderr_level="error")
+    configure(home, level=s.memd.log_level, stderr_level="error")
     return home, s
 
 

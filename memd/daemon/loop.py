@@ -41,6 +41,7 @@ from memd.job.context import JobContext, make_context, make_llm
 from memd.job.runner import run_job
 from memd.ledger import files as ledgerfiles
 from memd.ledger import store as ledger
+from memd.memory.names import is_candidate_name
 from memd.tree import Home, Place
 from memd.write.migrate import migrate_memory_keys
 
@@ -143,7 +144,7 @@ class Daemon:
             self.log.exception("memory.migration_failed", reason=str(exc))
 
     def _polling(self) -> bool:
-        return bool(self.settings.get("memd.forcePolling")) or self.observer is False
+        return bool(self.settings.memd.force_polling) or self.observer is False
 
     def _record_settings(self) -> None:
         for w in self.settings.warnings:
@@ -163,7 +164,7 @@ class Daemon:
         self.scheduler.start()
 
     def _start_watcher(self) -> None:
-        if self.settings.get("memd.forcePolling"):
+        if self.settings.memd.force_polling:
             self.observer = False
             return
 
@@ -224,15 +225,15 @@ class Daemon:
 
     def _periodic(self) -> None:
         now = time.monotonic()
-        poll_every = float(self.settings.get("memd.pollSeconds")) if self._polling() else float(
-            self.settings.get("memd.reconcileSeconds")
+        poll_every = float(self.settings.memd.poll_seconds) if self._polling() else float(
+            self.settings.memd.reconcile_seconds
         )
         if now - self._last_poll >= poll_every:
             self._last_poll = now
             self.events.put(("scan", None))
             if self._polling():
                 self.events.put(("memsig", None))
-        if now - self._last_reconcile >= float(self.settings.get("memd.reconcileSeconds")):
+        if now - self._last_reconcile >= float(self.settings.memd.reconcile_seconds):
             self._last_reconcile = now
             self.events.put(("reconcile", None))
         if now - self._last_due >= DUE_CHECK_SECONDS:
@@ -304,7 +305,7 @@ class Daemon:
         for _scope, key, path in list_memory_dirs(self.home):
             try:
                 sig = tuple(sorted((e.name, e.stat(follow_symlinks=False).st_mtime_ns, e.stat(follow_symlinks=False).st_size)
-                                   for e in os.scandir(path) if e.name.endswith(".md") and e.name != "MEMORY.md"))  # fmt: skip
+                                   for e in os.scandir(path) if is_candidate_name(e.name)))  # fmt: skip
             except OSError:
                 sig = ()
             place = Place.memory(key)
@@ -389,7 +390,7 @@ class Daemon:
             outcome = None if result is None else result.outcome
             reason = "" if result is None else result.reason
             nxt = self.dispatch.finished(jid, outcome, reason, time.monotonic(),
-                                         float(self.settings.get("memd.retrySeconds")))  # fmt: skip
+                                         float(self.settings.memd.retry_seconds))  # fmt: skip
         if outcome in (None, "failed"):
             self.log.info("job.retry_scheduled", job=name, target=str(target), failures=nxt.failures,
                           in_seconds=nxt.retry_in)  # fmt: skip

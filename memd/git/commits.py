@@ -83,25 +83,20 @@ from typing import Any
 from memd.git.repo import GitBusy, Repo
 from memd.history.store import history_root, read_run
 from memd.logs.events import lazy_logger
+from memd.settings import Settings
 from memd.tree import Home, Place
 
 log = lazy_logger("memd.gitmem")
 
-def enabled(settings: Any) -> bool:
-    try:
-        return bool(settings.get("memd.git"))
-    except (KeyError, TypeError):
-        return False
+def enabled(settings: Settings) -> bool:
+    return settings.memd.git
 
 
 # --------------------------------------------------------------------------- the hooks
 
 
-def _lock_timeout(settings: Any) -> float:
-    try:
-        return float(settings.get("memd.lockTimeoutSeconds"))
-    except (KeyError, TypeError, ValueError):
-        return 10.0
+def _lock_timeout(settings: Settings) -> float:
+    return float(settings.memd.lock_timeout_seconds)
 
 
 def _guarded(what: str, fn: Callable[[], None]) -> None:
@@ -118,7 +113,7 @@ def _scope_trailer(place: Place) -> str:
     return str(place)
 
 
-def after_run(home: Home, place: Place, info: dict[str, Any] | None, settings: Any) -> None:
+def after_run(home: Home, place: Place, info: dict[str, Any] | None, settings: Settings) -> None:
     """What every writer calls once its history run is durable: the run as one commit.
 
     A write run (`Recorder.commit`'s info) commits its files; a dream or an undo swap
@@ -132,7 +127,7 @@ def after_run(home: Home, place: Place, info: dict[str, Any] | None, settings: A
         after_swap(home, place, str(info.get("run") or ""), settings)
 
 
-def after_write(home: Home, place: Place, info: dict[str, Any], settings: Any) -> None:
+def after_write(home: Home, place: Place, info: dict[str, Any], settings: Settings) -> None:
     """After a history write run (`Recorder.commit`): its files as one commit naming run, job and reason."""
     if not enabled(settings):
         return
@@ -150,7 +145,7 @@ def after_write(home: Home, place: Place, info: dict[str, Any], settings: Any) -
     _guarded("write", go)
 
 
-def after_swap(home: Home, place: Place, run_id: str, settings: Any) -> None:
+def after_swap(home: Home, place: Place, run_id: str, settings: Settings) -> None:
     """After a dream (or a dream undo) swapped a whole directory in: one commit of that directory."""
     if not enabled(settings):
         return
@@ -169,7 +164,7 @@ def after_swap(home: Home, place: Place, run_id: str, settings: Any) -> None:
     _guarded("swap", go)
 
 
-def after_index(home: Home, place: Place, settings: Any) -> None:
+def after_index(home: Home, place: Place, settings: Settings) -> None:
     """The index job's turn: whatever changed by hand in this directory, as the user's commit."""
     if not enabled(settings):
         return

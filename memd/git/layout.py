@@ -23,6 +23,7 @@ from typing import Any
 from memd.discovery import session_cwd
 from memd.git.plumbing import GIT_LOCATION_VARS, Entries
 from memd.keys import canonical_root, key_for_root
+from memd.memory.names import is_tracked_name
 from memd.tree import Home
 
 MANIFEST = "manifest.json"
@@ -30,13 +31,11 @@ GLOBAL_DIR = "global"
 PROJECTS_DIR = "projects"
 FILE_MODE = "100644"
 MAX_FILE_BYTES = 1024 * 1024
-_TEMP_SUFFIXES = (".tmp", ".swp", ".swo", ".swx", "~", ".bak", ".orig", ".part")
 
 
 def is_memory_name(name: str) -> bool:
-    """A file git tracks: a visible `.md` that is not the index nor an editor's temporary."""
-    return (name.endswith(".md") and name != "MEMORY.md" and not name.startswith((".", "#"))
-            and not name.endswith(_TEMP_SUFFIXES) and "\n" not in name and "/" not in name)  # fmt: skip
+    """A file git tracks (`memd.memory.names.is_tracked_name`)."""
+    return is_tracked_name(name)
 
 
 def host_name() -> str:

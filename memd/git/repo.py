@@ -37,6 +37,7 @@ from memd.git.plumbing import BRANCH, REF, Entries, Git, GitError, blob_sha, mes
 from memd.git.worktree import Commit, read_capped, scan_place, write_live
 from memd.locks import ensure_locks_dir
 from memd.logs.events import lazy_logger
+from memd.settings import Settings
 from memd.tree import Home, Place
 
 log = lazy_logger("memd.gitmem")
@@ -169,7 +170,7 @@ class Repo:
     # -- commits --------------------------------------------------------------
     def commit(self, places: list[Place], *, names: dict[Place, set[str]] | None = None, subject: str,
                trailers: dict[str, str], user: bool = False, materialize: bool = False,
-               settings: Any = None, exclude: dict[Place, set[str]] | None = None) -> Commit:  # fmt: skip
+               settings: Settings | None = None, exclude: dict[Place, set[str]] | None = None) -> Commit:  # fmt: skip
         """Commit the live state of `places` (only `names` of a place when given). *locked*
 
         A whole-place commit (names None) also takes in deletions. A project
@@ -238,7 +239,7 @@ class Repo:
     def memd_identity(self) -> tuple[str, str]:
         return MEMD_NAME, f"{MEMD_NAME}@{self.host}"
 
-    def ensure_initial(self, settings: Any, exclude: dict[Place, set[str]] | None = None) -> None:
+    def ensure_initial(self, settings: Settings, exclude: dict[Place, set[str]] | None = None) -> None:
         """The first commit takes in the drawer and every project memory directory as they are
         (but `exclude`: a write's own files, which get their own commit next). *locked*"""
         if self.git.read_ref(REF) is not None:
@@ -277,7 +278,8 @@ class Repo:
         sha = entries.get(MANIFEST, ("", ""))[1]
         return parse_manifest(self.git.cat([sha])[sha] if sha else b"")
 
-    def _materialize(self, place: Place, d: str, tree: Entries, head: str | None, settings: Any) -> list[str]:
+    def _materialize(self, place: Place, d: str, tree: Entries, head: str | None,
+                     settings: Settings | None) -> list[str]:
         """A project seen on another machine first: its memories land in this machine's directory.
 
         Files absent here are written; a file of the same name with other content

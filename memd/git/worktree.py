@@ -29,6 +29,7 @@ from memd.history.writes import Recorder
 from memd.index.refresh import refresh_place
 from memd.logs.events import lazy_logger
 from memd.redact.redactor import find_secrets
+from memd.settings import Settings
 from memd.tree import Home, Place
 
 log = lazy_logger("memd.gitmem")
@@ -103,7 +104,7 @@ def _now_iso() -> str:
 
 
 def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job: str, reason: str,
-               settings: Any = None, extra: dict[str, Any] | None = None,
+               settings: Settings | None = None, extra: dict[str, Any] | None = None,
                mtimes: dict[str, int] | None = None) -> list[str]:  # fmt: skip
     """Write (bytes) or delete (None) memory files of one live directory as one history run.
 

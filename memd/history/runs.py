@@ -45,6 +45,8 @@ from memd.history.writes import UndoConflict, undo_write
 from memd.index.refresh import refresh_place
 from memd.locks import acquire
 from memd.logs.events import lazy_logger
+from memd.memory.names import is_candidate_name
+from memd.settings import Settings
 from memd.tree import Home, Place
 
 log = lazy_logger("memd.history")
@@ -115,7 +117,7 @@ def _file_bytes(directory: Path) -> dict[str, bytes]:
         return out
     for n in names:
         p = directory / n
-        if n.endswith(".md") and n != "MEMORY.md" and p.is_file() and not p.is_symlink():
+        if is_candidate_name(n) and p.is_file() and not p.is_symlink():
             out[n] = p.read_bytes()
     return out
 
@@ -135,7 +137,7 @@ def diff_files(before: Path, after: Path) -> dict[str, list[str]]:
 
 def undo(
     home: Home,
-    settings: Any,
+    settings: Settings,
     ref: Place,
     run_id: str | None,
     *,
@@ -183,12 +185,12 @@ def undo(
             raise
 
         refresh_place(home, settings, ref, now.date())
-        prune(home, ref, int(settings.get("memd.historyKeep")))
+        prune(home, ref, int(settings.memd.history_keep))
     logger.info("dream.undone", scope=str(ref), run=new_id, undo_of=chosen["run"], **{k: len(v) for k, v in changes.items()})
     return info
 
 
-def _undo_write(home: Home, settings: Any, ref: Place, chosen: dict[str, Any], now: datetime,
+def _undo_write(home: Home, settings: Settings, ref: Place, chosen: dict[str, Any], now: datetime,
                 logger: Any) -> dict[str, Any]:  # fmt: skip
     """A write run (extraction, remember, forget, …): its files back as they were (memd.history.writes)."""
 
@@ -198,7 +200,7 @@ def _undo_write(home: Home, settings: Any, ref: Place, chosen: dict[str, Any], n
         raise HistoryError(str(exc)) from None
 
     refresh_place(home, settings, ref, now.date())
-    prune(home, ref, int(settings.get("memd.historyKeep")))
+    prune(home, ref, int(settings.memd.history_keep))
     logger.info("write.undone", scope=str(ref), run=info.get("run"), undo_of=chosen["run"])
     return info
 

@@ -20,8 +20,10 @@ from memd.discovery import list_memory_dirs
 from memd.fsutil import UnusableFile, atomic_write, kind_of, read_regular
 from memd.index.render import render_drawer, render_memory_index
 from memd.index.writer import SearchIndex, SyncStats
-from memd.memory.file import INDEX_NAME, Memory
+from memd.memory.file import Memory
+from memd.memory.names import INDEX_NAME
 from memd.memory.scan import DEFAULT_MAX_FILE_BYTES, Problem, scan_dir
+from memd.settings import Settings
 from memd.tree import Home
 
 log = structlog.get_logger("memd.indexer")
@@ -242,12 +244,12 @@ def refresh_all(
     return results
 
 
-def refresh_place(home: Home, settings: Any, place: Any, today: date) -> Any:
+def refresh_place(home: Home, settings: Settings, place: Any, today: date) -> Any:
     """One memory directory's indexes as the settings want them (§6, §8): the one refresh entry
     (jobs, the history's undo, migrations, sync) and the one place that reads those settings."""
     return refresh_dir(
         home, place.kind, place.key, place.memory_dir(home),
-        max_bytes_drawer=int(settings.get("memory.global.maxBytes")), today=today,
-        write_index=bool(settings.get("memory.indexConsolidation.enabled")),
-        write_drawer=bool(settings.get("memory.global.enabled")),
+        max_bytes_drawer=int(settings.memory.global_.max_bytes), today=today,
+        write_index=bool(settings.memory.index_consolidation.enabled),
+        write_drawer=bool(settings.memory.global_.enabled),
     )  # fmt: skip

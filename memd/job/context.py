@@ -139,14 +139,14 @@ def llm_config(settings: Settings, memd_dir: Path | None = None) -> Any:
 
     m = settings.memd
     return LLMConfig(
-        provider=m["provider"],
-        small_model=m["smallModel"],
-        strong_model=m["strongModel"],
-        base_url=m["baseUrl"] or None,
+        provider=m.provider,
+        small_model=m.small_model,
+        strong_model=m.strong_model,
+        base_url=m.base_url or None,
         api_key=load_key(memd_dir)[0] if memd_dir is not None else None,
-        timeout_s=float(m["timeoutSeconds"]),
-        max_retries=int(m["maxRetries"]),
-        daily_token_budget=int(m["dailyTokenBudget"]),
+        timeout_s=float(m.timeout_seconds),
+        max_retries=m.max_retries,
+        daily_token_budget=m.daily_token_budget,
     )
 
 

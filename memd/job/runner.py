@@ -64,7 +64,7 @@ def run_job(
     started = time.monotonic()
     rowid = _record_start(ctx, job.NAME, str(target), run_id)
     log.info("job.started", force=force)
-    timeout = float(ctx.settings.get("memd.lockTimeoutSeconds")) if lock_timeout is None else lock_timeout
+    timeout = float(ctx.settings.memd.lock_timeout_seconds) if lock_timeout is None else lock_timeout
     tb: str | None = None
     try:
         refused = refusal(ctx, job)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from memd.memory.operations import token_like
+from memd.memory.names import token_like
 
 _SENT = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 

@@ -22,6 +22,7 @@ import yaml
 
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
 from memd.logs.events import lazy_logger
+from memd.memory.names import is_candidate_name, memory_path
 
 # libyaml's safe loader parses front matter ~10x faster than the pure-Python one; same safety.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -29,14 +30,6 @@ _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 log = lazy_logger("memd.memories")  # structlog on first use: the hook commands never pay for it
 
 TYPES: tuple[str, ...] = ("user", "feedback", "project", "reference")
-INDEX_NAME = "MEMORY.md"
-SUFFIX = ".md"
-# File names are capped in bytes, not characters: CJK names take 3 bytes a
-# character and most file systems stop at 255 bytes.
-_SAFE_SLUG = re.compile(r"^[^\W_][\w.-]*$")
-# Editor and tool droppings that are never memories (vim swap, emacs lock and
-# backup, our own atomic_write temporaries which start with a dot anyway).
-_TEMP_SUFFIXES = (".tmp", ".swp", ".swo", ".swx", "~", ".bak", ".orig", ".part")
 
 
 class MemoryParseError(ValueError):
@@ -254,26 +247,8 @@ def render_memory(
 # --------------------------------------------------------------------------- writing
 
 
-def is_candidate_name(name: str) -> bool:
-    """Only visible `.md` files other than the index can be memories."""
-    if name == INDEX_NAME or name.startswith((".", "#")) or name.endswith(_TEMP_SUFFIXES):
-        return False
-    return name.endswith(SUFFIX)
 
 
-def memory_path(directory: Path | str, slug: str) -> Path:
-    """The file of `slug` in `directory`; refuses anything that could leave it.
-
-    Model output is untrusted (DESIGN): a slug with a separator, a leading dot
-    or `..` would let it write outside the memory directory or hide a file.
-    """
-    stem = slug[: -len(SUFFIX)] if slug.endswith(SUFFIX) else slug
-    if not _SAFE_SLUG.match(stem) or ".." in stem or len(stem.encode("utf-8")) > 200:
-        raise ValueError(f"unsafe memory slug {slug!r}")
-    name = stem + SUFFIX
-    if name == INDEX_NAME:
-        raise ValueError(f"{INDEX_NAME} is the index, not a memory")
-    return Path(directory) / name
 
 
 def write_memory(directory: Path | str, slug: str, text: str) -> Path:

@@ -8,7 +8,127 @@ is not `MEMORY.md`, does not start with a dot, and fits in 255 bytes.
 
 from __future__ import annotations
 
+import hashlib
+import re
+import unicodedata
 from pathlib import Path
+
+INDEX_NAME = "MEMORY.md"
+SUFFIX = ".md"
+# File names are capped in bytes, not characters: CJK names take 3 bytes a
+# character and most file systems stop at 255 bytes.
+_SAFE_SLUG = re.compile(r"^[^\W_][\w.-]*$")
+# Editor and tool droppings that are never memories (vim swap, emacs lock and
+# backup, our own atomic_write temporaries which start with a dot anyway).
+_TEMP_SUFFIXES = (".tmp", ".swp", ".swo", ".swx", "~", ".bak", ".orig", ".part")
+SLUG_MAX = 64
+# MEMORY.md is the index: on a case-insensitive file system (macOS) memory.md is the same file.
+RESERVED_SLUGS = frozenset({"memory"})
+_SLUG_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def is_candidate_name(name: str) -> bool:
+    """Only visible `.md` files other than the index (nor an editor's temporary) can be memories:
+    what every reader and writer of a memory directory counts as a memory file."""
+    if name == INDEX_NAME or name.startswith((".", "#")) or name.endswith(_TEMP_SUFFIXES):
+        return False
+    return name.endswith(SUFFIX)
+
+
+def memory_path(directory: Path | str, slug: str) -> Path:
+    """The file of `slug` in `directory`; refuses anything that could leave it.
+
+    Model output is untrusted (DESIGN): a slug with a separator, a leading dot
+    or `..` would let it write outside the memory directory or hide a file.
+    """
+    stem = slug[: -len(SUFFIX)] if slug.endswith(SUFFIX) else slug
+    if not _SAFE_SLUG.match(stem) or ".." in stem or len(stem.encode("utf-8")) > 200:
+        raise ValueError(f"unsafe memory slug {slug!r}")
+    name = stem + SUFFIX
+    if name == INDEX_NAME:
+        raise ValueError(f"{INDEX_NAME} is the index, not a memory")
+    return Path(directory) / name
+
+
+class InvalidName(ValueError):
+    """A memory name that yields no usable file name."""
+
+
+class UnsafePath(ValueError):
+    """A path that would leave its memory directory."""
+
+
+def slugify(name: str) -> str:
+    """A safe file stem for a memory name: [a-z0-9-], at most 64 characters, never empty.
+
+    Accents are transliterated (é → e). Letters with no ASCII form (Chinese,
+    ß) are replaced by a hash of the whole name, appended to whatever ASCII
+    remains (`m-<8 hex>` when nothing does), so two different non-Latin
+    names never share a file. Names truncated to fit, and the reserved
+    `memory` (MEMORY.md on a case-insensitive disk), get the hash too.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidName("empty name")
+    decomposed = unicodedata.normalize("NFKD", name)
+    ascii_text = decomposed.encode("ascii", "ignore").decode("ascii")
+    slug = _NOT_SLUG.sub("-", ascii_text.lower()).strip("-")
+    lost = any(ch.isalnum() and not ch.isascii() for ch in decomposed)
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    if not slug:
+        if not lost:
+            raise InvalidName("name has no letters or digits")
+        return f"m-{digest}"
+    if lost or slug in RESERVED_SLUGS:
+        slug = f"{slug}-{digest}"
+    if len(slug) > SLUG_MAX:
+        slug = f"{slug[: SLUG_MAX - 9].rstrip('-')}-{digest}"
+    return slug
+
+
+def _path_like(name: str) -> bool:
+    """Separators, parent references, home references: a name is never a path."""
+    return "/" in name or "\\" in name or ".." in name or name.startswith("~")
+
+
+def confine(directory: Path, slug: str) -> Path:
+    """`directory/<slug>.md`, after proving it cannot lead outside `directory`.
+
+    The slug must be a slug (no separators, no dots); the resolved path (a
+    symlink already planted there is followed) must be a direct child of the
+    resolved directory. Raises UnsafePath otherwise — never an `assert`, which
+    `python -O` would strip.
+    """
+    if not isinstance(slug, str) or not _SLUG_RE.fullmatch(slug):
+        raise UnsafePath(f"{str(slug)[:80]!r} is not a memory slug")
+    if slug in RESERVED_SLUGS:
+        raise UnsafePath(f"{slug!r} is reserved (MEMORY.md)")
+    base = Path(directory)
+    path = base / f"{slug}.md"
+    if path.resolve().parent != base.resolve():
+        raise UnsafePath(f"{path}: resolves outside {base}")
+    return path
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9]+")
+
+
+def token_like(text: str) -> bool:
+    """A run of letters and digits shaped like a key or token rather than a word: 16 characters or
+    more mixing letters and digits, 12 digits or more, or 30 characters or more of anything.
+
+    Names become file names, index lines and search rows; a secret the detectors miss (an unknown
+    format, or a known one already turned into a slug: `ghp-…`, lower-cased) must not get there
+    either, and no real name needs such a run."""
+    for run in _TOKEN_RUN.findall(text):
+        if len(run) >= 30 or (len(run) >= 12 and run.isdigit()):
+            return True
+        if len(run) >= 16 and any(c.isdigit() for c in run) and any(c.isalpha() for c in run):
+            return True
+    return False
+
+
+def is_tracked_name(name: str) -> bool:
+    """A memory file the git repository tracks: a candidate that is one clean path component."""
+    return is_candidate_name(name) and "\n" not in name and "/" not in name
 
 
 def child(directory: Path, file: str) -> Path:

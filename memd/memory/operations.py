@@ -30,29 +30,22 @@ paths, which follows symlinks already on disk, and nothing more).
 
 from __future__ import annotations
 
-import hashlib
 import re
-import unicodedata
 from collections.abc import Collection
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from memd.memory.answer import Caps, ModelOutputError
+from memd.memory.names import InvalidName, _path_like, slugify, token_like
 from memd.redact.redactor import find_secrets, redact
 
 __all__ = [
     "OPS",
     "SCOPES",
     "TYPES",
-    "InvalidName",
     "Operation",
-    "UnsafePath",
-    "confine",
     "log_rejections",
-    "slugify",
     "strip_controls",
-    "token_like",
     "validate_operations",
 ]
 
@@ -60,11 +53,6 @@ OPS = ("add", "update", "delete")
 SCOPES = ("global", "project")
 TYPES = ("user", "feedback", "project", "reference")
 
-SLUG_MAX = 64
-# MEMORY.md is the index: on a case-insensitive file system (macOS) memory.md is the same file.
-RESERVED_SLUGS = frozenset({"memory"})
-_SLUG_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
-_NOT_SLUG = re.compile(r"[^a-z0-9]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: a name holding one is rejected
 _STRIPPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # the same but newline and tab
 
@@ -80,12 +68,8 @@ def strip_controls(text: str) -> str:
     return _STRIPPED.sub("", text) if _STRIPPED.search(text) else text
 
 
-class InvalidName(ValueError):
-    """A memory name that yields no usable file name."""
 
 
-class UnsafePath(ValueError):
-    """A path that would leave its memory directory."""
 
 
 @dataclass(frozen=True)
@@ -111,55 +95,10 @@ class Operation:
 # --- names ----------------------------------------------------------------------------
 
 
-def slugify(name: str) -> str:
-    """A safe file stem for a memory name: [a-z0-9-], at most 64 characters, never empty.
-
-    Accents are transliterated (é → e). Letters with no ASCII form (Chinese,
-    ß) are replaced by a hash of the whole name, appended to whatever ASCII
-    remains (`m-<8 hex>` when nothing does), so two different non-Latin
-    names never share a file. Names truncated to fit, and the reserved
-    `memory` (MEMORY.md on a case-insensitive disk), get the hash too.
-    """
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidName("empty name")
-    decomposed = unicodedata.normalize("NFKD", name)
-    ascii_text = decomposed.encode("ascii", "ignore").decode("ascii")
-    slug = _NOT_SLUG.sub("-", ascii_text.lower()).strip("-")
-    lost = any(ch.isalnum() and not ch.isascii() for ch in decomposed)
-    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    if not slug:
-        if not lost:
-            raise InvalidName("name has no letters or digits")
-        return f"m-{digest}"
-    if lost or slug in RESERVED_SLUGS:
-        slug = f"{slug}-{digest}"
-    if len(slug) > SLUG_MAX:
-        slug = f"{slug[: SLUG_MAX - 9].rstrip('-')}-{digest}"
-    return slug
 
 
-def _path_like(name: str) -> bool:
-    """Separators, parent references, home references: a name is never a path."""
-    return "/" in name or "\\" in name or ".." in name or name.startswith("~")
 
 
-def confine(directory: Path, slug: str) -> Path:
-    """`directory/<slug>.md`, after proving it cannot lead outside `directory`.
-
-    The slug must be a slug (no separators, no dots); the resolved path (a
-    symlink already planted there is followed) must be a direct child of the
-    resolved directory. Raises UnsafePath otherwise — never an `assert`, which
-    `python -O` would strip.
-    """
-    if not isinstance(slug, str) or not _SLUG_RE.fullmatch(slug):
-        raise UnsafePath(f"{str(slug)[:80]!r} is not a memory slug")
-    if slug in RESERVED_SLUGS:
-        raise UnsafePath(f"{slug!r} is reserved (MEMORY.md)")
-    base = Path(directory)
-    path = base / f"{slug}.md"
-    if path.resolve().parent != base.resolve():
-        raise UnsafePath(f"{path}: resolves outside {base}")
-    return path
 
 
 # --- operations -----------------------------------------------------------------------
@@ -260,22 +199,8 @@ def _check_name(raw: Any, op: str, caps: Caps) -> tuple[str, str] | str:
     return name, slug
 
 
-_TOKEN_RUN = re.compile(r"[A-Za-z0-9]+")
 
 
-def token_like(text: str) -> bool:
-    """A run of letters and digits shaped like a key or token rather than a word: 16 characters or
-    more mixing letters and digits, 12 digits or more, or 30 characters or more of anything.
-
-    Names become file names, index lines and search rows; a secret the detectors miss (an unknown
-    format, or a known one already turned into a slug: `ghp-…`, lower-cased) must not get there
-    either, and no real name needs such a run."""
-    for run in _TOKEN_RUN.findall(text):
-        if len(run) >= 30 or (len(run) >= 12 and run.isdigit()):
-            return True
-        if len(run) >= 16 and any(c.isdigit() for c in run) and any(c.isalpha() for c in run):
-            return True
-    return False
 
 
 def _check_description(raw: Any, caps: Caps) -> tuple[str, tuple[str, ...]] | str:

@@ -36,6 +36,7 @@ from typing import Any
 from memd.clock import iso
 from memd.errors import MemdError
 from memd.fsutil import atomic_write, ensure_private_dir
+from memd.settings import Settings
 from memd.tree import Home
 
 FILE_NAME = "readonly.json"
@@ -92,26 +93,19 @@ def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def _flag(settings: Any, dotted: str) -> bool:
-    try:
-        return bool(settings.get(dotted)) if settings is not None else False
-    except (KeyError, TypeError):
-        return False
-
-
-def load(home: Home, settings: Any) -> Switches:
+def load(home: Home, settings: Settings | None) -> Switches:
     """The switches now. A damaged `readonly.json` raises ReadOnlyError (fail closed)."""
     data = _read(home)
     g = data.get("global")
     return Switches(
-        everything=_flag(settings, "memory.readOnly"),
+        everything=settings.memory.read_only if settings is not None else False,
         global_=str(g) if g else None,
         projects=_str_map(data.get("projects")),
         sessions=_str_map(data.get("sessions")),
     )
 
 
-def reason(home: Home, settings: Any, scope: str, key: str | None, session_id: str | None = None) -> str | None:
+def reason(home: Home, settings: Settings | None, scope: str, key: str | None, session_id: str | None = None) -> str | None:
     """Why memd must not write to `scope` now, or None. The one check every writer makes
     (memwrite.apply does it per operation; dream calls it before planning)."""
     try:

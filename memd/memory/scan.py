@@ -20,7 +20,8 @@ from pathlib import Path
 
 from memd.fsutil import read_at_most
 from memd.logs.events import lazy_logger
-from memd.memory.file import Memory, MemoryParseError, is_candidate_name, parse_memory
+from memd.memory.file import Memory, MemoryParseError, parse_memory
+from memd.memory.names import is_candidate_name
 
 log = lazy_logger("memd.memories")  # the scan's events keep the logger name they always had
 

@@ -23,6 +23,7 @@ from memd.git.worktree import write_live
 from memd.job.context import make_context
 from memd.logs.events import lazy_logger
 from memd.memory import readonly
+from memd.settings import Settings
 from memd.sync.merge import Merged, merge_entries, merged_text
 from memd.tree import Home, Place
 from memd.write import proposals
@@ -30,7 +31,7 @@ from memd.write import proposals
 log = lazy_logger("memd.sync")
 
 
-def integrate(repo: Repo, settings: Any, result: dict[str, Any]) -> None:
+def integrate(repo: Repo, settings: Settings, result: dict[str, Any]) -> None:
     """Merge the fetched `main` into ours and bring the live directories along. *locked*, scopes locked."""
     g = repo.git
     ours, theirs = g.rev(REF), g.rev(REMOTE_REF)
@@ -77,7 +78,7 @@ def _changed(a: Entries, b: Entries) -> list[str]:
     return sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p) and split_path(p))
 
 
-def _apply(repo: Repo, settings: Any, ours_t: Entries, merged: Merged, theirs: str, base: str | None,
+def _apply(repo: Repo, settings: Settings, ours_t: Entries, merged: Merged, theirs: str, base: str | None,
            result: dict[str, Any]) -> list[Place]:  # fmt: skip
     """Write what the merge changed into the live directories; returns places where a local version was kept."""
     home = repo.home
@@ -143,7 +144,7 @@ def _listdir(path: Path) -> list[str]:
         return []
 
 
-def _propose(home: Home, settings: Any, place: Place, events: list[dict[str, str]]) -> list[str]:
+def _propose(home: Home, settings: Settings, place: Place, events: list[dict[str, str]]) -> list[str]:
     """With `memory.review` on, each conflict also becomes one merge proposal (`memd review`):
     the two versions merged into the file, the copy deleted. Returns the proposal ids."""
 
@@ -177,7 +178,7 @@ def _propose(home: Home, settings: Any, place: Place, events: list[dict[str, str
     return ids
 
 
-def _check_writable(home: Home, settings: Any, places: list[Place]) -> None:
+def _check_writable(home: Home, settings: Settings, places: list[Place]) -> None:
     """Read-only memory (`memory.readOnly`, `memd readonly`) takes no incoming change: nothing is merged."""
 
     for place in places:

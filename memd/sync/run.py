@@ -54,6 +54,7 @@ from memd.git.repo import Repo
 from memd.job.backoff import backoff_seconds
 from memd.locks import acquire
 from memd.logs.events import lazy_logger
+from memd.settings import Settings
 from memd.sync.integrate import integrate
 from memd.tree import Home, Place
 
@@ -131,16 +132,16 @@ def _read_ref(git_dir: Path, ref: str) -> str | None:
 TEST_INTERVAL_ENV = "MEMD_TEST_SYNC_EVERY_SECONDS"  # tests only: an interval under the settings' one-minute floor
 
 
-def settings_of(settings: Any) -> tuple[bool, str, float, float]:
+def settings_of(settings: Settings) -> tuple[bool, str, float, float]:
     """(git on, remote, interval in seconds, lock timeout)."""
-    every_s = 60.0 * float(settings.get("memd.sync.everyMinutes"))
+    every_s = 60.0 * float(settings.memd.sync.every_minutes)
     if os.environ.get(TEST_INTERVAL_ENV, "").isdigit():
         every_s = float(os.environ[TEST_INTERVAL_ENV])
-    return (bool(settings.get("memd.git")), str(settings.get("memd.sync.remote") or ""), every_s,
-            float(settings.get("memd.lockTimeoutSeconds")))  # fmt: skip
+    return (bool(settings.memd.git), str(settings.memd.sync.remote or ""), every_s,
+            float(settings.memd.lock_timeout_seconds))  # fmt: skip
 
 
-def due_now(home: Home, settings: Any, now: float) -> bool:
+def due_now(home: Home, settings: Settings, now: float) -> bool:
     """Whether a sync is due (the sync job's `due`): memd.git on with a remote, and `due` says so.
     Cheap (two small files, no git process): the daemon asks every few seconds."""
     on, remote, every_s, _t = settings_of(settings)
@@ -151,7 +152,7 @@ def due_now(home: Home, settings: Any, now: float) -> bool:
     return due(now, st, every_s, ahead=head is not None and head != st.get("pushed"))
 
 
-def run(home: Home, settings: Any, *, host: str | None = None) -> dict[str, Any]:
+def run(home: Home, settings: Settings, *, host: str | None = None) -> dict[str, Any]:
     """One sync, as `memd sync` and the daemon run it; recorded in `memd/sync.json`. Raises on failure."""
 
     on, remote, every_s, _t = settings_of(settings)
@@ -192,7 +193,7 @@ def _iso_in(seconds: float) -> str:
     return iso(system_clock() + timedelta(seconds=seconds))
 
 
-def _sync(home: Home, settings: Any, remote: str, host: str | None) -> dict[str, Any]:
+def _sync(home: Home, settings: Settings, remote: str, host: str | None) -> dict[str, Any]:
     _on, _remote, _every, timeout = settings_of(settings)
     repo = Repo(home, host)
     result: dict[str, Any] = {"remote": remote or None, "committed": 0, "merged": False, "fast_forward": False,
@@ -258,7 +259,7 @@ def _push(repo: Repo, remote: str) -> str:
 # --------------------------------------------------------------------------- status
 
 
-def status(home: Home, settings: Any) -> dict[str, Any]:
+def status(home: Home, settings: Settings) -> dict[str, Any]:
     """The `sync` field of `memd status`: settings, the last sync, and how far each side is ahead."""
     on, remote, every_s, _t = settings_of(settings)
     st = read_state(home)

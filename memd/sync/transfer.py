@@ -53,6 +53,7 @@ from memd.git.plumbing import blob_sha
 from memd.git.repo import Repo
 from memd.git.worktree import write_live
 from memd.locks import acquire
+from memd.settings import Settings
 from memd.tree import Home, Place
 
 MANIFEST_NAME = "memd-export.json"
@@ -195,7 +196,7 @@ def _targets(home: Home, scopes: list[Any]) -> dict[str, Place]:
     return out
 
 
-def import_(home: Home, src: IO[bytes], settings: Any, *, source: str = "import") -> Imported:
+def import_(home: Home, src: IO[bytes], settings: Settings, *, source: str = "import") -> Imported:
     """Bring an export's memories into this home (see the module docstring)."""
 
     manifest, files = _read_archive(src)
@@ -212,7 +213,7 @@ def import_(home: Home, src: IO[bytes], settings: Any, *, source: str = "import"
         mt = mtimes.get(path)
         by_place.setdefault(targets[d], {})[name] = (data, mt if isinstance(mt, int) else None)
     places = sorted(by_place, key=lambda p: p.sort_key)
-    timeout = float(settings.get("memd.lockTimeoutSeconds"))
+    timeout = float(settings.memd.lock_timeout_seconds)
     with acquire(home, places, timeout=timeout):
         for place in places:
             live = place.memory_dir(home)

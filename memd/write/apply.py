@@ -33,13 +33,8 @@ from memd.memory.change import Change, StaleChange, current_sha
 from memd.memory.check import InvalidMemory as InvalidMemory  # re-exported: the write path's refusals
 from memd.memory.check import check_names
 from memd.memory.check import check_text as check_text
-from memd.memory.file import (
-    Memory,
-    delete_memory,
-    memory_path,
-    render_memory,
-)
-from memd.memory.names import child
+from memd.memory.file import Memory, delete_memory, render_memory
+from memd.memory.names import child, memory_path
 from memd.memory.operations import log_rejections
 from memd.memory.scan import scan_dir
 from memd.tree import Place
@@ -93,13 +88,6 @@ def _index(directory: Path, scope: str, key: str | None) -> tuple[dict[str, Memo
     return by, bad
 
 
-def _setting(ctx: JobContext, dotted: str, default: Any) -> Any:
-    try:
-        return ctx.settings.get(dotted)
-    except (KeyError, TypeError):
-        return default
-
-
 def apply(
     ctx: JobContext,
     key: str,
@@ -123,7 +111,7 @@ def apply(
                           out=out)  # fmt: skip
     why = reason or f"{job} of session {session_id}"
     if review is None:
-        review = bool(_setting(ctx, "memory.review", False))
+        review = ctx.settings.memory.review
     if review:
         if changes:
             p = proposals.create(ctx, changes, job=job, reason=why, provider=provider, session_id=session_id,

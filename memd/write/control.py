@@ -144,7 +144,7 @@ def decide(ctx: JobContext, text: str, *, scope: str | None, key: str, mtype: st
 
 
 def _lock_timeout(ctx: JobContext) -> float:
-    return max(60.0, float(ctx.settings.get("memd.lockTimeoutSeconds")))
+    return max(60.0, float(ctx.settings.memd.lock_timeout_seconds))
 
 
 def remember(ctx: JobContext, d: Decision, *, on_wait: Any = None) -> tuple[Any, Path | None]:

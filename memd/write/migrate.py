@@ -23,6 +23,8 @@ from memd.history.writes import Recorder
 from memd.index.refresh import refresh_place
 from memd.keys import memory_key_for_session
 from memd.locks import LockBusy, acquire
+from memd.memory.names import is_candidate_name
+from memd.settings import Settings
 from memd.state import get_kv, set_kv
 from memd.tree import Home, Place
 
@@ -47,7 +49,7 @@ def planned_moves(home: Home) -> list[tuple[str, str]]:
 def _memory_files(directory: Path) -> list[Path]:
     try:
         return sorted(p for p in directory.iterdir()
-                      if p.suffix == ".md" and p.name != "MEMORY.md" and p.is_file() and not p.is_symlink())  # fmt: skip
+                      if is_candidate_name(p.name) and p.is_file() and not p.is_symlink())  # fmt: skip
     except OSError:
         return []
 
@@ -76,7 +78,7 @@ def free_name(directory: Path, name: str) -> str:
     return f"{stem}-{n}.md"
 
 
-def move_memories(home: Home, settings: Any, src_key: str, dst_key: str, now: datetime) -> dict[str, Any]:
+def move_memories(home: Home, settings: Settings, src_key: str, dst_key: str, now: datetime) -> dict[str, Any]:
     """Move one directory's memory files into another's, as one history run in both scopes."""
 
     src, dst = Place.project(src_key), Place.project(dst_key)
@@ -112,7 +114,7 @@ def move_memories(home: Home, settings: Any, src_key: str, dst_key: str, now: da
     return {"from": src_key, "to": dst_key, "run": out.run_id if infos else None, "moved": moved, "same": same}
 
 
-def migrate_memory_keys(home: Home, settings: Any, conn: Any, now: datetime, log: Any) -> list[dict[str, Any]]:
+def migrate_memory_keys(home: Home, settings: Settings, conn: Any, now: datetime, log: Any) -> list[dict[str, Any]]:
     """Run the moves once per home; a move that could not take its locks is tried at the next start."""
 
     if get_kv(conn, DONE_KEY):

@@ -56,6 +56,7 @@ from memd.memory import readonly
 from memd.memory.change import Change, StaleChange, current_sha, sha
 from memd.memory.file import MemoryParseError, parse_memory
 from memd.memory.names import child
+from memd.settings import Settings
 from memd.tree import Home, Place
 
 if TYPE_CHECKING:  # the job context (and the YAML it loads) is imported where a proposal is made or applied,
@@ -126,12 +127,9 @@ def root(home: Home) -> Path:
     return home.memd_dir / DIR_NAME
 
 
-def review_on(settings: Any) -> bool:
+def review_on(settings: Settings) -> bool:
     """Whether writers must propose instead of write (`memory.review`)."""
-    try:
-        return bool(settings.get("memory.review"))
-    except (KeyError, TypeError):
-        return False
+    return settings.memory.review
 
 
 # --------------------------------------------------------------------------- reading

@@ -32,7 +32,7 @@ from memd.index.search import open_readonly
 from memd.job.context import JobContext
 from memd.ledger import store as ledger
 from memd.ledger.sessions import session_json
-from memd.memory.file import INDEX_NAME
+from memd.memory.names import INDEX_NAME
 from memd.memory.scan import scan_dir
 from memd.tree import Home
 from tests.procs import memd_env, wait_for

@@ -13,14 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memd.memory.answer import Caps, ModelOutputError, parse_model_json
-from memd.memory.operations import (
-    InvalidName,
-    Operation,
-    UnsafePath,
-    confine,
-    slugify,
-    validate_operations,
-)
+from memd.memory.names import InvalidName, UnsafePath, confine, slugify
+from memd.memory.operations import Operation, validate_operations
 from tests.fakeapi import (
     FAKE_SECRET,
     op,
