@@ -11,14 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from memd.clock import iso
 from memd.discovery import list_memory_dirs
 from memd.fsutil import ensure_private_dir
-from memd.git.commits import after_index
-from memd.index.schema import LAYOUT, problem, set_aside
 from memd.job.context import JobContext, RunResult
 from memd.tree import Place
-from memd.write.apply import refresh_scope
 
 NAME = "index"
 TRIGGER = "any change in a memory directory (within a second), and a periodic reconcile"
@@ -58,7 +54,9 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         if not ctx.home.memd_dir.is_symlink():  # never through a link (memd's own directory)
             swept += sweep_temp_files(ctx.home.memd_dir, ctx.now().timestamp())
 
+    from memd.git.commits import after_index  # noqa: PLC0415 - start-up
     after_index(ctx.home, target, ctx.settings)  # hand edits become the user's commit when memd.git is on
+    from memd.write.apply import refresh_scope  # noqa: PLC0415 - start-up
     result = refresh_scope(ctx, scope, key)
     record_problems(ctx, str(target), [(str(p.path), p.reason) for p in result.problems], result.index_warning)
     for p in result.problems:
@@ -73,6 +71,7 @@ def _check_search_db(ctx: JobContext) -> None:
     page no write touched (a bad sector, a copy cut short) is looked for here, at every drawer
     refresh and reconcile, and a damaged database is set aside; the refresh rebuilds it from
     every memory directory (`searchindex`: a new database is filled whole on its first sync)."""
+    from memd.index.schema import LAYOUT, problem, set_aside  # noqa: PLC0415 - start-up
 
     why = problem(ctx.home.search_db)
     if why is not None and not why.startswith(LAYOUT):
@@ -106,6 +105,7 @@ def sweep_temp_files(directory: Path, now: float, only: str = ".") -> int:
 
 def record_problems(ctx: JobContext, scope: str, problems: list[tuple[str, str]], warning: str | None) -> None:
     """Replace this scope's problems in state, so `memd status` shows the current ones."""
+    from memd.clock import iso  # noqa: PLC0415 - start-up
 
     now = iso(ctx.now())
     source = f"memory:{scope}"

@@ -15,12 +15,13 @@ holds up extraction or the index.
 
 from __future__ import annotations
 
-from memd.errors import ConfigError
-from memd.git.plumbing import SyncNotConfigured
-from memd.job.context import JobContext, RunResult
-from memd.sync.run import due_now, settings_of
-from memd.sync.run import run as sync_run
+from typing import TYPE_CHECKING
+
+from memd.job.context import RunResult
 from memd.tree import Place
+
+if TYPE_CHECKING:
+    from memd.job.context import JobContext
 
 NAME = "sync"
 TRIGGER = "every memd.sync.everyMinutes with memd.git and memd.sync.remote set, and ~10 s after a write"
@@ -40,12 +41,18 @@ def targets(ctx: JobContext) -> list[Place]:
 
 
 def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
+    from memd.sync.run import due_now  # noqa: PLC0415 - start-up: `memd jobs` and status list this job
+
     if only is not None and only != Place.global_():
         return []
     return [Place.global_()] if due_now(ctx.home, ctx.settings, ctx.now().timestamp()) else []
 
 
 def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
+    from memd.git.plumbing import SyncNotConfigured  # noqa: PLC0415 - start-up: the job's entry point
+    from memd.sync.run import run as sync_run  # noqa: PLC0415 - start-up: the job's entry point
+    from memd.sync.run import settings_of  # noqa: PLC0415 - start-up: the job's entry point
+
     on, remote, _every, _timeout = settings_of(ctx.settings)
     if not on:
         return RunResult("skipped", "memd.git is off (set \"memd\": {\"git\": true, \"sync\": {\"remote\": URL}})")
@@ -55,8 +62,6 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         result = sync_run(ctx.home, ctx.settings)
     except SyncNotConfigured as exc:
         return RunResult("skipped", str(exc))
-    except ConfigError:
-        raise
     applied = sum(len(v) for v in result.get("applied", {}).values())
     details = {"pushed": result.get("pushed"), "merged": result.get("merged"), "applied": applied,
                "conflicts": len(result.get("conflicts", [])), "rounds": result.get("rounds")}  # fmt: skip

@@ -62,10 +62,10 @@ def session_cwd(path: str | os.PathLike[str], max_lines: int = 64) -> str | None
 
 def _first_string(path: str | os.PathLike[str], field: str, max_lines: int) -> str | None:
     """The first non-empty string `field` among a transcript's first `max_lines` records."""
-    import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is read (the hooks skip it)
 
     try:
         with open(path, "rb") as fh:
+            import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is read (the hooks skip it)
             for _ in range(max_lines):
                 line = fh.readline(1 << 20)
                 if not line:

@@ -12,7 +12,6 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from memd.errors import MemdError
@@ -222,6 +221,7 @@ def atomic_write(path: Path, data: bytes | str, mode: int = PRIVATE_FILE) -> Non
     parent = path.parent
     ensure_private_dir(parent)
 
+    import tempfile  # noqa: PLC0415 - start-up
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "wb") as fh:

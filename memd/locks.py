@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memd.errors import BusyError, MemdError
-from memd.fsutil import PRIVATE_FILE, UnusableFile, ensure_own_dir, ensure_private_dir
+from memd.fsutil import PRIVATE_FILE, ensure_private_dir
 from memd.tree import Home, Place
 
 if TYPE_CHECKING:
@@ -91,6 +91,7 @@ def lock_path(home: Home, scope: Place) -> Path:
 def ensure_locks_dir(home: Home) -> Path:
     """The locks directory, private, and not a symlink (a planted link would move every lock);
     nor is memd's own directory above it (`fsutil.ensure_own_dir`)."""
+    from memd.fsutil import UnusableFile, ensure_own_dir  # noqa: PLC0415 - start-up
 
     try:
         ensure_own_dir(home.memd_dir, home.memd_dir)

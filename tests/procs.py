@@ -27,6 +27,16 @@ def memd_env(**extra: str) -> dict[str, str]:
     return env
 
 
+# The one knob for every kill -9 loop: MEMD_TEST_KILL_SCALE=0.25 runs a quarter of each loop's rounds
+# (and asks for a quarter of the kills that must land). .ci/run runs them whole.
+KILL_SCALE = float(os.environ.get("MEMD_TEST_KILL_SCALE", "1") or 1)
+
+
+def kill_rounds(n: int) -> int:
+    """`n` rounds of a kill loop, scaled by MEMD_TEST_KILL_SCALE (at least one)."""
+    return max(1, round(n * KILL_SCALE))
+
+
 # The one knob for the CLI in tests: MEMD_TEST_CLI=process runs every `run_memd` as a real process.
 IN_PROCESS = os.environ.get("MEMD_TEST_CLI", "in-process") != "process"
 _cli_mu = threading.Lock()

@@ -51,6 +51,11 @@ def test_settings_are_frozen() -> None:
         s.refused = "no"  # type: ignore[misc]
 
 
+def test_the_typed_classes_mirror_the_field_tables() -> None:
+    st._check_mirror(st.Memory, st.MEMORY_FIELDS)
+    st._check_mirror(st.Memd, st.MEMD_FIELDS)
+
+
 def test_a_class_that_does_not_mirror_its_table_is_refused() -> None:
     with pytest.raises(AssertionError, match="minSessions"):
         st._check_mirror(st.Dream, [("enabled", "bool", True), ("minHours", "int:1..10", 1)])

@@ -3,32 +3,22 @@ history, check nothing moved under the run, record and swap in (`memd.history.sn
 
 from __future__ import annotations
 
-import os
-import shutil
-import stat
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.dream.eligibility import advance
 from jobs.dream.plan import DreamOp, Plan
 from memd.clock import iso
-from memd.git.commits import after_run
-from memd.history import runs as history
-from memd.history import snapshots as swap
-from memd.history import store, treecopy
-from memd.index.refresh import write_if_changed
-from memd.index.render import render_drawer, render_memory_index
-from memd.index.writer import SearchIndex
+from memd.history import store
 from memd.job.context import Deferred, JobContext, RunResult
-from memd.memory.file import Memory, render_memory
 from memd.memory.names import child
 from memd.tree import Place
-from memd.write import apply as memwrite
-from memd.write import proposals
+
+if TYPE_CHECKING:
+    from memd.memory.file import Memory
 
 
 @dataclass(frozen=True)
@@ -45,6 +35,7 @@ def render_ops(ops: Sequence[DreamOp], by_file: dict[str, Memory], *, provider: 
 
     out: list[Rendered] = []
     bad: list[tuple[DreamOp, str]] = []
+    from memd.memory.file import render_memory  # noqa: PLC0415 - start-up
     for op in ops:
         if op.op == "delete":
             out.append(Rendered(op, None))
@@ -69,6 +60,7 @@ def _write_fresh(path: Path, text: str) -> None:
     """
 
     path.unlink(missing_ok=True)
+    import os  # noqa: PLC0415 - start-up
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         view = memoryview(text.encode("utf-8"))
@@ -111,6 +103,7 @@ def final_memories(memories: Sequence[Memory], rendered: Sequence[Rendered], dir
     rendered, as `parse_memory` would read it back (mtime 0 until `_stamp` reads the file)."""
 
     gone: set[str] = set()
+    from memd.memory.file import Memory  # noqa: PLC0415 - start-up
     new: dict[str, Memory] = {}
     scope, key = memories[0].scope, memories[0].project_key
     for r in rendered:
@@ -153,11 +146,14 @@ def refresh_known(ctx: JobContext, ref: Place, memories: list[Memory]) -> None:
 
     s = ctx.settings
     directory = ref.memory_dir(ctx.home)
+    from memd.index.refresh import write_if_changed  # noqa: PLC0415 - start-up
+    from memd.index.render import render_drawer, render_memory_index  # noqa: PLC0415 - start-up
     if s.memory.index_consolidation.enabled:
         write_if_changed(directory / "MEMORY.md", render_memory_index(memories).text)
     if ref.kind == "global" and s.memory.global_.enabled:
         drawer = render_drawer(memories, max_bytes=int(s.memory.global_.max_bytes), today=ctx.now().date(), tz=UTC)
         write_if_changed(ctx.home.drawer_render, drawer.text)
+    from memd.index.writer import SearchIndex  # noqa: PLC0415 - start-up
     with SearchIndex.for_home(ctx.home) as db:
         db.sync({(ref.kind, ref.key): memories})
 
@@ -197,12 +193,14 @@ class Snapshot:
         """Copy in a background thread (from now until `wait`)."""
 
         if self._thread is None and not self._copied:
+            import threading  # noqa: PLC0415 - start-up
             self._thread = threading.Thread(target=self._copy, name=f"dream-snapshot-{self.run_id}", daemon=True)
             self._thread.start()
 
     def _copy(self) -> None:
         self._copied = True
         try:
+            from memd.history import snapshots as swap  # noqa: PLC0415 - start-up
             self.entry = swap.snapshot(self.home, self.ref, self.run_id)
         except BaseException as exc:  # re-raised in the run's thread by wait()
             self.error = exc
@@ -221,6 +219,7 @@ class Snapshot:
             self._copy()
         elif live is not None and (self.error is not None or self.entry is None
                                    or _listing(self.entry / store.FILES_DIR) != _listing(live)):  # fmt: skip
+            import shutil  # noqa: PLC0415 - start-up
             shutil.rmtree(store.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
             self.entry, self.error = None, None
             self._copy()
@@ -232,6 +231,7 @@ class Snapshot:
     def discard(self) -> None:
         self.settle()
         if not self.kept:
+            import shutil  # noqa: PLC0415 - start-up
             shutil.rmtree(store.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
 
 
@@ -240,6 +240,8 @@ def _listing(directory: Path) -> dict[str, tuple[int, int, int]]:
     mtime (what a byte-exact copy keeps; modes and inodes it does not)."""
 
     out: dict[str, tuple[int, int, int]] = {}
+    import os  # noqa: PLC0415 - start-up
+    import stat  # noqa: PLC0415 - start-up
     for root, dirs, files in os.walk(directory):
         for name in dirs + files:
             path = os.path.join(root, name)
@@ -267,6 +269,7 @@ def _propose(ctx: JobContext, target: Place, ref: Place, rendered: Sequence[Rend
     sources = [s for f in sorted({f for r in rendered for f in r.op.files}) if f in by_file
                for s in (by_file[f].metadata.get("sources") or []) if isinstance(s, dict)]  # fmt: skip
     summary = ", ".join(f"{r.op.op} {r.op.name}" for r in rendered)[:300]
+    from memd.write import proposals  # noqa: PLC0415 - start-up
     p = proposals.propose_directory_change(ctx, ref, files, job="dream", reason=f"dream: {summary}",
                                            provider=provider, details=dict(details), sources=sources or None)  # fmt: skip
     advance(ctx, target, None)
@@ -284,19 +287,23 @@ def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], pl
         ctx.log.warning("operation.rejected", memory=op.name, reason=why)
     touched = {(ref.kind, ref.key)}
     if not rendered:
+        from memd.write import apply as memwrite  # noqa: PLC0415 - start-up
         memwrite.refresh(ctx, touched)  # type: ignore[arg-type]
         advance(ctx, target, None)
         return RunResult("ok", "nothing to change", details)
 
+    from memd.write import proposals  # noqa: PLC0415 - start-up
     if proposals.review_on(ctx.settings):
         return _propose(ctx, target, ref, rendered, by_file, provider, details)
     run_id = snap.run_id
+    from memd.history import treecopy  # noqa: PLC0415 - start-up
     try:
         changes, final = _commit(ctx, ref, memories, rendered, by_file, sig0, snap, provider, force, plan)
     except treecopy.SpecialFile as exc:
         return RunResult("failed", str(exc), details)
     refresh_known(ctx, ref, _stamp(final))
     advance(ctx, target, run_id)
+    from memd.history import runs as history  # noqa: PLC0415 - start-up
     history.prune(ctx.home, ref, int(ctx.settings.memd.history_keep))
     counts = _counts(changes)
     ctx.log.info("dream.applied", scope=str(ref), run=run_id, **counts)
@@ -312,6 +319,7 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
 
     directory = ref.memory_dir(ctx.home)
     run_id = snap.run_id
+    from memd.history import snapshots as swap  # noqa: PLC0415 - start-up
     try:
         entry = snap.wait(directory)
         staged = swap.stage(ctx.home, ref, run_id, source=directory, link=True)
@@ -320,8 +328,11 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
         staged.copied.files.extend(written)
         final = final_memories(memories, rendered, directory)
         if ctx.settings.memory.index_consolidation.enabled:
+            from memd.index.refresh import write_if_changed  # noqa: PLC0415 - start-up
+            from memd.index.render import render_memory_index  # noqa: PLC0415 - start-up
             write_if_changed(staging / "MEMORY.md", render_memory_index(final).text)
         swap.seal(staged)
+        from memd.history import treecopy  # noqa: PLC0415 - start-up
         if treecopy.signature(directory) != sig0:
             raise Deferred("the memory directory changed during the run (a hand edit?); the dream is retried later")
         info = {
@@ -333,6 +344,7 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
         store.write_run_info(entry, info)
         snap.kept = True
         swap.swap_in(ctx.home, ref, run_id, staging)
+        from memd.git.commits import after_run  # noqa: PLC0415 - start-up: git only when a write lands
         after_run(ctx.home, ref, info, ctx.settings)  # the swapped-in directory as one commit when memd.git is on
     except BaseException:
         snap.settle()

@@ -15,8 +15,6 @@ consolidation; a future-dated memory file starts the count now.
 
 from __future__ import annotations
 
-import os
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from memd.clock import iso, parse_iso
-from memd.discovery import list_memory_dirs
 from memd.job.context import JobContext, get_cursor, set_cursor
 from memd.locks import Held, acquire
 from memd.memory.names import is_candidate_name
@@ -81,6 +78,7 @@ def scope_lock(ctx: JobContext, target: Place) -> Iterator[Held]:
 
 
 def targets(ctx: JobContext) -> list[Place]:
+    from memd.discovery import list_memory_dirs  # noqa: PLC0415 - start-up
     return [Place("global") if s == "global" else Place("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
 
 
@@ -143,6 +141,7 @@ def oldest_memory_mtime(directory: Path) -> float | None:
 
     oldest: float | None = None
     try:
+        import os  # noqa: PLC0415 - start-up
         with os.scandir(directory) as it:
             for e in it:
                 if not is_candidate_name(e.name):
@@ -183,6 +182,7 @@ def _clamp(ctx: JobContext, target: Place, cur: dict[str, Any], now: datetime, l
         last, cur = now, {**cur, "last": iso(now)}
     if failed is not None and failed > now:
         failed, cur = now, {**cur, "failed_at": iso(now)}
+    import sqlite3  # noqa: PLC0415 - start-up
     try:
         set_cursor(ctx.conn, NAME, str(target), {**cur, "clamped_from": was}, iso(now))
         ctx.log.warning("dream.time_clamped", target=str(target), was=was, now=iso(now))

@@ -14,9 +14,6 @@ from typing import TYPE_CHECKING, Any
 from jobs.dream.dates import absolutize
 from jobs.dream.duplicates import SIMILARITY, near_duplicate_groups
 from memd.clock import parse_iso
-from memd.memory.answer import Caps, ModelOutputError
-from memd.memory.names import UnsafePath, confine
-from memd.memory.operations import validate_operations
 
 if TYPE_CHECKING:
     from memd.memory.file import Memory
@@ -137,11 +134,13 @@ class Rules:
 
 
 def dream_caps() -> Any:
+    from memd.memory.answer import Caps  # noqa: PLC0415 - start-up
     return Caps(max_operations=200, max_body_bytes=16 * 1024)
 
 
 def _validate_plain(raw: dict[str, Any], rules: Rules, caps: Any) -> Any:
     """One add/update/delete through `memd.memory.operations`; the Operation or a reason."""
+    from memd.memory.operations import validate_operations  # noqa: PLC0415 - start-up
 
     accepted, rejected = validate_operations({"operations": [raw]}, allowed_scopes=(rules.scope,), caps=caps)
     return accepted[0] if accepted else rejected[0][1]
@@ -149,6 +148,7 @@ def _validate_plain(raw: dict[str, Any], rules: Rules, caps: Any) -> Any:
 
 def _new_file(slug: str, rules: Rules) -> str | None:
     """`<slug>.md` if it is a confined, free file name in the scope directory."""
+    from memd.memory.names import UnsafePath, confine  # noqa: PLC0415 - start-up
 
     try:
         path = confine(rules.directory, slug)
@@ -235,6 +235,7 @@ def validate_dream(data: Any, memories: Sequence[Memory], rules: Rules, caps: An
 
     caps = caps or dream_caps()
     if not isinstance(data, dict) or not isinstance(data.get("operations"), list):
+        from memd.memory.answer import ModelOutputError  # noqa: PLC0415 - start-up
         raise ModelOutputError('model output has no "operations" list')
     look = _Lookup(memories)
     existing = {m.path.name for m in memories}

@@ -47,15 +47,8 @@ from jobs.dream.prompt import (
     summary_note,
 )
 from memd.clock import iso
-from memd.history import snapshots as swap
-from memd.history import store, treecopy
+from memd.history import store
 from memd.job.context import Deferred, JobContext, RunResult
-from memd.llm.types import ModelCallFailed
-from memd.memory import readonly
-from memd.memory.answer import ModelOutputError, parse_model_json
-from memd.memory.operations import log_rejections
-from memd.memory.scan import scan_dir
-from memd.transcripts.spans import read_span
 from memd.tree import Place
 
 if TYPE_CHECKING:
@@ -90,6 +83,7 @@ def _note_of(ctx: JobContext, row: Any) -> tuple[str, str]:
         if path.is_file() and not path.is_symlink():
             with open(path, "rb") as fh:
                 return summary_note(fh.read(64 * 1024).decode("utf-8", "replace"))
+        from memd.transcripts.spans import read_span  # noqa: PLC0415 - start-up
         span = read_span(row["path"], 0, min(int(row["safe_offset"] or 0), FIRST_REQUEST_SCAN_BYTES), row["format"])
     except OSError:
         return "(unreadable session)", ""
@@ -116,11 +110,13 @@ def _model_plan(ctx: JobContext, ref: Place, memories: list[Memory], rules: Rule
     notes = _session_notes(ctx, ref, base.at)
     user, unshown = build_prompt(_label(ref), ctx.now().date(), _read_index(directory), memories, set(rules.protected), notes)
     rules = replace(rules, unshown=frozenset(unshown))
+    from memd.llm.types import ModelCallFailed  # noqa: PLC0415 - start-up
     try:
         reply = ctx.llm.complete(job=NAME, tier="strong", system=DREAM_SYSTEM, user=user, max_tokens=MAX_OUTPUT_TOKENS)
     except ModelCallFailed as exc:
         return Plan(error=f"model call failed: {exc}")
     plan = Plan(model=reply.model, input_tokens=reply.input_tokens + reply.cache_read_tokens + reply.cache_write_tokens)
+    from memd.memory.answer import ModelOutputError, parse_model_json  # noqa: PLC0415 - start-up
     try:
         data = parse_model_json(reply.text)
         plan.ops, plan.rejected = validate_dream(data, memories, rules)
@@ -136,6 +132,7 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     if directory.is_symlink():
         return RunResult("skipped", f"{directory} is a symlink; dream only rewrites real directories")
     with scope_lock(ctx, target):  # a swap a crash interrupted is finished (or undone) before we read
+        from memd.history import snapshots as swap  # noqa: PLC0415 - start-up
         swap.recover_scope(ctx.home, ref, ctx.log)
     base = baseline_of(ctx, target)
     if not force:
@@ -143,12 +140,14 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         if not ok:
             return RunResult("skipped", f"not due: {why}")
 
+    from memd.memory import readonly  # noqa: PLC0415 - start-up
     locked = readonly.reason(ctx.home, ctx.settings, ref.kind, ref.key)
     if locked:  # before any model call: nothing it says could be written
         return RunResult("skipped", f"read-only: {locked}")
     provider = ctx.provider
     if not directory.is_dir():
         return RunResult("skipped", "no memories to consolidate")
+    from memd.history import treecopy  # noqa: PLC0415 - start-up
     sig0 = treecopy.signature(directory)
     snap = Snapshot(ctx.home, ref, store.new_run_id(ctx.now()))
     try:
@@ -163,6 +162,7 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
     files, and `sig0`, taken before it, says what the plan was made on), then apply under the lock."""
 
     directory = ref.memory_dir(ctx.home)
+    from memd.memory.scan import scan_dir  # noqa: PLC0415 - start-up
     scan = scan_dir(directory, ref.kind, ref.key)
     if not scan.memories:
         return RunResult("skipped", "no memories to consolidate")
@@ -176,6 +176,7 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
     details: dict[str, Any] = {"provider": provider, "memories": len(scan.memories), "proposed": len(plan.ops),
                                "rejected": len(plan.rejected)}  # fmt: skip
 
+    from memd.memory.operations import log_rejections  # noqa: PLC0415 - start-up
     log_rejections(ctx.log, "operation.rejected", plan.rejected)  # a runaway answer: one summary line
     if plan.error:
         note_failure(ctx, target, plan.error)
@@ -186,6 +187,7 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
         note_failure(ctx, target, refused)
         return RunResult("failed", f"refused: {refused}", details)
     with scope_lock(ctx, target):
+        from memd.history import treecopy  # noqa: PLC0415 - start-up
         if treecopy.signature(directory) != sig0:
             # Another writer (an extraction, `memd remember`, an undo, a hand edit) came first:
             # the plan was made on what is no longer there. Nothing is written; the cursor stays.

@@ -5,34 +5,15 @@ The cursor moves only once every output of the run is durable (DESIGN "Cursor ru
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from jobs.extract.gate import GATE_SYSTEM, gate_text, human_texts, parse_gate, pre_gate
-from jobs.extract.offline import has_durable, offline_operations
-from jobs.extract.prompt import (
-    EXTRACT_SYSTEM,
-    RELATED_BODIES,
-    SPAN_BUDGET_CHARS,
-    prompt_context,
-    retry_note,
-    unseen_targets,
-)
-from jobs.extract.provenance import sources, typed
 from jobs.extract.trigger import NAME, extract_due
 from memd.clock import iso
-from memd.discovery import session_cwd
 from memd.job.context import JobContext, RunResult, get_cursor, set_cursor
-from memd.keys import memory_key_for_session
-from memd.ledger import pause
-from memd.llm.types import ModelCallFailed
-from memd.locks import acquire
-from memd.memory.answer import ModelOutputError, parse_model_json
-from memd.memory.operations import log_rejections, validate_operations
 from memd.transcripts.spans import Piece, read_span, render
 from memd.tree import Place
-from memd.write import apply as memwrite
 
 
 def _facts(ctx: JobContext, row: dict[str, Any]) -> tuple[int, int, dict[str, Any]]:
@@ -97,11 +78,14 @@ def _plan(ctx: JobContext, target: Place, row: dict[str, Any], cur: dict[str, An
 
     start = int(cur.get("offset", 0))
     span = read_span(row["path"], start, row["safe_offset"], row["format"])
+    from memd.ledger import pause  # noqa: PLC0415 - start-up
     words = pause.words(ctx.conn, row["key"], row["session_id"], int(row["generation"]), after=start - 1)
     pieces, paused_after = pause.unpaused(span.pieces, bool(cur.get("paused", False)), words)
     if cur.get("rewritten"):
         seen = _judged(ctx, str(target))
         pieces = [p for p in pieces if p.kind != "human" or _digest(p.text) not in seen]
+    from memd.discovery import session_cwd  # noqa: PLC0415 - start-up
+    from memd.keys import memory_key_for_session  # noqa: PLC0415 - start-up
     key = cur.get("memory_key") or memory_key_for_session(session_cwd(row["path"]), row["key"])
     digests = [_digest(p.text) for p in pieces if p.kind == "human"]
     return Plan(span.start, span.end, pieces, paused_after, row["safe_human_turns"], key, int(row["generation"]),
@@ -109,6 +93,7 @@ def _plan(ctx: JobContext, target: Place, row: dict[str, Any], cur: dict[str, An
 
 
 def _digest(text: str) -> str:
+    import hashlib  # noqa: PLC0415 - start-up
     return hashlib.blake2b(text.strip().encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
@@ -122,11 +107,14 @@ def _apply(ctx: JobContext, target: Place, cur: dict[str, Any], plan: Plan, ops:
     """Under the drawer's and the project's locks: re-check the cursor, write, refresh, advance."""
 
     places = [Place.global_(), Place.project(plan.memory_key)]
+    from memd.locks import acquire  # noqa: PLC0415 - start-up
     with acquire(ctx.home, places, timeout=float(ctx.settings.memd.lock_timeout_seconds)):
         if _cursor_moved(ctx, target, cur):
             return RunResult("skipped", "another run handled this span meanwhile")
 
+        from memd.memory.operations import log_rejections  # noqa: PLC0415 - start-up
         log_rejections(ctx.log, "operation.rejected", rejected)  # a runaway answer: one summary line
+        from memd.write import apply as memwrite  # noqa: PLC0415 - start-up
         applied = memwrite.apply(ctx, plan.memory_key, ops, provider=provider, session_id=target.session_id or "",
                                  shown=shown, sources=sources)  # fmt: skip
         details = {"gate": "yes", "applied": applied.counts(), "rejected": len(rejected) + len(applied.refused)}
@@ -163,6 +151,7 @@ def _advance(ctx: JobContext, target: Place, cur: dict[str, Any], plan: Plan, re
 
 
 def _offline_gate(plan: Plan) -> bool:
+    from jobs.extract.offline import has_durable  # noqa: PLC0415 - start-up
     return has_durable(human_texts(plan.pieces))
 
 
@@ -185,9 +174,11 @@ def _operations(
     itself, see `offline.Sourced`), and the call's sources are the union of those turns."""
 
     if offline:
+        from jobs.extract.offline import offline_operations  # noqa: PLC0415 - start-up
         ops, union = offline_operations(plan.pieces, session_id)
         return ops, [], None, "offline", union
     ops, rejected, shown = _model_operations(ctx, plan)
+    from jobs.extract.provenance import sources, typed  # noqa: PLC0415 - start-up
     return ops, rejected, shown, "anthropic", sources(session_id, typed(plan.pieces))
 
 
@@ -198,11 +189,14 @@ def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tupl
     two strong calls per run: what the second answer still touches unseen is refused as before."""
 
     texts = human_texts(plan.pieces)
+    from jobs.extract.prompt import RELATED_BODIES, SPAN_BUDGET_CHARS, prompt_context, retry_note, unseen_targets  # noqa: PLC0415 - start-up
     conversation = f"## New conversation\n\n{render(plan.pieces, SPAN_BUDGET_CHARS)}"
     context, shown = prompt_context(ctx, plan.memory_key, texts, RELATED_BODIES)
+    from memd.memory.answer import ModelOutputError  # noqa: PLC0415 - start-up
     try:
         accepted, rejected, answer = _ask(ctx, f"{context}\n\n{conversation}")
     except ModelOutputError as exc:
+        from memd.llm.types import ModelCallFailed  # noqa: PLC0415 - start-up
         raise ModelCallFailed(f"extraction answer refused: {exc}") from exc
     unseen = unseen_targets(ctx, plan.memory_key, accepted, shown)
     if not unseen:
@@ -221,7 +215,10 @@ def _ask(ctx: JobContext, user: str) -> tuple[list[Any], list[tuple[int, str]], 
     """One strong call: (accepted operations, rejections, the answer's text). Raises ModelOutputError
     when the answer as a whole is unusable."""
 
+    from jobs.extract.prompt import EXTRACT_SYSTEM  # noqa: PLC0415 - start-up
     reply = ctx.llm.complete(job="extract", tier="strong", system=EXTRACT_SYSTEM, user=user)
+    from memd.memory.answer import parse_model_json  # noqa: PLC0415 - start-up
     data = parse_model_json(reply.text)
+    from memd.memory.operations import validate_operations  # noqa: PLC0415 - start-up
     accepted, rejected = validate_operations(data, allowed_scopes=("global", "project"))
     return accepted, rejected, reply.text

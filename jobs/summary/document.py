@@ -11,8 +11,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memd.redact import redactor as rules
-
 # The fixed sections of §4, in order: (id, heading). The title is the `# ` line above them.
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("state", "Current state and next steps"),
@@ -284,6 +282,7 @@ def merge_sections(new: Summary, previous: Summary | None, fallback: dict[str, s
 
 def redact(text: str) -> str:
     """Imported on first use: compiling the rule list costs start-up time `memd status` should not pay."""
+    from memd.redact import redactor as rules  # noqa: PLC0415 - start-up
 
     return rules.redact(text)
 

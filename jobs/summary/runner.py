@@ -7,7 +7,6 @@ crash repeats an update and never skips one (DESIGN "Cursor rule").
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from jobs.summary.offline import conversation_of, offline_summary
 from jobs.summary.prompt import EmptyAnswer, model_summary
 from jobs.summary.trigger import NAME, Cursor, Facts, Thresholds, summary_due
 from memd.clock import iso
-from memd.fsutil import atomic_write, ensure_private_dir, open_regular
+from memd.fsutil import atomic_write, ensure_private_dir
 from memd.job.context import JobContext, RunResult, get_cursor, set_cursor
 from memd.transcripts.formats import tokens_of
 from memd.transcripts.spans import Span, read_span
@@ -61,6 +60,9 @@ def read_previous(path: Path) -> Summary | None:
     """The summary on disk (a user may have edited it: their words stand), or None."""
 
     try:
+        import os  # noqa: PLC0415 - start-up
+
+        from memd.fsutil import open_regular  # noqa: PLC0415 - start-up
         with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO in its place is refused, never waited on
             raw = fh.read(MAX_PREVIOUS_BYTES)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):

@@ -32,11 +32,8 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from memd.fsutil import open_regular, read_regular
-from memd.index.render import render_drawer
 from memd.keys import canonical_root, key_for_root
 from memd.memory.names import is_candidate_name
-from memd.memory.scan import scan_dir
 from memd.settings import Settings
 from memd.tree import Home
 
@@ -158,6 +155,7 @@ def _within(path: str, roots: list[str]) -> bool:
 
 
 def _read_text(path: Path) -> str:
+    from memd.fsutil import open_regular  # noqa: PLC0415 - start-up
     with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO in a file's place is refused, never waited on
         data = fh.read(MAX_FILE_BYTES + 1)
     text = data[:MAX_FILE_BYTES].decode("utf-8", errors="replace").lstrip("\ufeff")
@@ -283,11 +281,14 @@ def drawer_text(home: Home, max_bytes: int, today_utc: date, max_chars: int | No
         return text
 
     budget = max_bytes if max_chars is None else min(max_bytes, max_chars)
+    from memd.memory.scan import scan_dir  # noqa: PLC0415 - start-up
     memories = scan_dir(home.global_memory, "global", None).memories
+    from memd.index.render import render_drawer  # noqa: PLC0415 - start-up
     return render_drawer(memories, max_bytes=budget, today=today_utc).text if memories else None
 
 
 def _read_regular_text(path: Path) -> str:
+    from memd.fsutil import read_regular  # noqa: PLC0415 - start-up
     return read_regular(path).decode("utf-8")
 
 
@@ -299,6 +300,7 @@ def drawer_full_files(render: str) -> list[str]:
 def memory_index(home: Home, key: str) -> str | None:
     path = home.project_memory(key) / "MEMORY.md"
     try:
+        from memd.fsutil import open_regular  # noqa: PLC0415 - start-up
         with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO planted as MEMORY.md: skipped, never waited on
             data = fh.read(MAX_INDEX_BYTES + 1)
     except OSError:

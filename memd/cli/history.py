@@ -18,8 +18,6 @@ import click
 
 from memd.cli import command, get_home, json_out
 from memd.errors import UsageError
-from memd.git.commits import after_run
-from memd.history import store
 from memd.tree import Place
 
 UNDO_LOCK_WAIT = 600.0
@@ -132,7 +130,9 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
     """
     from memd import settings as st
     from memd.clock import system_clock
+    from memd.git.commits import after_run
     from memd.history import runs as history
+    from memd.history import store
     from memd.logs.events import configure, get_logger
 
     home = get_home(ctx)

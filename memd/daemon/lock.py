@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memd import __version__
 from memd.errors import AlreadyRunningError
 from memd.fsutil import atomic_write, ensure_private_dir
 from memd.locks import LockError, check_not_symlink, ensure_locks_dir, file_lock, try_lock
@@ -65,6 +64,7 @@ def write_pid_file(home: Home, *, pid: int | None = None, version: str | None = 
     Written after the lock is taken, so its contents describe the holder; it is
     informational only — liveness comes from the lock, not from this file.
     """
+    from memd import __version__  # noqa: PLC0415 - start-up
 
     info = {
         "pid": os.getpid() if pid is None else pid,

@@ -6,22 +6,14 @@ form is a stable interface (README, "memd status --json").
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from memd import __version__, state
 from memd import settings as st
-from memd.agent.hooks import day_counts
-from memd.clock import parse_iso, system_clock
+from memd.clock import system_clock
 from memd.daemon import registry
-from memd.daemon.lock import daemon_alive
-from memd.history.provenance import age_text
-from memd.job.context import JobContext
-from memd.ledger.query import held_back, stuck_sessions, unknown_record_types
-from memd.ledger.sessions import counts
-from memd.sync.run import render_status, status
 from memd.tree import Home
-from memd.write.proposals import summary
 
 RUNS_SHOWN = 5
 
@@ -30,6 +22,7 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
     now = now or system_clock()
     s = st.load(home.settings_file)
     provider, wait_reason = st.effective_provider(s, memd_dir=home.memd_dir)
+    from memd.daemon.lock import daemon_alive  # noqa: PLC0415 - start-up
     data: dict[str, Any] = {
         "home": str(home.root),
         "version": __version__,
@@ -64,12 +57,14 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
 
 def _proposals(home: Home, now: datetime) -> dict[str, Any]:
     """Review mode's queue: how many proposals wait, and the oldest's age (`memd review`)."""
+    from memd.write.proposals import summary  # noqa: PLC0415 - start-up
 
     return summary(home, now)
 
 
 def _sync(home: Home, s: st.Settings) -> dict[str, Any]:
     """Memory on several machines (`memd.sync.run`): the last sync, how far each side is ahead, files kept out."""
+    from memd.sync.run import status  # noqa: PLC0415 - start-up
 
     return status(home, s)
 
@@ -81,6 +76,7 @@ def _daemon(info: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, Any]) -> None:
+    from memd.job.context import JobContext  # noqa: PLC0415 - start-up
     ctx = JobContext(home, s, conn, lambda: now, None)
     for job in registry.all_jobs():
         runs = [_run_row(dict(r)) for r in conn.execute(
@@ -124,6 +120,7 @@ def _model(conn: Any, now: datetime, data: dict[str, Any]) -> None:
 
 
 def _sessions(conn: Any, data: dict[str, Any]) -> None:
+    from memd.ledger.sessions import counts  # noqa: PLC0415 - start-up
     data["sessions"] = counts(conn)
 
 
@@ -133,9 +130,11 @@ HELD_SHOWN = 10
 def _ledger(conn: Any, now: datetime, data: dict[str, Any]) -> None:
     """Health is progress: sessions the ledger cannot advance fail the status; sessions held back
     by a tool call still waiting for its result, and record types memd did not recognise, are shown."""
+    from memd.ledger.query import held_back, stuck_sessions, unknown_record_types  # noqa: PLC0415 - start-up
 
     stuck = stuck_sessions(conn)
     held = held_back(conn)
+    from memd.clock import parse_iso  # noqa: PLC0415 - start-up
     for h in held:
         since = parse_iso(str(h.get("since") or ""))
         h["waiting_seconds"] = None if since is None else max(0, int((now - since).total_seconds()))
@@ -149,7 +148,9 @@ HOOK_DAYS = 7
 def _hooks(conn: Any, now: datetime, data: dict[str, Any]) -> None:
     """What the agent hooks surfaced on each of the last days (recalls per day), newest first."""
 
+    from datetime import timedelta  # noqa: PLC0415 - start-up
     days = [(now.date() - timedelta(days=i)).isoformat() for i in range(HOOK_DAYS)]
+    from memd.agent.hooks import day_counts  # noqa: PLC0415 - start-up
     data["hooks"] = {"days": day_counts(conn, days)}
 
 
@@ -201,9 +202,11 @@ def render(d: dict[str, Any]) -> str:
             f"{x['context']} session starts" for x in active))  # fmt: skip
     pr = d.get("proposals") or {}
     if pr.get("waiting"):
+        from memd.history.provenance import age_text  # noqa: PLC0415 - start-up
         out.append(f"proposals: {pr['waiting']} waiting for review, the oldest {age_text(pr['oldest_age_seconds'] or 0)} old"
                    " (`memd review`)")  # fmt: skip
     if (d.get("sync") or {}).get("git"):
+        from memd.sync.run import render_status  # noqa: PLC0415 - start-up
         out.append(render_status(d["sync"]))
     m = d["model"]
     out.append(f"model today: {m['calls']} calls, {m['input_tokens']} in / {m['output_tokens']} out tokens"

@@ -81,7 +81,6 @@ from collections.abc import Callable
 from typing import Any
 
 from memd.git.repo import GitBusy, Repo
-from memd.history.store import history_root, read_run
 from memd.logs.events import lazy_logger
 from memd.settings import Settings
 from memd.tree import Home, Place
@@ -150,6 +149,7 @@ def after_swap(home: Home, place: Place, run_id: str, settings: Settings) -> Non
     if not enabled(settings):
         return
 
+    from memd.history.store import history_root, read_run  # noqa: PLC0415 - start-up
     def go() -> None:
         info = read_run(history_root(home, place) / run_id) or {}
         kind = str(info.get("kind") or "dream")

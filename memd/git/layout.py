@@ -15,14 +15,10 @@ import hashlib
 import json
 import os
 import re
-import socket
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from memd.discovery import session_cwd
 from memd.git.plumbing import GIT_LOCATION_VARS, Entries
-from memd.keys import canonical_root, key_for_root
 from memd.memory.names import is_tracked_name
 from memd.tree import Home
 
@@ -40,6 +36,7 @@ def is_memory_name(name: str) -> bool:
 
 def host_name() -> str:
     """This machine's name in commit trailers and conflict copies (`$MEMD_HOST`, else the host name)."""
+    import socket  # noqa: PLC0415 - start-up
 
     raw = os.environ.get("MEMD_HOST") or socket.gethostname().split(".")[0] or "host"
     return re.sub(r"[^A-Za-z0-9-]+", "-", raw).strip("-")[:40] or "host"
@@ -169,6 +166,8 @@ def resolve_identity(home: Home, key: str) -> tuple[str, str | None]:
                         found.append((e.stat(follow_symlinks=False).st_mtime, e.path))
         except OSError:
             continue
+    from memd.discovery import session_cwd  # noqa: PLC0415 - start-up
+    from memd.keys import canonical_root, key_for_root  # noqa: PLC0415 - start-up
     for _mtime, path in sorted(found, reverse=True)[:20]:
         cwd = session_cwd(path)
         if not cwd or not os.path.isabs(cwd) or not os.path.isdir(cwd):
@@ -184,6 +183,7 @@ def resolve_identity(home: Home, key: str) -> tuple[str, str | None]:
 
 def remote_url(root: Path) -> str | None:
     """`remote.origin.url` of a project's repository, else its first remote's."""
+    import subprocess  # noqa: PLC0415 - start-up
 
     try:
         p = subprocess.run(["git", "-C", str(root), "config", "--get-regexp", r"^remote\..*\.url$"],

@@ -10,20 +10,21 @@ who a hand edit is attributed to. Why the command line and not a library: `memd.
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import io
 import os
 import re
-import subprocess
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memd.errors import ConfigError, MemdError
-from memd.redact.redactor import redact
+
+if TYPE_CHECKING:
+    import subprocess
 
 BRANCH = "main"
 REF = f"refs/heads/{BRANCH}"
@@ -54,6 +55,7 @@ def message(subject: str, trailers: dict[str, str], body: str = "") -> str:
     if body:
         lines += [body.rstrip(), ""]
     lines += [f"{k}: {' '.join(str(v).split())}" for k, v in trailers.items() if v]
+    from memd.redact.redactor import redact  # noqa: PLC0415 - start-up
     return redact("\n".join(lines) + "\n")
 
 
@@ -75,6 +77,7 @@ class Git:
     def run(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
             ok: tuple[int, ...] = (0,), timeout: float = 120.0) -> subprocess.CompletedProcess[bytes]:  # fmt: skip
         cmd = ["git", "-c", "core.hooksPath=/dev/null", "-c", "gc.autoDetach=false", *args]
+        import subprocess  # noqa: PLC0415 - start-up
         try:
             p = subprocess.run(cmd, input=input, capture_output=True, env=self.env(env), timeout=timeout, check=False)
         except FileNotFoundError:
@@ -255,6 +258,7 @@ def user_identity(host: str) -> tuple[str, str]:
         return name, email
     if _user is None:
         got = []
+        import subprocess  # noqa: PLC0415 - start-up
         for k in ("user.name", "user.email"):
             try:
                 p = subprocess.run(["git", "config", "--get", k], capture_output=True, timeout=10, check=False,
@@ -269,6 +273,7 @@ def user_identity(host: str) -> tuple[str, str]:
 
 def _login() -> str:
     try:
+        import getpass  # noqa: PLC0415 - start-up
         return getpass.getuser()
     except (KeyError, OSError):
         return "user"

@@ -17,7 +17,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from memd.discovery import list_memory_dirs, list_project_keys
 from memd.errors import BusyError
 from memd.fsutil import atomic_write, ensure_private_dir
 from memd.git.layout import (
@@ -35,7 +34,6 @@ from memd.git.layout import (
 )
 from memd.git.plumbing import BRANCH, REF, Entries, Git, GitError, blob_sha, message, user_identity
 from memd.git.worktree import Commit, read_capped, scan_place, write_live
-from memd.locks import ensure_locks_dir
 from memd.logs.events import lazy_logger
 from memd.settings import Settings
 from memd.tree import Home, Place
@@ -73,9 +71,10 @@ class Repo:
     # -- lock and state -------------------------------------------------------
     @contextlib.contextmanager
     def locked(self, timeout: float) -> Iterator[Repo]:
-        from filelock import FileLock, Timeout  # noqa: PLC0415 - start-up: filelock only when a lock is taken
+        from memd.locks import ensure_locks_dir  # noqa: PLC0415 - start-up
 
         path = ensure_locks_dir(self.home) / LOCK_FILE
+        from filelock import FileLock, Timeout  # noqa: PLC0415 - start-up: filelock only when a lock is taken
         lock = FileLock(path, mode=0o600, thread_local=False, fallback_to_soft=False)
         try:
             lock.acquire(timeout=max(0.0, timeout), poll_interval=0.05)
@@ -245,12 +244,14 @@ class Repo:
         if self.git.read_ref(REF) is not None:
             return
 
+        from memd.discovery import list_memory_dirs  # noqa: PLC0415 - start-up
         places = [Place.memory(key) for _s, key, _p in list_memory_dirs(self.home)]
         self.commit(places, subject="memd: start keeping memory in git", settings=settings, exclude=exclude,
                     trailers={"Memd-Job": "init"})  # fmt: skip
 
     def refresh_primary(self) -> dict[str, str]:
         """dir → the local key synced with it, over every local project. *locked*"""
+        from memd.discovery import list_project_keys  # noqa: PLC0415 - start-up
 
         return self.primary_keys(list_project_keys(self.home))
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memd.clock import iso, system_clock
 from memd.fsutil import ensure_private_dir, fsync_dir, read_at_most
 from memd.git.layout import (
     FILE_MODE,
@@ -25,10 +23,7 @@ from memd.git.layout import (
     is_memory_name,
 )
 from memd.git.plumbing import Entries, blob_sha
-from memd.history.writes import Recorder
-from memd.index.refresh import refresh_place
 from memd.logs.events import lazy_logger
-from memd.redact.redactor import find_secrets
 from memd.settings import Settings
 from memd.tree import Home, Place
 
@@ -56,6 +51,7 @@ def scan_place(d: str, live: Path, new: Entries, wanted: set[str] | None, puts: 
             p = live / n
             if p.is_file() and not p.is_symlink():
                 present[n] = p
+    from memd.redact.redactor import find_secrets  # noqa: PLC0415 - start-up
     for name in sorted(names - exclude):
         path = f"{d}/{name}"
         if name not in present:
@@ -100,6 +96,7 @@ def read_capped(path: Path) -> bytes | None:
 
 
 def _now_iso() -> str:
+    from memd.clock import iso, system_clock  # noqa: PLC0415 - start-up
     return iso(system_clock())
 
 
@@ -118,10 +115,13 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
     if live.is_symlink():
         log.warning("git.symlink_skipped", dir=str(live))
         return []
+    from memd.clock import system_clock  # noqa: PLC0415 - start-up
+    from memd.history.writes import Recorder  # noqa: PLC0415 - start-up
     rec = Recorder(home, place, job, reason, system_clock(), extra=extra or {})
     done: list[str] = []
     staged: list[tuple[str, str, Path]] = []
     try:
+        import tempfile  # noqa: PLC0415 - start-up
         for name, data in sorted(writes.items()):
             target = live / name
             if not is_memory_name(name) or target.is_symlink():
@@ -156,6 +156,7 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
         fsync_dir(live)
     rec.commit()  # no git commit here: the sync or import that called this commits itself
     if settings is not None and done:
+        from memd.index.refresh import refresh_place  # noqa: PLC0415 - start-up
         refresh_place(home, settings, place, system_clock().date())
     return done
 

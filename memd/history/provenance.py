@@ -20,21 +20,12 @@ Read-only: nothing here writes.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memd import state
-from memd.discovery import list_project_keys, session_file
-from memd.history.runs import list_runs
-from memd.history.store import FILES_DIR
-from memd.history.writes import BEFORE_DIR
-from memd.memory.file import Memory, MemoryParseError, parse_memory
-from memd.redact.redactor import redact
-from memd.transcripts.formats import text_of
-from memd.transcripts.lines import read_lines
+from memd.memory.file import Memory
 from memd.tree import Home, Place
 
 MAX_LINE_CHARS = 2000
@@ -59,6 +50,9 @@ def find_transcript(home: Home, session_id: str) -> Path | None:
         return None
     keys: list[str] = []
     if home.state_db.exists():
+        import sqlite3  # noqa: PLC0415 - start-up
+
+        from memd import state  # noqa: PLC0415 - start-up
         try:
             conn = state.connect(home.state_db, readonly=True)
         except (state.StateError, sqlite3.Error):  # a damaged or older ledger: fall back to the tree
@@ -76,6 +70,7 @@ def find_transcript(home: Home, session_id: str) -> Path | None:
                 if p.is_file() and not p.is_symlink():
                     return p
                 keys.append(str(r["key"]))
+    from memd.discovery import list_project_keys, session_file  # noqa: PLC0415 - start-up
     for key in [*keys, *list_project_keys(home)]:
         try:
             sf = session_file(home, key, session_id)
@@ -95,6 +90,7 @@ def _user_text(rec: dict[str, Any]) -> str | None:
     content = msg.get("content") if isinstance(msg, dict) else rec.get("content")
     if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
         return None
+    from memd.transcripts.formats import text_of  # noqa: PLC0415 - start-up
     text = text_of(content).strip()
     if not text or text.startswith(("<command-", "<local-command-")):
         return None
@@ -107,13 +103,16 @@ def read_records(path: Path, uuids: Iterable[str], offsets: Iterable[int]) -> tu
 
     Extraction records both for one record (the uuid when it has one, the offset always), so a
     line counts once whichever names it."""
-    import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is read (the hooks skip it)
 
     want_u = {u for u in uuids if isinstance(u, str)}
     want_o = {o for o in offsets if isinstance(o, int) and not isinstance(o, bool)}
     found: list[dict[str, Any]] = []
     other = 0
     left = expected(want_u, want_o)
+    import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is read (the hooks skip it)
+
+    from memd.redact.redactor import redact  # noqa: PLC0415 - start-up
+    from memd.transcripts.lines import read_lines  # noqa: PLC0415 - start-up
     for line in read_lines(path, 0, 1):
         if not line.data:
             continue
@@ -196,7 +195,9 @@ def _merge_inputs(home: Home, m: Memory, names: list[str]) -> list[tuple[str, st
     mode is a write run, whose before-images hold the files it deleted or rewrote."""
 
     place = Place.memory(None if m.scope == "global" else m.project_key)
+    from memd.history.runs import list_runs  # noqa: PLC0415 - start-up
     runs = list(reversed(list_runs(home, place)))
+    from memd.history.store import FILES_DIR  # noqa: PLC0415 - start-up
     for run in runs:
         changes = run.get("changes")
         merged = changes.get("merged") if run.get("kind") == "dream" and isinstance(changes, dict) else None
@@ -214,6 +215,8 @@ def _merge_inputs(home: Home, m: Memory, names: list[str]) -> list[tuple[str, st
                 inputs.append((str(src.get("name") or file), file, snap if ok else None, str(run.get("run"))))
             return inputs
     found: dict[str, tuple[str, str, Path | None, str | None]] = {}
+    from memd.history.writes import BEFORE_DIR  # noqa: PLC0415 - start-up
+    from memd.memory.file import MemoryParseError, parse_memory  # noqa: PLC0415 - start-up
     for run in runs:
         ch = run.get("changes")
         if run.get("kind") != "write" or not isinstance(ch, dict):
@@ -247,6 +250,7 @@ def explain(home: Home, m: Memory, now: datetime, depth: int = 0) -> dict[str, A
         return out
     inputs = _merge_inputs(home, m, names) if depth < MAX_DEPTH else []
     by_name = {n: (f, p, r) for n, f, p, r in inputs}
+    from memd.memory.file import MemoryParseError, parse_memory  # noqa: PLC0415 - start-up
     for name in names:
         file, snap, run_id = by_name.get(name, ("", None, None))
         entry: dict[str, Any] = {"name": name, "file": file or None, "run": run_id, "memory": None, "problem": None}

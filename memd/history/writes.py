@@ -31,7 +31,6 @@ from typing import Any
 
 from memd.clock import iso
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
-from memd.history.store import history_root, new_run_id, write_run_info
 from memd.tree import Home, Place
 
 BEFORE_DIR = "before"
@@ -65,6 +64,7 @@ class Recorder:
     _entry: Path | None = None
 
     def __post_init__(self) -> None:
+        from memd.history.store import history_root, new_run_id  # noqa: PLC0415 - start-up
         if not self.run_id:
             self.run_id = new_run_id(self.now)
         root = history_root(self.home, self.place)
@@ -73,6 +73,7 @@ class Recorder:
 
     @property
     def entry(self) -> Path:
+        from memd.history.store import history_root  # noqa: PLC0415 - start-up
         return history_root(self.home, self.place) / self.run_id
 
     def before(self, path: Path) -> None:
@@ -119,6 +120,7 @@ class Recorder:
         entry = self._open()
         info = {"run": self.run_id, "scope": str(self.place), "kind": "write", "job": self.job, "reason": self.reason,
                 "time": iso(self.now), "files": files, "changes": changes, **self.extra}  # fmt: skip
+        from memd.history.store import write_run_info  # noqa: PLC0415 - start-up
         write_run_info(entry, info)
         return info  # the writer passes it to `memd.git.commits.after_run` (a commit when memd.git is on)
 

@@ -13,16 +13,14 @@ memd/index/search.py, which imports neither module.
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
-import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memd.fsutil import PRIVATE_FILE, UnusableFile, check_regular_or_absent, ensure_private_dir, kind_of
-from memd.index.search import BUSY_TIMEOUT_S, SEGMENTER, open_readonly
+from memd.fsutil import PRIVATE_FILE, UnusableFile, check_regular_or_absent, ensure_private_dir
+from memd.index.search import BUSY_TIMEOUT_S, SEGMENTER
 from memd.logs.events import lazy_logger
 
 log = lazy_logger("memd.search")  # the search DB's events keep the logger name they always had
@@ -116,9 +114,12 @@ def problem(path: Path | str) -> str | None:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
         return None
+    import stat  # noqa: PLC0415 - start-up
     if not stat.S_ISREG(mode):
+        from memd.fsutil import kind_of  # noqa: PLC0415 - start-up
         return f"{kind_of(mode)}, not a regular file"
     try:
+        from memd.index.search import open_readonly  # noqa: PLC0415 - start-up
         conn = open_readonly(path)
     except sqlite3.Error as exc:
         return str(exc)
@@ -156,6 +157,7 @@ def _prune_corrupt(path: Path) -> None:
                        reverse=True)  # fmt: skip
     except OSError:
         return
+    import shutil  # noqa: PLC0415 - start-up
     for name in names[KEEP_CORRUPT:]:
         for suffix in ("", "-wal", "-shm"):
             victim = path.parent / f"{name}{suffix}"

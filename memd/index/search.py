@@ -65,15 +65,12 @@ Why this design
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
-import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from memd.fsutil import kind_of
 from memd.logs.events import lazy_logger
 
 log = lazy_logger("memd.search")  # structlog on first use: the hook commands never pay for it
@@ -178,10 +175,13 @@ def open_readonly(path: Path | str) -> sqlite3.Connection:
     """
 
     try:
+        import os  # noqa: PLC0415 - start-up
         mode = os.stat(path).st_mode
     except OSError:
         mode = None  # absent (or unreachable): SQLite's own error says so
+    import stat  # noqa: PLC0415 - start-up
     if mode is not None and not stat.S_ISREG(mode):
+        from memd.fsutil import kind_of  # noqa: PLC0415 - start-up
         raise sqlite3.DatabaseError(f"{path}: {kind_of(mode)}, not a regular file; memd opens only regular files")
     uri = Path(path).absolute().as_uri() + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)

@@ -25,13 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from memd.discovery import list_memory_dirs
 from memd.fsutil import UnusableFile
 from memd.index.schema import damaged, open_db, set_aside, transaction
 from memd.index.search import Hit, query_index, segment
 from memd.logs.events import lazy_logger
 from memd.memory.file import Memory
-from memd.memory.scan import scan_dir
 from memd.tree import Home
 
 log = lazy_logger("memd.search")  # the search DB's events keep the logger name they always had
@@ -100,6 +98,8 @@ class SearchIndex:
         """For a database this object created (it holds nothing yet): the memories of every memory
         directory `named` leaves out, so a partial sync leaves no directory missing from search."""
 
+        from memd.discovery import list_memory_dirs  # noqa: PLC0415 - start-up
+        from memd.memory.scan import scan_dir  # noqa: PLC0415 - start-up
         out = {(scope, key): scan_dir(d, scope, key).memories
                for scope, key, d in list_memory_dirs(Home(self.root)) if (scope, key) not in named}  # fmt: skip
         log.info("search_db.filled", path=str(self.path), directories=len(out))

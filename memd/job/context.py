@@ -21,9 +21,6 @@ from typing import Any, Literal, Protocol
 
 from memd import state
 from memd.clock import Clock, iso, system_clock
-from memd.keyfile import load_key
-from memd.llm.client import LLM
-from memd.llm.types import LLMConfig
 from memd.settings import Settings
 from memd.tree import Home, Place
 
@@ -112,9 +109,8 @@ class JobContext:
 
 
 def get_cursor(conn: sqlite3.Connection, job: str, target: str) -> dict[str, Any] | None:
-    import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is read (the hooks skip it)
-
     row = conn.execute("SELECT value FROM cursors WHERE job=? AND target=?", (job, target)).fetchone()
+    import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is read (the hooks skip it)
     return None if row is None else orjson.loads(row[0])
 
 
@@ -138,6 +134,8 @@ def llm_config(settings: Settings, memd_dir: Path | None = None) -> Any:
     """The model layer's config from settings; the key from the environment or the private key file."""
 
     m = settings.memd
+    from memd.keyfile import load_key  # noqa: PLC0415 - start-up
+    from memd.llm.types import LLMConfig  # noqa: PLC0415 - start-up
     return LLMConfig(
         provider=m.provider,
         small_model=m.small_model,
@@ -176,6 +174,7 @@ def record_call(ctx: JobContext, rec: dict[str, Any]) -> None:
 
 
 def make_llm(ctx: JobContext) -> Any:
+    from memd.llm.client import LLM  # noqa: PLC0415 - start-up
     return LLM(
         llm_config(ctx.settings, ctx.home.memd_dir),
         usage_sink=lambda rec: record_call(ctx, rec),

@@ -20,8 +20,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memd.transcripts.formats import PAUSE_COMMANDS
-
 if TYPE_CHECKING:
     from memd.transcripts.spans import Piece
 
@@ -53,6 +51,7 @@ def unpaused(pieces: Iterable[Piece], paused: bool, words: Sequence[CliWord] = (
     kept: list[Piece] = []
     pending = sorted(words, key=lambda w: w.offset)
     i = 0
+    from memd.transcripts.formats import PAUSE_COMMANDS  # noqa: PLC0415 - start-up
     for p in pieces:
         while i < len(pending) and pending[i].offset < p.end:
             paused = pending[i].paused

@@ -119,9 +119,9 @@ def _batches(todo: list[SessionFile], workers: int) -> list[list[int]]:
 
 def _ingest_parallel(home: Home, todo: list[SessionFile], workers: int, log: Any) -> list[ledger.IngestResult]:
     """Sessions spread over `workers` processes, in batches, biggest first."""
-    import multiprocessing as mp  # noqa: PLC0415 - start-up: multiprocessing only for a parallel first scan
 
     batches = _batches(todo, workers)
+    import multiprocessing as mp  # noqa: PLC0415 - start-up: multiprocessing only for a parallel first scan
     ctx = mp.get_context("fork")
     with ctx.Pool(workers) as pool:
         done = pool.map(_ingest_batch, [(home, [todo[i] for i in b]) for b in batches], chunksize=1)

@@ -10,14 +10,12 @@ test holds it equal to the SQL. The fields are a stable interface (README,
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any
 
 # The later word wins: the transcript's last toggle or the CLI's pause/resume
 # (`pause.effective` in Python).
-from memd.ledger.pause import PAUSED_SQL, effective
-from memd.transcripts.formats import tokens_of
+from memd.ledger.pause import PAUSED_SQL
 
 _NO_HOOKS = '{"context":0,"prompts":0,"recalls":0,"memories":0,"compacts":0}'
 
@@ -100,10 +98,13 @@ def session_json(row: Any, conn: sqlite3.Connection | None = None) -> dict[str, 
     `hooks` lives in the state's kv, not in the row: without `conn` it reads as none.
     """
 
+    import json  # noqa: PLC0415 - start-up
     def hooks(r: Any) -> dict[str, int]:
         found = conn.execute("SELECT v FROM kv WHERE k = ?", (f"hooks:{r['session_id']}",)).fetchone() if conn else None
         return dict(json.loads(found[0] if found else _NO_HOOKS))
 
+    from memd.ledger.pause import effective  # noqa: PLC0415 - start-up
+    from memd.transcripts.formats import tokens_of  # noqa: PLC0415 - start-up
     computed = {"tokens": lambda r: tokens_of(r["conv_chars"]), "paused": effective, "hooks": hooks}
     out: dict[str, Any] = {}
     for name, expr in FIELDS:

@@ -32,9 +32,6 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from memd.fsutil import UnusableFile, ensure_own_dir
-from memd.logs.file import private_rotating_handler
-from memd.redact.redactor import may_hold_secret
-from memd.redact.redactor import redact as redact_text
 from memd.tree import Home
 
 MAX_BYTES = 10 * 1024 * 1024
@@ -127,6 +124,8 @@ def redact_secrets(_logger: object, _method: str, event_dict: MutableMapping[str
     rules load on the first event, not when this module is imported.
     """
 
+    from memd.redact.redactor import may_hold_secret  # noqa: PLC0415 - start-up: the rules load on the first event
+    from memd.redact.redactor import redact as redact_text  # noqa: PLC0415 - start-up: the rules load on the first event
     for key in list(event_dict):
         if key not in _RENDERER_OWNED:
             event_dict[key] = _redact_strings(event_dict[key], 0, redact_text, may_hold_secret)
@@ -246,7 +245,6 @@ def configure(
     `$MEMD_STDERR_LEVEL`, else `level`) lets the service keep its unrotated
     stderr file small. Idempotent: a second call replaces the first's handlers.
     """
-    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
 
     file_level = level_no(level)
     err_level = level_no(stderr_level or os.environ.get(STDERR_LEVEL_ENV) or level)
@@ -257,6 +255,7 @@ def configure(
     if file:
         try:  # memd/logs is memd's own: never through a link; the log itself only a regular file
             ensure_own_dir(home.logs_dir, home.memd_dir)
+            from memd.logs.file import private_rotating_handler  # noqa: PLC0415 - start-up
             fh = private_rotating_handler(home.log_file, max_bytes, backups)
         except UnusableFile as exc:
             sys.stderr.write(f"memd: {exc}; logging to stderr only\n")  # one line, and memd goes on
@@ -274,6 +273,7 @@ def configure(
         root.addHandler(_tag(sh))
         levels.append(err_level)
     root.setLevel(min(levels) if levels else logging.WARNING)
+    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,
@@ -292,9 +292,9 @@ def shutdown() -> None:
 
     For the daemon's exit and for tests; handlers that are not memd's stay.
     """
-    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
 
     _remove_own_handlers(logging.getLogger())
+    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
     structlog.reset_defaults()
 
 

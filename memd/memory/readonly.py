@@ -120,10 +120,10 @@ def set_switch(home: Home, *, on: bool, now: datetime, glob: bool = False, proje
 
     Read, change and replace under a lock file of its own, so two commands never lose each other's word.
     """
-    from filelock import FileLock  # noqa: PLC0415 - start-up: filelock only when a lock is taken
 
     ensure_private_dir(home.locks_dir)
     lock_path = home.locks_dir / "readonly.lock"
+    from filelock import FileLock  # noqa: PLC0415 - start-up: filelock only when a lock is taken
     with FileLock(str(lock_path), mode=0o600):
         data = _read(home)
         projs = _str_map(data.get("projects"))

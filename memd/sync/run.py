@@ -41,22 +41,19 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memd.clock import iso, system_clock
-from memd.discovery import list_project_keys
 from memd.errors import MemdError
-from memd.fsutil import atomic_write, ensure_private_dir
-from memd.git.plumbing import REF, REMOTE, REMOTE_REF, Git, GitError, SyncError, SyncNotConfigured, first_line
-from memd.git.repo import Repo
+from memd.fsutil import atomic_write
+from memd.git.plumbing import REF, REMOTE, REMOTE_REF, Git, GitError, SyncError, SyncNotConfigured
 from memd.job.backoff import backoff_seconds
-from memd.locks import acquire
 from memd.logs.events import lazy_logger
 from memd.settings import Settings
-from memd.sync.integrate import integrate
 from memd.tree import Home, Place
+
+if TYPE_CHECKING:
+    from memd.git.repo import Repo
 
 log = lazy_logger("memd.sync")
 
@@ -88,6 +85,7 @@ def read_state(home: Home) -> dict[str, Any]:
 
 
 def _write_state(home: Home, data: dict[str, Any]) -> None:
+    from memd.fsutil import ensure_private_dir  # noqa: PLC0415 - start-up
     ensure_private_dir(home.memd_dir)
     atomic_write(state_path(home), json.dumps(data, indent=1, sort_keys=True) + "\n")
 
@@ -160,6 +158,7 @@ def run(home: Home, settings: Settings, *, host: str | None = None) -> dict[str,
         raise SyncNotConfigured("memd.git is off: set \"memd\": {\"git\": true, \"sync\": {\"remote\": URL}} in settings.json")
     st = read_state(home)
     now = time.time()
+    from memd.clock import iso, system_clock  # noqa: PLC0415 - start-up
     st.update({"last_attempt": iso(system_clock()), "last_attempt_ts": now, "remote": remote or None})
     t0 = time.monotonic()
     try:
@@ -190,15 +189,22 @@ def run(home: Home, settings: Settings, *, host: str | None = None) -> dict[str,
 
 
 def _iso_in(seconds: float) -> str:
+    from datetime import timedelta  # noqa: PLC0415 - start-up
+
+    from memd.clock import iso, system_clock  # noqa: PLC0415 - start-up
     return iso(system_clock() + timedelta(seconds=seconds))
 
 
 def _sync(home: Home, settings: Settings, remote: str, host: str | None) -> dict[str, Any]:
     _on, _remote, _every, timeout = settings_of(settings)
+    from memd.git.repo import Repo  # noqa: PLC0415 - start-up
     repo = Repo(home, host)
     result: dict[str, Any] = {"remote": remote or None, "committed": 0, "merged": False, "fast_forward": False,
                               "applied": {}, "conflicts": [], "proposals": [], "pushed": False, "rounds": 0,
                               "head": None}  # fmt: skip
+    from memd.discovery import list_project_keys  # noqa: PLC0415 - start-up
+    from memd.locks import acquire  # noqa: PLC0415 - start-up
+    from memd.sync.integrate import integrate  # noqa: PLC0415 - start-up
     for _round in range(MAX_ROUNDS):
         result["rounds"] += 1
         if remote:
@@ -252,6 +258,7 @@ def _push(repo: Repo, remote: str) -> str:
     if "[rejected]" in out or "fetch first" in out or "non-fast-forward" in out:
         return "rejected"
 
+    from memd.git.plumbing import first_line  # noqa: PLC0415 - start-up
     why = first_line(p.stderr) or first_line(out) or f"exit {p.returncode}"
     raise SyncError(f"{remote}: push failed ({why}); local work goes on and the sync is retried")
 

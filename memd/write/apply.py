@@ -24,7 +24,6 @@ from typing import Any
 
 from memd.clock import iso
 from memd.fsutil import atomic_write, ensure_private_dir
-from memd.git.commits import after_run
 from memd.history.writes import Recorder
 from memd.index.refresh import refresh_place
 from memd.job.context import JobContext
@@ -269,6 +268,7 @@ def _commit(ctx: JobContext, changes: Sequence[Change], *, job: str, reason: str
         atomic_write(path, c.text)
         ctx.log.info("memory.written", path=str(path), bytes=len(c.text.encode("utf-8")))
         (out.added if c.base is None else out.updated).append(c.label)
+    from memd.git.commits import after_run  # noqa: PLC0415 - start-up: git only when a write lands
     for place, rec in recorders.items():
         info = rec.commit()
         if info is not None:

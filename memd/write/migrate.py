@@ -18,7 +18,6 @@ from typing import Any
 
 from memd.discovery import list_project_keys, session_cwd
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
-from memd.git.commits import after_run
 from memd.history.writes import Recorder
 from memd.index.refresh import refresh_place
 from memd.keys import memory_key_for_session
@@ -105,6 +104,7 @@ def move_memories(home: Home, settings: Settings, src_key: str, dst_key: str, no
             f.unlink()
         fsync_dir(src.memory_dir(home))
         infos = []
+        from memd.git.commits import after_run  # noqa: PLC0415 - start-up: git only when a write lands
         for place, rec in ((src, out), (dst, into)):
             info = rec.commit()
             after_run(home, place, info, settings)  # one commit per scope's run when memd.git is on

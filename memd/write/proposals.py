@@ -52,12 +52,11 @@ from typing import TYPE_CHECKING, Any
 from memd.clock import iso, parse_iso
 from memd.errors import MemdError, UsageError
 from memd.fsutil import ensure_private_dir, fsync_dir
-from memd.memory import readonly
-from memd.memory.change import Change, StaleChange, current_sha, sha
-from memd.memory.file import MemoryParseError, parse_memory
-from memd.memory.names import child
 from memd.settings import Settings
 from memd.tree import Home, Place
+
+if TYPE_CHECKING:
+    from memd.memory.change import Change
 
 if TYPE_CHECKING:  # the job context (and the YAML it loads) is imported where a proposal is made or applied,
     from memd.job.context import JobContext  # so that `memd status`, which counts proposals, stays light
@@ -108,6 +107,7 @@ class Proposal:
         """The proposal as changes for `memwrite.apply_changes`, texts read from `proposed/`."""
 
         out = []
+        from memd.memory.change import Change  # noqa: PLC0415 - start-up
         for n, c in enumerate(self.changes):
             scope = c.get("scope")
             key = c.get("key")
@@ -249,6 +249,8 @@ def create(
         if p.info.get("fingerprint") == fp:
             return p
     bases: list[str | None] = []
+    from memd.memory.change import StaleChange, sha  # noqa: PLC0415 - start-up
+    from memd.memory.names import child  # noqa: PLC0415 - start-up
     for c in changes:
         path = child(c.place.memory_dir(home), c.file)
         data = None
@@ -297,6 +299,7 @@ def create(
 
 
 def _change_json(c: Change) -> dict[str, Any]:
+    from memd.memory.change import sha  # noqa: PLC0415 - start-up
     return {"scope": c.scope, "key": c.key, "file": c.file, "action": c.action, "name": c.name, "base": c.base,
             "proposed": None if c.text is None else sha(c.text.encode("utf-8")), "label": c.label or c.file}  # fmt: skip
 
@@ -342,11 +345,15 @@ def propose_directory_change(
 
     scope = "global" if place.is_global else "project"
     key = None if place.is_global else place.key
+    from memd.memory import readonly  # noqa: PLC0415 - start-up
     locked = readonly.reason(ctx.home, ctx.settings, scope, key)
     if locked:
         raise readonly.ReadOnlyError(f"read-only: {locked}")
     directory = place.memory_dir(ctx.home)
+    from memd.memory.change import Change, current_sha, sha  # noqa: PLC0415 - start-up
     changes: list[Change] = []
+    from memd.memory.file import MemoryParseError, parse_memory  # noqa: PLC0415 - start-up
+    from memd.memory.names import child  # noqa: PLC0415 - start-up
     for file, text in sorted(files.items()):
         path = child(directory, file)
         base = current_sha(path)

@@ -181,6 +181,7 @@ def test_bad_input_is_an_mcp_error_and_writes_nothing_outside(world: tuple[Home,
     assert sorted(p.name for p in home.project_memory(key).iterdir()) == ["MEMORY.md", "deploy-fridays.md"]
 
 
+@pytest.mark.slow
 def test_initialize_costs_little_more_than_importing_the_sdk(world: tuple[Home, Path, str]) -> None:
     """Claude Code in print mode waits about 2 s for MCP servers to start (SPEC §11.1). Most of
     `memd mcp`'s start is importing the SDK (about 0.8 s on an idle machine, bench/RESULTS.md):

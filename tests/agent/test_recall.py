@@ -251,6 +251,7 @@ def test_malformed_answer_returns_nothing(home: Home, search: sqlite3.Connection
     assert len(msgs(api)) == 1
 
 
+@pytest.mark.slow
 def test_slow_answer_returns_nothing_within_the_timeout(home: Home, search: sqlite3.Connection, api: FakeAnthropic) -> None:
     api.enqueue(delay(10, json_text({"selected": [1]})))
     ctx = context(home.root, make_settings(), fake_url=api.url)  # its own LLM would retry 3 times
@@ -319,6 +320,7 @@ def test_offline_returns_top_search_hits(home: Home, search: sqlite3.Connection)
 # --------------------------------------------------------------------------- the command
 
 
+@pytest.mark.slow
 def test_cli_with_the_model(home: Home, api: FakeAnthropic) -> None:
     api.enqueue(json_text({"selected": [P("db-choice"), "memory/prefers-tabs.md"]}), json_text({"selected": [1]}))
     env = memd_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test")

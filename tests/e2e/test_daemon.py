@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from memd.locks import acquire
 from memd.tree import Home, Place
 from tests.conftest import memd_cmd
@@ -178,6 +180,7 @@ def test_a_job_that_raises_is_logged_once_retried_and_the_daemon_goes_on(tmp_pat
         assert d.stop() == 0
 
 
+@pytest.mark.slow
 def test_run_now_does_not_wait_for_a_model_call_in_flight(tmp_path: Path) -> None:
     """The daemon runs a slow extraction (the model takes 3 s): no memory lock is held while it
     waits, so run-now of the same scope runs at once; the extraction's write lands after."""
@@ -234,6 +237,7 @@ def test_run_now_waits_visibly_for_a_held_lock(tmp_path: Path) -> None:
     assert "waiting for the lock on global" in err and "index global: ok" in out
 
 
+@pytest.mark.slow
 def test_locked_state_gives_a_clear_error(tmp_path: Path) -> None:
     home = tmp_path / "h"
     (home / "projects" / "k").mkdir(parents=True)

@@ -6,6 +6,8 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
+
 from memd.memory.scan import scan_dir
 from tests.fakeapi import op, ops_text
 from tests.jobkit import write_session
@@ -30,6 +32,7 @@ def _env(api: FakeApiProc) -> dict[str, str]:
     return memd_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="test-key")
 
 
+@pytest.mark.slow
 def test_append_triggers_gate_and_extraction(tmp_path: Path) -> None:
     home = tmp_path / "h"
     transcript = home / "projects" / KEY / "s1.jsonl"
@@ -47,6 +50,7 @@ def test_append_triggers_gate_and_extraction(tmp_path: Path) -> None:
     assert m.name == "deploy-fridays" and m.metadata["provider"] == "anthropic"
 
 
+@pytest.mark.slow
 def test_kill_9_mid_job_then_restart_reruns_and_files_are_whole(tmp_path: Path) -> None:
     home = tmp_path / "h"
     transcript = home / "projects" / KEY / "s1.jsonl"
@@ -84,6 +88,7 @@ def test_model_jobs_wait_without_a_key(tmp_path: Path) -> None:
         assert d.stop() == 0
 
 
+@pytest.mark.slow
 def test_a_service_without_the_env_key_reads_the_private_key_file(tmp_path: Path) -> None:
     home = tmp_path / "h"
     transcript = home / "projects" / KEY / "s1.jsonl"

@@ -20,6 +20,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.faults.actors import reader_main, writer_main
 from tests.faults.kit import (
     FakeModel,
@@ -40,6 +42,7 @@ WRITERS = 8
 KEY = "-work-proj0"
 
 
+@pytest.mark.slow
 def test_eight_writers_daemon_and_run_now_loses_nothing_and_tears_nothing(
     tmp_path: Path, fault_report: Counter[str], fault_notes: list[str]
 ) -> None:

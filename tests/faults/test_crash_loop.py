@@ -30,6 +30,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.faults.kit import (
     FakeModel,
     ForkedDaemon,
@@ -48,12 +50,13 @@ from tests.faults.kit import (
     view_problems,
     write_settings,
 )
-from tests.procs import DaemonProc
+from tests.procs import DaemonProc, kill_rounds
 
-KILLS = int(os.environ.get("MEMD_FAULTS_KILLS", "110"))
+KILLS = kill_rounds(int(os.environ.get("MEMD_FAULTS_KILLS", "110")))
 SEED = int(os.environ.get("MEMD_FAULTS_SEED", "20261130"))
 
 
+@pytest.mark.slow
 def test_kill_9_loop_keeps_every_file_whole_and_ends_where_a_calm_run_ends(
     tmp_path: Path, fault_report: Counter[str], fault_notes: list[str]
 ) -> None:

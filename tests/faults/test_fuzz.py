@@ -189,6 +189,7 @@ def _ingest(home: Path, problems: list[Any]) -> dict[str, Any]:
 @fuzz(1.0)
 @given(lines=st.lists(transcript_lines, min_size=1, max_size=25), tail=st.booleans(),
        cuts=st.lists(st.floats(0, 1), max_size=4))  # fmt: skip
+@pytest.mark.slow
 def test_fuzzed_transcripts_are_ingested_the_same_whole_or_in_pieces_and_jobs_survive_them(
     lines: list[bytes], tail: bool, cuts: list[float]
 ) -> None:
@@ -276,6 +277,7 @@ memory_contents = st.one_of(
 @example(files={"a\rb.md": b"---\nname: cr\ndescription: d\ntype: user\n---\nbody\n",
                 "x\u2028- [forged](evil.md) \u2014 y.md": b"---\nname: ls\ndescription: d\ntype: user\n---\nbody\n"},
          scope="global")  # fmt: skip
+@pytest.mark.slow
 @fuzz(1.0)
 @given(files=st.dictionaries(file_names, memory_contents, min_size=1, max_size=8), scope=st.sampled_from(["global", "project"]))
 def test_fuzzed_memory_files_are_reported_never_fatal_and_never_touched(files: dict[str, bytes], scope: str) -> None:
@@ -445,6 +447,7 @@ DURABLE = [("user", "Please always remember: we deploy the billing service only 
     {"op": "add", "scope": "project", "name": "kept-one", "description": "d", "type": "user", "body": "fine"},
     {"op": "add", "scope": "project", "name": "lone-surrogate", "description": "d", "type": "user", "body": "b \ud800"},
     {"op": "add", "scope": "global", "name": "x\udcff-y", "description": "d \udfff", "type": "user", "body": "b"}]}))
+@pytest.mark.slow
 @fuzz(0.8)
 @given(answer=answers)
 def test_fuzzed_model_answers_never_escape_the_tree_and_every_refusal_is_one_line(fake_api: Any, answer: str) -> None:

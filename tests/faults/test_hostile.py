@@ -234,6 +234,7 @@ def _outcomes(home: Path, job: str) -> list[dict[str, Any]]:
     return [x for x in log_records(home) if x.get("event") == "job.finished" and x.get("job") == job]
 
 
+@pytest.mark.slow
 def test_read_only_memory_and_summary_directories_fail_visibly_and_lose_nothing(
     tmp_path: Path, fault_report: Counter[str]
 ) -> None:
@@ -313,6 +314,7 @@ def _fill(d: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow
 def test_full_disk_fails_the_job_with_its_reason_and_keeps_what_was_there(
     tmp_path: Path, fault_report: Counter[str]
 ) -> None:

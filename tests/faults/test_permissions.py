@@ -19,6 +19,8 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from memd.index.search import open_readonly
 from tests.conftest import memd_cmd
 from tests.faults.kit import FakeModel, append, build_corpus, settle, walk, write_settings
@@ -46,6 +48,7 @@ def _modes(home: Path, ours: set[Path]) -> tuple[dict[str, str], int]:
     return wrong, checked
 
 
+@pytest.mark.slow
 def test_everything_memd_creates_is_private_under_umask_022(
     tmp_path: Path, fault_report: Counter[str], fault_notes: list[str]
 ) -> None:

@@ -355,6 +355,7 @@ READER_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_concurrent_reader_process_never_sees_half_a_sync(tmp_path: Path) -> None:
     home = Home(tmp_path / "home")
     directory = home.project_memory(KEY_C)

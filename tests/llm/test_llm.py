@@ -211,6 +211,7 @@ def _model_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name == "memd-model-call" and t.is_alive()]
 
 
+@pytest.mark.slow
 def test_a_drip_feed_is_cut_at_the_timeout(api: FakeAnthropic) -> None:
     """A byte every 2 s never trips a per-read timeout; the answer would take ~10 minutes.
     The attempt is bounded whole: it fails as a timeout, and its socket and thread are let go."""
@@ -229,6 +230,7 @@ def test_a_drip_feed_is_cut_at_the_timeout(api: FakeAnthropic) -> None:
     assert _model_threads() == []  # the client was closed: the abandoned attempt ended too
 
 
+@pytest.mark.slow
 def test_each_retry_is_bounded_too(api: FakeAnthropic) -> None:
     api.enqueue(drip(2.0), drip(2.0), drip(2.0))
     h = Harness(api, timeout_s=2, max_retries=2)
@@ -255,6 +257,7 @@ def test_a_stop_request_starts_no_attempt(api: FakeAnthropic) -> None:
     assert err.value.exit_code == 4 and api.requests == [] and h.records == []
 
 
+@pytest.mark.slow
 def test_a_stop_during_an_attempt_lets_it_end_but_starts_no_other(api: FakeAnthropic) -> None:
     """The attempt in flight runs to its bound; the retries it had left are not started."""
     api.enqueue(drip(2.0), text("never asked"))

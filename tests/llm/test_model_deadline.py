@@ -11,6 +11,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.jobkit import write_session
 from tests.procs import DaemonProc, FakeApiProc, log_records, memd_env, wait_for
 
@@ -33,6 +35,7 @@ def _drip_script() -> dict[str, object]:
     return {"default": {"kind": "text", "text": "yes", "drip": 2}}
 
 
+@pytest.mark.slow
 def test_sigterm_with_a_call_in_flight_drains_within_the_timeout(tmp_path: Path) -> None:
     """The gate call is in flight when SIGTERM comes: it ends at its bound, no retry is started (two were
     allowed), the run is deferred (redone from its cursor after a restart) and the daemon exits 0."""
@@ -56,6 +59,7 @@ def test_sigterm_with_a_call_in_flight_drains_within_the_timeout(tmp_path: Path)
     assert stopped["unfinished"] == []
 
 
+@pytest.mark.slow
 def test_a_drip_fed_call_fails_at_its_bound_in_the_daemon(tmp_path: Path) -> None:
     """Without a stop, the attempts run out one bound after another and the run fails (it is retried later
     with a backoff); the extraction's lock-free model call never blocked anything meanwhile."""

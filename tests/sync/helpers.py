@@ -11,6 +11,7 @@ from typing import Any
 
 from memd import settings as st
 from memd.fsutil import atomic_write, ensure_private_dir
+from memd.git.commits import after_run
 from memd.history.writes import Recorder
 from memd.keys import key_for_root
 from memd.memory.file import render_memory
@@ -68,7 +69,8 @@ def hand_write(home: Home, key: str | None, file: str, content: str) -> Path:
 
 def memd_write(home: Home, key: str | None, file: str, content: str | None, *, job: str = "extract",
                reason: str = "test write") -> dict[str, Any] | None:  # fmt: skip
-    """A memd write as the write path makes it: before-images, an atomic write, the history run."""
+    """A memd write as the write path makes it: before-images, an atomic write, the history run,
+    then its commit (`memd.git.commits.after_run`, which every writer calls once its run is durable)."""
     place = Place.memory(key)
     d = place.memory_dir(home)
     rec = Recorder(home, place, job, reason, datetime.now(UTC))
@@ -77,7 +79,9 @@ def memd_write(home: Home, key: str | None, file: str, content: str | None, *, j
         (d / file).unlink()
     else:
         atomic_write(d / file, content)
-    return rec.commit()
+    info = rec.commit()
+    after_run(home, place, info, settings_of(home))
+    return info
 
 
 def project_checkout(tmp: Path, path: str, remote_url: str) -> Path:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.procs import DaemonProc, memd_env, run_memd, wait_for
 from tests.sync.helpers import GIT_ENV, bare_remote, git, hand_write, make_home, memory_files, text
 
@@ -14,6 +16,7 @@ def _remote_files(remote: Path) -> set[str]:
     return set(out.split())
 
 
+@pytest.mark.slow
 def test_the_daemon_syncs_after_a_write_and_within_the_interval(tmp_path: Path) -> None:
     remote = bare_remote(tmp_path)
     a = make_home(tmp_path, "a", remote)

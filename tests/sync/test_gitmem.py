@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import jobs.index as index_job
+from memd.git.commits import after_run
 from memd.git.repo import Repo
 from memd.history import runs as history
 from memd.history import snapshots as swap
@@ -78,7 +79,8 @@ def test_undo_is_a_new_commit_never_a_rewrite(tmp_path: Path) -> None:
     memd_write(home, None, "tabs.md", text("tabs", "Use tabs."))
     memd_write(home, None, "tabs.md", text("tabs", "Use spaces."))
     before = _git(home, "rev-parse", "main").strip()
-    history.undo(home, settings_of(home), Place.global_(), None, now=datetime.now(UTC), lock_timeout=5)
+    info = history.undo(home, settings_of(home), Place.global_(), None, now=datetime.now(UTC), lock_timeout=5)
+    after_run(home, Place.global_(), info, settings_of(home))  # as `memd undo` does once the undo is durable
     assert _git(home, "merge-base", "--is-ancestor", before, "main") == ""
     assert log_subjects(home)[0].startswith("undo: undo of ")
     assert _git(home, "show", "main:global/tabs.md") == text("tabs", "Use tabs.")
@@ -94,9 +96,11 @@ def test_a_dream_swap_is_one_commit(tmp_path: Path) -> None:
     staged = swap.stage(home, place, run_id, source=home.global_memory, link=True)
     (staged.path / "b.md").unlink()
     swap.seal(staged)
-    store.write_run_info(entry, {"run": run_id, "scope": "global", "kind": "dream", "provider": "offline",
-                                   "changes": {"deleted": [{"name": "b", "file": "b.md"}]}})  # fmt: skip
+    info = {"run": run_id, "scope": "global", "kind": "dream", "provider": "offline",
+            "changes": {"deleted": [{"name": "b", "file": "b.md"}]}}
+    store.write_run_info(entry, info)
     swap.swap_in(home, place, run_id, staged.path)
+    after_run(home, place, info, settings_of(home))  # as the dream job does after its swap
     assert log_subjects(home)[0] == "dream: consolidation (offline) (1 deleted)"
     assert _git(home, "ls-tree", "-r", "--name-only", "main").split() == ["global/a.md"]
 

@@ -9,13 +9,14 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from memd.memory.file import parse_memory
 from tests.conftest import memd_cmd
-from tests.procs import memd_env, run_memd
+from tests.procs import kill_rounds, memd_env, run_memd
 from tests.sync.helpers import GIT_ENV, bare_remote, git, hand_write, make_home, memory_files, text
 
-ROUNDS = 8
+ROUNDS = kill_rounds(8)
 
 
 def _fsck(git_dir: Path) -> None:
@@ -43,6 +44,7 @@ def _wait_for_git_child(p: subprocess.Popen[bytes], timeout: float = 30) -> None
         time.sleep(0.005)
 
 
+@pytest.mark.slow
 def test_kill_9_during_sync_leaves_both_repositories_valid(tmp_path: Path) -> None:
     remote = bare_remote(tmp_path)
     a, b = make_home(tmp_path, "a", remote), make_home(tmp_path, "b", remote)

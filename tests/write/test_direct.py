@@ -8,6 +8,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.fakeapi import FakeAnthropic, json_text, text
 from tests.procs import memd_env
 from tests.write.kit import (
@@ -160,6 +162,7 @@ def test_no_planted_secret_reaches_a_file_name_an_index_or_a_search_row(tmp_path
     assert named.returncode == 2 and "secret" in named.stderr
 
 
+@pytest.mark.slow
 def test_remember_with_a_model_types_names_and_scopes_and_falls_back_on_a_bad_answer(tmp_path: Path) -> None:
     home = tmp_path / "h"
     settings(home, memd={"provider": "anthropic"})

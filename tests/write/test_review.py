@@ -8,6 +8,8 @@ import json as _json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from jobs import dream, extract
 from memd.job.runner import run_job
 from memd.memory.file import render_memory
@@ -189,6 +191,7 @@ def test_dream_directory_proposal_accept_all_and_undo(tmp_path: Path) -> None:
     assert {p.name: p.read_bytes() for p in (a, b)} == before, "undone byte for byte"
 
 
+@pytest.mark.slow
 def test_read_only_refuses_writes_and_accepts_but_indexes_go_on(tmp_path: Path) -> None:
     home = tmp_path / "h"
     settings(home)

@@ -29,6 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(item.path).parents:
             item.add_marker(pytest.mark.realclaude)
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -47,6 +47,7 @@ from tests.jobs.dream.helpers import (
     write_mem,
     write_session,
 )
+from tests.procs import kill_rounds
 
 # ----------------------------------------------------------------------------- undo
 
@@ -221,6 +222,7 @@ def test_two_processes_one_dream(home: Path) -> None:
     assert not (d / "pnpm-ci.md").exists() and len(history.list_runs(Home(home))) == 1
 
 
+@pytest.mark.slow
 def test_kill_9_during_apply_leaves_old_or_new(home: Path) -> None:
     """A dream over 300 files, killed at random moments (≥ 20 of them while it runs), then recovered."""
     d = mdir(home)
@@ -250,7 +252,7 @@ def test_kill_9_during_apply_leaves_old_or_new(home: Path) -> None:
     assert new != old and len(new) < len(old)
     rng = random.Random(7)
     live_kills, seen, phases = 0, {"old": 0, "new": 0}, Counter[str]()
-    for i in range(48):
+    for i in range(kill_rounds(48)):
         reset()
         p = _child(home, 10, True, fixed)
         assert p.stdout is not None and p.stdout.readline().strip() == "go"
@@ -278,10 +280,10 @@ def test_kill_9_during_apply_leaves_old_or_new(home: Path) -> None:
             assert len(runs) == 1 and files_of(Path(runs[0]["path"]) / "files") == old
         else:
             assert runs == []
-        if live_kills >= 24 and seen["old"] and seen["new"]:
+        if live_kills >= kill_rounds(24) and seen["old"] and seen["new"]:
             break
     print(f"run {run_s:.2f} s; kills while running: {live_kills}; outcomes: {seen}; left behind: {dict(phases)}")
-    assert live_kills >= 20 and seen["old"] and seen["new"], (live_kills, seen)
+    assert live_kills >= kill_rounds(20) and seen["old"] and seen["new"], (live_kills, seen)
 
 
 TRIGGERS = ("anytime", "snapshot", "staging", "journal")

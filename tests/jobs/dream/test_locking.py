@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from jobs import dream
 from jobs.dream.apply import _listing
 from jobs.dream.eligibility import DreamLock, scopes
@@ -70,6 +72,7 @@ def test_the_dream_lock_is_its_own() -> None:
     assert str(project) == f"dream:project:{KEY}" and str(glob) == "dream:global"
 
 
+@pytest.mark.slow
 def test_writers_do_not_wait_for_a_dream_and_the_dream_defers(home: Path) -> None:
     """While the dream's model call is in flight: a memory write and `memd run-now index` on the same
     scope take its lock at once; then the dream sees the change, defers and writes nothing."""
@@ -110,6 +113,7 @@ def test_writers_do_not_wait_for_a_dream_and_the_dream_defers(home: Path) -> Non
     assert "last" not in (get_cursor(conn, "dream", str(TARGET)) or {})  # still due: the next run plans again
 
 
+@pytest.mark.slow
 def test_an_index_run_that_changes_nothing_lets_the_dream_apply(home: Path) -> None:
     d = model_scope(home)
     write_session(home, KEY, "s1", datetime.now(UTC) - timedelta(hours=1))

@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from jobs import extract
 from memd.job.runner import run_job
 from memd.keys import cwd_key, project_key
@@ -116,6 +118,7 @@ def test_a_rewritten_transcript_is_judged_only_where_it_is_new(tmp_path: Path) -
     assert run_offline(home, key).outcome == "skipped"  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_no_memory_lock_is_held_while_the_model_answers(tmp_path: Path) -> None:
     home = tmp_path / "home"
     key = "-slow-model"

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from jobs.extract.gate import GATE_SYSTEM, pre_gate
 from jobs.extract.prompt import EXTRACT_SYSTEM, SPAN_BUDGET_CHARS
 from memd import state
@@ -211,6 +213,7 @@ def index_text(directory: Path) -> str:
 # -- 1. the corpus through the daemon --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_corpus_through_the_daemon_extracts_main_thread_only_into_the_right_scopes(tmp_path: Path) -> None:
     """memd started on a home of real transcripts: one gate and one extraction per session with
     a human turn, memories in the scope their type belongs to, nothing of any sub-agent sent."""
@@ -327,6 +330,7 @@ def paused_copy(src: Path, dest: Path) -> list[str]:
     return sorted(set(said))
 
 
+@pytest.mark.slow
 def test_paused_corpus_session_writes_nothing_until_resumed(tmp_path: Path) -> None:
     """/pause-memory as a corpus session's first record: no request, no file, also for a durable
     turn appended later; after /toggle-memory only the new turn reaches the model."""

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from memd.index.refresh import refresh_all
 from memd.memory.file import parse_memory, render_memory, write_memory
 from memd.tree import Home
@@ -24,7 +26,7 @@ from tests.conftest import REPO
 from tests.fakeapi import op, ops_text
 from tests.jobkit import ingest, write_session
 from tests.jobs.extract.kit import state_rows
-from tests.procs import memd_env
+from tests.procs import kill_rounds, memd_env
 
 KILL_KEY, KILL_SID = "-work-repo", "s1"
 KILL_TARGET = f"session:{KILL_KEY}:{KILL_SID}"
@@ -33,7 +35,7 @@ FILLER = [
     "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike",
     "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
 ]
-KILLS = 36
+KILLS = kill_rounds(36)
 
 # The killed process: imports once, then forks one child per request, so a kill
 # costs milliseconds instead of the two seconds `import anthropic` takes. The
@@ -237,6 +239,7 @@ def reset(template: Path, home: Path) -> None:
     shutil.copytree(template, home)
 
 
+@pytest.mark.slow
 def test_kill_9_during_the_apply_leaves_old_or_new_files(tmp_path: Path) -> None:
     """SIGKILL at random moments, most of them inside the apply: every file a reader can open is
     whole and either its old or its new self, the cursor never runs ahead, nothing leaks outside."""
@@ -266,7 +269,7 @@ def test_kill_9_during_the_apply_leaves_old_or_new_files(tmp_path: Path) -> None
             assert tree_outside(tmp_path, (home, server.stderr_path)) == outside
         print(f"kill -9 x{KILLS}: {landed}; writes at {writes[0] * 1000:.0f}-{writes[1] * 1000:.0f} ms "
               f"of a {end * 1000:.0f} ms run; {strays} left a hidden temp file")  # fmt: skip
-        assert landed.get("during the writes", 0) >= 5, landed
+        assert landed.get("during the writes", 0) >= kill_rounds(5), landed
     finally:
         server.close()
 
@@ -302,6 +305,7 @@ def calibrate(server: ForkServer, template: Path, home: Path) -> tuple[dict[str,
     return new, (sorted(firsts)[1], sorted(lasts)[1]), sorted(ends)[1]
 
 
+@pytest.mark.slow
 def test_rerun_after_a_crash_before_the_index_refresh_rebuilds_memory_md(tmp_path: Path) -> None:
     """The state a kill between the last memory write and the refresh leaves (see the test above:
     "during the index refresh"), built exactly: every memory file new, MEMORY.md and the cursor old."""

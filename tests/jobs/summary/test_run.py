@@ -33,6 +33,7 @@ from tests.jobs.summary.kit import (
     rec_user,
     write_jsonl,
 )
+from tests.procs import kill_rounds
 
 BAD_INPUTS: dict[str, list[Any]] = {
     "no-human-text": [
@@ -186,6 +187,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_kill_9_during_writes_leaves_a_whole_summary(tmp_path: Path) -> None:
     home = tmp_path / "h"
     script = tmp_path / "child.py"
@@ -215,7 +217,7 @@ def test_kill_9_during_writes_leaves_a_whole_summary(tmp_path: Path) -> None:
     th = threading.Thread(target=reader, daemon=True)
     th.start()
     try:
-        for i in range(22):
+        for i in range(kill_rounds(22)):
             proc = subprocess.Popen([sys.executable, str(script), str(home), str(i)], env=env, cwd=REPO,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
             # Wait for its first write, then kill it at a random moment of its write loop.
