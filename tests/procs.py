@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -10,10 +11,11 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import structlog
 from click.testing import CliRunner
 
 from memd.cli import main
@@ -57,13 +59,30 @@ def run_memd(home: Path, *args: str, env: dict[str, str] | None = None, timeout:
     return invoke(["--home", str(home), *args], env=env)
 
 
+@contextlib.contextmanager
+def _uncached_loggers() -> Iterator[None]:
+    """A command configures structlog to cache each logger on first use, which is right for a
+    process and wrong for a test process: a module's logger cached by one command would keep that
+    command's processors (and escape `structlog.testing.capture_logs`) for every later test."""
+    original = structlog.configure
+
+    def configure(*args: Any, **kwargs: Any) -> None:
+        original(*args, **{**kwargs, "cache_logger_on_first_use": False})
+
+    structlog.configure = configure  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        structlog.configure = original  # type: ignore[assignment]
+
+
 def invoke(args: list[str], *, env: dict[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
     """memd's CLI in this process, answered as `subprocess.run` would: an exception that would
     end a real process with a traceback gives exit code 1 and the traceback on stderr."""
     wanted = env or memd_env()
     changes: dict[str, str | None] = {k: v for k, v in wanted.items() if os.environ.get(k) != v}
     changes.update({k: None for k in os.environ if k not in wanted})
-    with _cli_mu:
+    with _cli_mu, _uncached_loggers():
         result = CliRunner().invoke(main, args, env=changes, input=input, prog_name="memd")
         shutdown()  # a command's log handlers write to its own home: detach them with it
     stderr = result.stderr
