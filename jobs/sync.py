@@ -27,7 +27,7 @@ NAME = "sync"
 TRIGGER = "every memd.sync.everyMinutes with memd.git and memd.sync.remote set, and ~10 s after a write"
 NEEDS_MODEL = False
 TARGET_KINDS: tuple[str, ...] = ("global",)
-HAS_THRESHOLDS = True
+HAS_THRESHOLDS = False  # `run-now sync` syncs now; the daemon asks `due` (interval, a write not pushed, backoff)
 EXECUTOR = "network"  # the daemon's worker for jobs that wait on the network
 
 
