@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
+import tempfile
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +59,75 @@ def memd_cmd() -> list[str]:
     """The installed `memd` of this interpreter's environment."""
     exe = Path(sys.executable).with_name("memd")
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "memd"]
+
+
+# --- what tests report at the end, from every xdist worker -----------------------------------
+# Sections of the terminal summary ("memd under faults", "Claude Code ground truth"): tests add
+# lines and counts in whichever process runs them; each worker leaves its share in a directory
+# the controller made, and the controller prints the whole (and the faults report as JSON).
+
+SUMMARY_LINES: dict[str, list[str]] = {}
+SUMMARY_COUNTS: dict[str, Counter[str]] = {}
+_SUMMARY_DIR = "MEMD_TEST_SUMMARY_DIR"
+
+
+def summary_lines(section: str) -> list[str]:
+    return SUMMARY_LINES.setdefault(section, [])
+
+
+def summary_counts(section: str) -> Counter[str]:
+    return SUMMARY_COUNTS.setdefault(section, Counter())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and _SUMMARY_DIR not in os.environ:
+        os.environ[_SUMMARY_DIR] = tempfile.mkdtemp(prefix="memd-test-summary-")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
+    if worker and os.environ.get(_SUMMARY_DIR):
+        data = {"lines": SUMMARY_LINES, "counts": {k: dict(v) for k, v in SUMMARY_COUNTS.items()}}
+        (Path(os.environ[_SUMMARY_DIR]) / f"{worker}.json").write_text(json.dumps(data))
+
+
+def _merged() -> tuple[dict[str, list[str]], dict[str, Counter[str]]]:
+    lines = {k: list(v) for k, v in SUMMARY_LINES.items()}
+    counts = {k: Counter(v) for k, v in SUMMARY_COUNTS.items()}
+    folder = Path(os.environ.get(_SUMMARY_DIR) or "/nonexistent")
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        data = json.loads(f.read_text())
+        for k, v in data["lines"].items():
+            lines.setdefault(k, []).extend(v)
+        for k, v in data["counts"].items():
+            counts.setdefault(k, Counter()).update(v)
+    return lines, counts
+
+
+def faults_report_path() -> Path:
+    return Path(os.environ.get("MEMD_FAULTS_REPORT") or Path(tempfile.gettempdir()) / "memd-faults-report.json")
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    lines, counts = _merged()
+    for section in sorted(set(lines) | set(counts)):
+        got, seen = counts.get(section, Counter()), set()
+        if not got and not lines.get(section):
+            continue
+        terminalreporter.section(section)
+        for k in sorted(got):
+            terminalreporter.write_line(f"{k}: {got[k]}")
+        prefix = "note: " if section == "memd under faults" else ""
+        for line in lines.get(section, []):
+            if line not in seen:
+                seen.add(line)
+                terminalreporter.write_line(prefix + line)
+    if "memd under faults" in lines or "memd under faults" in counts:
+        notes = lines.get("memd under faults", [])
+        try:
+            faults_report_path().write_text(json.dumps({"counts": dict(sorted(counts.get("memd under faults", Counter()).items())),
+                                                        "notes": notes}, indent=1) + "\n")  # fmt: skip
+        except OSError:
+            pass

@@ -71,7 +71,7 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
                 all_: bool, force: bool, no_wait: bool, as_json: bool) -> None:  # fmt: skip
     """Run JOB once, now, through the daemon's own path and locks.
 
-    JOB is extract, summary, dream or index; `all` runs them in that order.
+    JOB is extract, summary, dream, index or sync; `all` runs them in that order.
     Without a target option it runs every target that is due.
     """
     from memd import settings as st

@@ -7,17 +7,14 @@ terminal summary and written as JSON to $MEMD_FAULTS_REPORT (default:
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections import Counter
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-REPORT: Counter[str] = Counter()
-NOTES: list[str] = []
+from tests.conftest import faults_report_path, summary_counts, summary_lines
+
+REPORT: Counter[str] = summary_counts("memd under faults")  # printed and written by tests/conftest.py
+NOTES: list[str] = summary_lines("memd under faults")
 
 
 @pytest.fixture
@@ -30,19 +27,4 @@ def fault_notes() -> list[str]:
     return NOTES
 
 
-def report_path() -> Path:
-    return Path(os.environ.get("MEMD_FAULTS_REPORT") or Path(tempfile.gettempdir()) / "memd-faults-report.json")
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not REPORT and not NOTES:
-        return
-    terminalreporter.section("memd under faults")
-    for k in sorted(REPORT):
-        terminalreporter.write_line(f"{k}: {REPORT[k]}")
-    for n in NOTES:
-        terminalreporter.write_line(f"note: {n}")
-    try:
-        report_path().write_text(json.dumps({"counts": dict(sorted(REPORT.items())), "notes": NOTES}, indent=1) + "\n")
-    except OSError:
-        pass
+report_path = faults_report_path

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.conftest import summary_lines
 from tests.fakeapi import FakeAnthropic, text
 from tests.realclaude import ClaudeInstall, claude_or_skip
 
-GROUND_TRUTH: list[str] = []
+GROUND_TRUTH: list[str] = summary_lines("Claude Code ground truth")  # printed by tests/conftest.py
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -30,6 +30,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if here in Path(item.path).parents:
             item.add_marker(pytest.mark.realclaude)
             item.add_marker(pytest.mark.slow)
+            # one worker runs every real Claude Code, one at a time: two of them at once on two cores push
+            # `memd mcp` past print mode's ~2 s start-up window (issue 22), whatever memd does
+            item.add_marker(pytest.mark.xdist_group("claude"))
 
 
 @pytest.fixture(scope="session")
@@ -58,14 +61,3 @@ def claude_home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     (home / ".claude").mkdir(parents=True)
     return home
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not GROUND_TRUTH:
-        return
-    terminalreporter.section("Claude Code ground truth")
-    seen: set[str] = set()
-    for line in GROUND_TRUTH:
-        if line not in seen:
-            seen.add(line)
-            terminalreporter.write_line(line)
