@@ -15,7 +15,9 @@ from memd.job.context import make_context
 from memd.logs.events import get_logger
 from memd.sync.run import status
 from memd.tree import Home, Place
-from tests.sync.helpers import git, hand_write, log_subjects, make_home, memd_write, settings_of, text
+from tests.jobs.dream.helpers import write_mem
+from tests.procs import memd_env, run_memd
+from tests.sync.helpers import GIT_ENV, git, hand_write, log_subjects, make_home, memd_write, settings_of, text
 
 SECRET = "ANTHROPIC_API_KEY=sk-ant-api03-" + "Zx9" * 30
 
@@ -141,3 +143,40 @@ def test_the_repository_is_one_a_user_reads_and_repairs_with_git(tmp_path: Path)
     assert (clone / "global" / "a.md").read_text() == text("a", "one")
     with Repo(home).locked(5) as repo:
         assert repo.git.rev("main") is not None
+
+
+def test_every_writer_through_its_command_ends_as_a_commit(tmp_path: Path) -> None:
+    """The writers call git once their run is durable (nothing below the write path reaches up):
+    remember, forget and undo each end as one commit; a run that changed nothing, none."""
+    home = make_home(tmp_path, "h", None)
+    env = memd_env(**GIT_ENV)
+
+    def ok(*args: str) -> None:
+        r = run_memd(home.root, *args, env=env)
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+
+    ok("remember", "--global", "We always squash commits before merging a branch.")
+    assert log_subjects(home)[0].startswith("remember: ")
+    ok("remember", "--global", "We always run the linter before pushing a branch.")
+    names = [p.stem for p in home.global_memory.glob("*.md") if p.name != "MEMORY.md"]
+    ok("forget", "--global", sorted(names)[0])
+    assert log_subjects(home)[0].startswith("forget: ")
+    ok("undo", "--global")
+    assert log_subjects(home)[0].startswith("undo: ")
+    before = log_subjects(home)
+    ok("run-now", "dream", "--global", "--force")  # offline, two distinct memories: nothing to change
+    assert log_subjects(home) == before  # a run that changed nothing commits nothing
+    assert _git(home, "fsck", "--strict") == ""
+
+
+def test_a_dream_that_merges_through_the_job_is_one_commit(tmp_path: Path) -> None:
+    home = make_home(tmp_path, "h", None)
+    home.global_memory.mkdir(parents=True, exist_ok=True)
+    body = "Topic 1: we decided this yesterday; review it next week"
+    write_mem(home.global_memory, "note-001", "note 1 about topic 1", "project", body + ".", age_h=40)
+    write_mem(home.global_memory, "note-001-copy", "note 1 about topic 1", "project", body + "!", age_h=30)
+    _index_run(home, Place.global_())
+    r = run_memd(home.root, "run-now", "dream", "--global", "--force", "--json", env=memd_env(**GIT_ENV))
+    assert r.returncode == 0, r.stderr
+    assert log_subjects(home)[0].startswith("dream: consolidation (offline)"), (log_subjects(home), r.stdout)
+    assert len(_git(home, "ls-tree", "-r", "--name-only", "main").split()) == 1
