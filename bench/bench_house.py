@@ -132,6 +132,7 @@ def main() -> None:
     ap.add_argument("--before", required=True, type=Path)
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--mb", type=int, default=60)
+    ap.add_argument("--only", default="", help="only the measures whose name holds this text")
     args = ap.parse_args()
     need_corpus()
     before = args.before.resolve()
@@ -143,6 +144,8 @@ def main() -> None:
         work = Path(tmp)
         got: dict[str, dict[str, list[float]]] = {}
         for name, fn in measures(work, args.mb).items():
+            if args.only not in name:
+                continue
             got[name] = {"before": [], "after": []}
             fn(REPO)  # warm the page cache and any first-run work
             for i in range(args.runs):

@@ -41,16 +41,13 @@ def targets(ctx: JobContext) -> list[Place]:
 
 
 def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
-    from memd.sync.run import due_now  # noqa: PLC0415 - start-up: `memd jobs` and status list this job
-
     if only is not None and only != Place.global_():
         return []
+    from memd.sync.run import due_now  # noqa: PLC0415 - start-up: `memd jobs` and status list this job
     return [Place.global_()] if due_now(ctx.home, ctx.settings, ctx.now().timestamp()) else []
 
 
 def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
-    from memd.git.plumbing import SyncNotConfigured  # noqa: PLC0415 - start-up: the job's entry point
-    from memd.sync.run import run as sync_run  # noqa: PLC0415 - start-up: the job's entry point
     from memd.sync.run import settings_of  # noqa: PLC0415 - start-up: the job's entry point
 
     on, remote, _every, _timeout = settings_of(ctx.settings)
@@ -58,7 +55,9 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         return RunResult("skipped", "memd.git is off (set \"memd\": {\"git\": true, \"sync\": {\"remote\": URL}})")
     if not remote:
         return RunResult("skipped", "memd.sync.remote is not set: memory is committed locally only")
+    from memd.git.plumbing import SyncNotConfigured  # noqa: PLC0415 - start-up: the job's entry point
     try:
+        from memd.sync.run import run as sync_run  # noqa: PLC0415 - start-up: the job's entry point
         result = sync_run(ctx.home, ctx.settings)
     except SyncNotConfigured as exc:
         return RunResult("skipped", str(exc))

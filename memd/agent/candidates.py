@@ -31,9 +31,6 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from memd.index.search import _SPACELESS, query_index, segment
-from memd.state import get_kv, set_kv
-
 if TYPE_CHECKING:  # the recall hook imports this module: only what a call needs is imported, when it is
     from memd.index.search import Hit
 
@@ -137,6 +134,7 @@ def content_terms(query: str, limit: int = MAX_TERMS) -> list[str]:
 
 @functools.cache
 def _spaceless_run() -> re.Pattern[str]:
+    from memd.index.search import _SPACELESS  # noqa: PLC0415 - start-up
     return re.compile(f"[{_SPACELESS}]+")
 
 
@@ -163,6 +161,7 @@ def _spaced_word(word: str) -> list[str]:
 
 def fts_term(term: str, prefix: bool = False) -> str:
     """One term as an FTS5 string (a phrase, so AND/OR/NEAR are words), optionally a prefix."""
+    from memd.index.search import segment  # noqa: PLC0415 - start-up
 
     return '"' + segment(term).replace('"', "") + '"' + ("*" if prefix else "")
 
@@ -211,6 +210,7 @@ def fetch_candidates(
     The recency query is limited to what the cap can use: even if every hit
     and every surfaced file came first in it, 200 others remain.
     """
+    from memd.index.search import query_index  # noqa: PLC0415 - start-up
 
     hits = [candidate_from_hit(h) for h in query_index(search, query, project_key=project_key, limit=MAX_CANDIDATES)]
     room = MAX_CANDIDATES + len(hits) + len(surfaced)
@@ -238,6 +238,7 @@ def offline_pick(
     if not terms:
         return []
     scope_size = int(search.execute(_SCOPE_SQL, (project_key,)).fetchone()[0])
+    from memd.index.search import query_index  # noqa: PLC0415 - start-up
     for prefix in (False, True):
         forms = {t: fts_term(t, prefix) for t in terms if not prefix or len(t) >= 4}
         df = {form: int(search.execute(_DF_SQL, (form, project_key)).fetchone()[0]) for form in forms.values()}
@@ -263,6 +264,7 @@ def with_bodies(search: sqlite3.Connection, picks: Sequence[Candidate]) -> list[
 def read_surfaced(state_conn: sqlite3.Connection, project_key: str, session: str | None) -> list[str]:
     if not session:
         return []
+    from memd.state import get_kv  # noqa: PLC0415 - start-up
     return decode_surfaced(get_kv(state_conn, surfaced_key(project_key, session)))
 
 
@@ -272,7 +274,9 @@ def record_surfaced(state_conn: sqlite3.Connection, project_key: str, session: s
     key = surfaced_key(project_key, session)
     state_conn.execute("BEGIN IMMEDIATE")
     try:
+        from memd.state import get_kv  # noqa: PLC0415 - start-up
         old = decode_surfaced(get_kv(state_conn, key))
+        from memd.state import set_kv  # noqa: PLC0415 - start-up
         set_kv(state_conn, key, json.dumps(merge_surfaced(old, files), ensure_ascii=False))
         state_conn.execute("COMMIT")
     except BaseException:

@@ -43,9 +43,6 @@ from memd.agent.candidates import (
     record_surfaced,
     with_bodies,
 )
-from memd.job.context import record_call
-from memd.llm.client import LLM
-from memd.llm.types import ModelError
 
 if TYPE_CHECKING:  # the recall hook imports this module: only what a call needs is imported, when it is
     from memd.job.context import JobContext
@@ -236,6 +233,7 @@ def ask_model(
     if remaining < MIN_CALL_S:
         raise RecallFailed(f"no time left for the model within {TIMEOUT_S:g} s")
     usage: list[dict[str, Any]] = []
+    from memd.llm.client import LLM  # noqa: PLC0415 - start-up
     llm = LLM(replace(base.config, max_retries=0, timeout_s=remaining), usage_sink=usage.append)
     prompt = render_prompt(query, candidates)
     try:
@@ -248,6 +246,7 @@ def ask_model(
         )
     finally:
         llm.close()  # also cuts short an abandoned call still running on its thread
+        from memd.job.context import record_call  # noqa: PLC0415 - start-up
         for rec in usage:
             record_call(ctx, rec)
     picks = parse_selection(completion.text, candidates, limit)
@@ -298,6 +297,7 @@ def recall(
         if not candidates:
             source = "none"
         else:
+            from memd.llm.types import ModelError  # noqa: PLC0415 - start-up
             try:
                 picks = ask_model(ctx, query, candidates, limit=limit, deadline=deadline, monotonic=monotonic)
             except (RecallFailed, ModelError) as exc:

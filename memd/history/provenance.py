@@ -109,6 +109,7 @@ def read_records(path: Path, uuids: Iterable[str], offsets: Iterable[int]) -> tu
     found: list[dict[str, Any]] = []
     other = 0
     left = expected(want_u, want_o)
+
     import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is read (the hooks skip it)
 
     from memd.redact.redactor import redact  # noqa: PLC0415 - start-up
