@@ -46,7 +46,7 @@ def demo_cmd(directory: str) -> None:
     configure(home, level="info", stderr_level="warning")
     log = get_logger("memd.demo")
     loaded = st.load(home.settings_file)
-    s = replace(loaded, memd=replace(loaded.memd, provider="offline"))  # the demo never calls a model, key or not
+    s = replace(loaded, memd=loaded.memd._replace(provider="offline"))  # the demo never calls a model, key or not
     totals = scan_home(home, log=log)
     click.echo(f"ingested {totals['sessions']} sessions ({totals['bytes'] / 1e3:.0f} KB, {totals['records']} records)")
     for job in registry.all_jobs():
