@@ -131,3 +131,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
                                                         "notes": notes}, indent=1) + "\n")  # fmt: skip
         except OSError:
             pass
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first (a stable sort): on two workers the long kill loops and real Claude Code
+    runs then overlap the many short tests instead of ending the run alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -77,6 +77,7 @@ def test_second_instance_refused_and_sigterm_exits_clean(tmp_path: Path) -> None
 def test_status_while_running_and_when_down(tmp_path: Path) -> None:
     home = tmp_path / "h"
     with DaemonProc(home) as d:
+        wait_log(home, event="daemon.started")  # its state is set up (under load that takes a while)
         data = json.loads(run_memd(home, "status", "--json").stdout)
         assert data["daemon"]["running"] is True and data["daemon"]["pid"] == d.proc.pid
         assert "index" in data["jobs"]
