@@ -50,6 +50,8 @@ def demo_cmd(directory: str) -> None:
     totals = scan_home(home, log=log)
     click.echo(f"ingested {totals['sessions']} sessions ({totals['bytes'] / 1e3:.0f} KB, {totals['records']} records)")
     for job in registry.all_jobs():
+        if job.NAME == "sync":
+            continue  # the demo keeps no git repository and syncs with nothing
         ctx = make_context(home, s, log=log)
         try:
             targets = job.targets(ctx) if not getattr(job, "HAS_THRESHOLDS", True) else job.due(ctx)
