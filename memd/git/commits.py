@@ -118,8 +118,8 @@ def after_run(home: Home, place: Place, info: dict[str, Any] | None, settings: S
     A write run (`Recorder.commit`'s info) commits its files; a dream or an undo swap
     (`kind` "dream" or "undo") commits the whole directory. None (nothing changed) commits nothing.
     """
-    if info is None:
-        return
+    if info is None or not info.get("run"):
+        return  # nothing changed: no run, no commit
     if info.get("kind") == "write":
         after_write(home, place, info, settings)
     else:
