@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memd.job.backoff import MAX_BACKOFF_SECONDS, backoff_seconds
-
-__all__ = ["MAX_BACKOFF_SECONDS", "Dispatch", "Finished", "backoff_seconds", "deferral_seconds"]
+from memd.job.backoff import backoff_seconds
 
 LOCK_DEFERRAL_SECONDS = 5.0
 OTHER_DEFERRAL_SECONDS = 300.0

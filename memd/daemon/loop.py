@@ -13,12 +13,18 @@ and re-evaluated after). A periodic due-check covers time-based jobs and retries
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import signal
 import threading
 import time
+from datetime import timedelta
 from typing import Any
+
+import orjson
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
 
 from memd import settings as settings_mod
 from memd import state
@@ -28,12 +34,15 @@ from memd.daemon import registry
 from memd.daemon.dispatch import Dispatch
 from memd.daemon.lock import DaemonLock
 from memd.discovery import classify_path, discover_sessions, list_memory_dirs, session_file
-from memd.job.context import make_context
+from memd.fsutil import ensure_private_dir
+from memd.history.snapshots import recover
+from memd.job.context import JobContext, make_context, make_llm
 from memd.job.runner import run_job
 from memd.ledger import files as ledgerfiles
 from memd.ledger import store as ledger
 from memd.memory.names import is_candidate_name
 from memd.tree import Home, Place
+from memd.write.migrate import migrate_memory_keys
 
 SESSION_JOBS: tuple[str, ...] = ("extract", "summary")
 DUE_CHECK_SECONDS = 30
@@ -99,7 +108,6 @@ class Daemon:
 
     # -- life -------------------------------------------------------------------
     def run(self) -> int:
-        from memd.fsutil import ensure_private_dir  # noqa: PLC0415 - start-up
         ensure_private_dir(self.home.root)
         ensure_private_dir(self.home.projects)
         self.install_signals()  # before the pid file appears: a stop sent as soon as it exists is a clean stop
@@ -122,7 +130,6 @@ class Daemon:
     def _recover_swaps(self) -> None:
         """Finish or roll back a memory-directory swap a crash interrupted, before any job touches memories."""
         try:
-            from memd.history.snapshots import recover  # noqa: PLC0415 - start-up
             for done in recover(self.home, logger=self.log):
                 self.log.warning("dream.recovered", **{k: str(v) for k, v in done.items()})
         except Exception as exc:
@@ -131,7 +138,6 @@ class Daemon:
     def _migrate_memory_keys(self) -> None:
         """Once per home: memories written under a sub-directory's or worktree's key move to the root's."""
         try:
-            from memd.write.migrate import migrate_memory_keys  # noqa: PLC0415 - start-up
             migrate_memory_keys(self.home, self.settings, self.conn, self.clock(), self.log)
         except Exception as exc:
             self.log.exception("memory.migration_failed", reason=str(exc))
@@ -142,18 +148,14 @@ class Daemon:
     def _record_settings(self) -> None:
         for w in self.settings.warnings:
             self.log.warning("settings.fallback", problem=w)
-        import orjson  # noqa: PLC0415 - start-up
         state.set_kv(self.conn, "settings_warnings", orjson.dumps(self.settings.warnings).decode())
 
     def _start_scheduler(self) -> None:
 
         # APScheduler logs every add/run at INFO; our job.started/job.finished say it once.
 
-        import logging  # noqa: PLC0415 - start-up
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
-        from apscheduler.executors.pool import ThreadPoolExecutor  # noqa: PLC0415 - start-up
-        from apscheduler.schedulers.background import BackgroundScheduler  # noqa: PLC0415 - start-up
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(2), "network": ThreadPoolExecutor(1)},  # a slow remote holds up no other job
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 300},
@@ -167,13 +169,12 @@ class Daemon:
             return
 
         # watchdog logs each inotify event at DEBUG: at `logLevel: debug` that was 94 % of the log.
-        import logging  # noqa: PLC0415 - start-up
         logging.getLogger("watchdog").setLevel(logging.INFO)
         try:
-            from watchdog.observers import Observer  # noqa: PLC0415 - start-up
+            from watchdog.observers import Observer  # noqa: PLC0415 - an unusable watchdog falls back to polling
+
             obs = Observer()
             obs.schedule(EventForwarder(self.events), str(self.home.projects), recursive=True)  # type: ignore[arg-type]
-            from memd.fsutil import ensure_private_dir  # noqa: PLC0415 - start-up
             ensure_private_dir(self.home.global_memory)
             obs.schedule(EventForwarder(self.events), str(self.home.global_memory), recursive=False)  # type: ignore[arg-type]
             obs.daemon = True
@@ -316,7 +317,6 @@ class Daemon:
                 self._mem_sig[place] = sig
 
     def _job_ctx(self) -> Any:
-        from memd.job.context import JobContext, make_llm  # noqa: PLC0415 - start-up
         return JobContext(self.home, self.settings, self.conn, self.clock, self.log, llm_factory=make_llm)
 
     def _session_due(self, key: str, sid: str) -> None:
@@ -360,7 +360,6 @@ class Daemon:
     # -- running jobs -----------------------------------------------------------
     def _recheck_later(self, name: str, target: Place, delay: float) -> None:
         """A failed or deferred run is looked at again when its wait is over, not at the next sweep."""
-        from datetime import timedelta  # noqa: PLC0415 - start-up
 
         when = self.clock() + timedelta(seconds=delay + 0.05)
         self.scheduler.add_job(self.events.put, "date", run_date=when, args=(("recheck", (name, target)),),

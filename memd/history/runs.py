@@ -41,6 +41,8 @@ from memd.history.store import (
     new_run_id,
     write_run_info,
 )
+from memd.history.writes import UndoConflict, undo_write
+from memd.index.refresh import refresh_place
 from memd.locks import acquire
 from memd.logs.events import lazy_logger
 from memd.memory.names import is_candidate_name
@@ -182,7 +184,6 @@ def undo(
             recover_scope(home, ref, logger)
             raise
 
-        from memd.index.refresh import refresh_place  # noqa: PLC0415 - start-up
         refresh_place(home, settings, ref, now.date())
         prune(home, ref, int(settings.memd.history_keep))
     logger.info("dream.undone", scope=str(ref), run=new_id, undo_of=chosen["run"], **{k: len(v) for k, v in changes.items()})
@@ -193,13 +194,11 @@ def _undo_write(home: Home, settings: Settings, ref: Place, chosen: dict[str, An
                 logger: Any) -> dict[str, Any]:  # fmt: skip
     """A write run (extraction, remember, forget, …): its files back as they were (memd.history.writes)."""
 
-    from memd.history.writes import UndoConflict, undo_write  # noqa: PLC0415 - start-up
     try:
         info = undo_write(home, ref, chosen, now)
     except UndoConflict as exc:
         raise HistoryError(str(exc)) from None
 
-    from memd.index.refresh import refresh_place  # noqa: PLC0415 - start-up
     refresh_place(home, settings, ref, now.date())
     prune(home, ref, int(settings.memd.history_keep))
     logger.info("write.undone", scope=str(ref), run=info.get("run"), undo_of=chosen["run"])

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, tzinfo
 from typing import TYPE_CHECKING, Literal
 
+from memd.memory.file import TYPES
+
 if TYPE_CHECKING:  # memd.memory.file (YAML) loads when a render needs it: the recall hook only wants staleness_note
     from memd.memory.file import Memory
 
@@ -68,7 +70,6 @@ def _one_line(text: str) -> str:
 
 def ordered(memories: Iterable[Memory]) -> list[Memory]:
     """Type order of §2.1, then name, then file: stable across runs and machines."""
-    from memd.memory.file import TYPES  # noqa: PLC0415 - start-up
 
     rank = {t: i for i, t in enumerate(TYPES)}
     return sorted(memories, key=lambda m: (rank.get(m.type, len(TYPES)), m.name.casefold(), m.name, m.path.name))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from memd.daemon.dispatch import MAX_BACKOFF_SECONDS, Dispatch, backoff_seconds, deferral_seconds
+from memd.daemon.dispatch import Dispatch, deferral_seconds
+from memd.job.backoff import MAX_BACKOFF_SECONDS, backoff_seconds
 
 JID = "extract:session:k:s1"
 

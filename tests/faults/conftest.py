@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from tests.conftest import faults_report_path, summary_counts, summary_lines
+from tests.conftest import summary_counts, summary_lines
 
 REPORT: Counter[str] = summary_counts("memd under faults")  # printed and written by tests/conftest.py
 NOTES: list[str] = summary_lines("memd under faults")
@@ -26,5 +26,3 @@ def fault_report() -> Counter[str]:
 def fault_notes() -> list[str]:
     return NOTES
 
-
-report_path = faults_report_path
