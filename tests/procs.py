@@ -19,6 +19,7 @@ import structlog
 from click.testing import CliRunner
 
 from memd.cli import main
+from memd.daemon.loop import STOP_GRACE_SECONDS
 from memd.logs.events import shutdown
 from tests.conftest import memd_cmd
 
@@ -158,7 +159,9 @@ class DaemonProc:
     def stderr(self) -> str:
         return "".join(self.stderr_lines)
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_GRACE_SECONDS + 30) -> int:
+        """Signal the daemon and wait for its exit. A SIGTERM lets a job in flight finish (up to the
+        daemon's own grace), so the wait is longer than that grace, not a guess at how fast it is."""
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
