@@ -42,6 +42,8 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("connect", "disconnect"), "connect"),
     "mcp": "mcp",
     **dict.fromkeys(("sync", "export", "import"), "sync"),
+    "cost": "cost",
+    "ui": "ui",
 }
 
 # Commands that must start fast and never log: they skip importing structlog (`scan` sets logging

@@ -46,6 +46,7 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
     try:
         _jobs(conn, home, s, now, data)
         _model(conn, now, data)
+        _week(conn, home, now, data)
         _sessions(conn, data)
         _ledger(conn, now, data)
         _hooks(conn, now, data)
@@ -117,6 +118,22 @@ def _model(conn: Any, now: datetime, data: dict[str, Any]) -> None:
     ).fetchone()
     keys = ("calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "failed_calls")
     data["model"].update(dict(zip(keys, (int(x) for x in row))))
+
+
+WEEK_DAYS = 7
+
+
+def _week(conn: Any, home: Home, now: datetime, data: dict[str, Any]) -> None:
+    """The last 7 UTC days' calls, tokens and price (`memd cost` shows each day and job)."""
+    from memd.llm.prices import load_prices  # noqa: PLC0415 - start-up
+    from memd.llm.usage import JobUsage, usage_by_day  # noqa: PLC0415 - start-up
+
+    prices, _problem = load_prices(home.memd_dir)
+    week = JobUsage()
+    for d in usage_by_day(conn, now.date(), WEEK_DAYS, prices):
+        t = d.total
+        week.add(t.calls, t.input_tokens, t.output_tokens, t.cache_read_tokens, t.cache_write_tokens, t.cost_usd)
+    data["model"]["last_7_days"] = {**week.as_json(), "prices_as_of": prices.as_of}
 
 
 def _sessions(conn: Any, data: dict[str, Any]) -> None:
@@ -211,6 +228,12 @@ def render(d: dict[str, Any]) -> str:
     m = d["model"]
     out.append(f"model today: {m['calls']} calls, {m['input_tokens']} in / {m['output_tokens']} out tokens"
                f" (cache read {m['cache_read_tokens']}), budget {m['budget']}")  # fmt: skip
+    wk = m.get("last_7_days")
+    if wk:
+        c = wk["cost_usd"]
+        cost = "unknown" if c is None else f"${c:.4f}" if c < 1 else f"${c:,.2f}"
+        out.append(f"model last 7 days: {wk['calls']} calls, {wk['tokens']:,} tokens, {cost} at the prices of "
+                   f"{wk['prices_as_of']} (`memd cost`)")  # fmt: skip
     out.append("")
     out.append(f"{'JOB':<8} {'LAST RUN':<26} {'OUTCOME':<11} {'MS':>6}  DUE  LAST FAILURE")
     for name, j in d["jobs"].items():
