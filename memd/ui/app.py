@@ -6,8 +6,8 @@ work (reading the home, the write path) runs in a worker thread: the write path 
 and may wait for them.
 
 Every response carries a content policy that allows the page's own inline style and script (by a
-per-response nonce), data: images and same-origin fetches, and nothing else; no framing; no
-referrer; no caching.
+per-response nonce), data: images and same-origin fetches, and nothing else; no framing; the
+referrer only to itself (with `no-referrer` a browser posts `Origin: null`); no caching.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _headers(nonce: str) -> list[tuple[bytes, bytes]]:
     csp = (f"default-src 'none'; style-src 'nonce-{nonce}'; script-src 'nonce-{nonce}'; img-src data:; "
            "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")  # fmt: skip
     return [(b"content-security-policy", csp.encode()), (b"x-frame-options", b"DENY"),
-            (b"referrer-policy", b"no-referrer"), (b"cache-control", b"no-store"),
+            (b"referrer-policy", b"same-origin"), (b"cache-control", b"no-store"),
             (b"x-content-type-options", b"nosniff")]  # fmt: skip
 
 

@@ -60,7 +60,8 @@ SCRIPT = """
         if (j.v !== v) {
           if (typing()) { document.getElementById('stale').hidden = false; }
           else { var p = await fetch(location.href, {cache: 'no-store', credentials: 'same-origin'});
-            if (p.ok) { var d = new DOMParser().parseFromString(await p.text(), 'text/html');
+            if (p.ok) { var t = (await p.text()).replace(/<style[\s\S]*?<\/style>/g, '').replace(/<script[\s\S]*?<\/script>/g, '');
+              var d = new DOMParser().parseFromString(t, 'text/html');  // (its style and script carry another nonce)
               document.getElementById('main').replaceWith(d.getElementById('main'));
               document.getElementById('state').replaceWith(d.getElementById('state'));
               v = d.body.dataset.version; document.body.dataset.version = v; } } } }
