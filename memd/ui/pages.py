@@ -47,7 +47,7 @@ svg .budget{stroke:#b91c1c;stroke-dasharray:5 4}.legend span{display:inline-bloc
 
 # The live update: poll the cheap fingerprint; when it changes, fetch this page again and swap
 # its <main> in (unless the user is typing into a form, then say so instead).
-SCRIPT = """
+SCRIPT = r"""
 (function(){
   var v = document.body.dataset.version, busy = false;
   function typing(){ var a = document.activeElement;

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import sync_playwright
 
 from memd.tree import Home
 from memd.write import proposals
@@ -37,8 +38,6 @@ def browser() -> Iterator[Any]:
         reason = f"{CHROMIUM} is absent: the page's browser test needs Debian's chromium (apt-get install chromium)"
         print(reason)
         pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         try:
@@ -125,6 +124,7 @@ def test_every_page_in_chromium(tmp_path: Path, browser: Any) -> None:
 
         page.goto(f"{srv.base}/dreams")
         assert "Sync" in page.inner_text("main") and "Warnings" in page.inner_text("main")
+        assert "merged tabs" in page.inner_text(".dream") and "-work-tools" in page.inner_text(".dream")
         shot("dreams")
         ctx.close()
     assert problems == [], problems

@@ -4,10 +4,9 @@ job runs, model calls over several days, a session with a summary, and one propo
 from __future__ import annotations
 
 import json
-import os
 import re
+import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,16 +14,18 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from jobs import extract
+from jobs import dream, extract
 from memd import state
 from memd.job.runner import run_job
 from memd.tree import Home, Place
 from memd.write import control, proposals
 from tests.conftest import memd_cmd
 from tests.jobkit import context, ingest, make_settings, write_session
+from tests.jobs.dream.helpers import write_mem
 from tests.procs import memd_env
 
 KEY = "-work-shop"
+TOOLS = "-work-tools"
 SID1, SID2 = "s-first", "s-second"
 FIRST = [("user", "Please always run the linter before committing; broken CI costs us hours."),
          ("assistant", "Understood."),
@@ -52,6 +53,12 @@ def build(home: Path, today: date) -> dict[str, object]:
     assert r.outcome == "ok", r
     d = control.decide(ctx, "I prefer answers in British English.", scope="global", key=KEY, mtype="user", name=None)
     control.remember(ctx, d)  # the drawer: `memd remember --global`
+    tools = home / "projects" / TOOLS / "memory"
+    tools.mkdir(parents=True)
+    write_mem(tools, "tabs", "the user indents with tabs here", "feedback", "Use tabs, not spaces. Why: history uses tabs.", age_h=72)
+    write_mem(tools, "tabs-2", "The user indents with tabs here", "feedback", "Use tabs, not spaces! Why: history uses tabs", age_h=30)
+    r = run_job(ctx, dream, Place("project", TOOLS), force=True)  # an offline dream merges the two
+    assert r.outcome == "ok", r
     ctx.conn.close()
     _settings(home, review=True)
     write_session(home / "projects" / KEY / f"{SID2}.jsonl", SECOND)
@@ -112,8 +119,6 @@ def served(home: Path) -> Iterator[Page]:
 
 
 def _wait_listening(port: int) -> None:
-    import socket
-
     for _ in range(400):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -126,5 +131,3 @@ def _wait_listening(port: int) -> None:
 def today() -> date:
     return datetime.now(UTC).date()
 
-
-__all__ = ["KEY", "Page", "build", "os", "served", "sys", "today"]
