@@ -40,7 +40,7 @@ def serve(home: Home, *, port: int, open_browser: bool, clock: Callable[[], date
     ui = UI(home, port, new_secret(), clock)
     url = f"http://{LOOPBACK}:{port}/?token={ui.secret}"
     config = uvicorn.Config(application(ui), log_level="warning", access_log=False, lifespan="off",
-                            server_header=False, date_header=False)  # fmt: skip
+                            server_header=False, date_header=False, timeout_graceful_shutdown=5)  # fmt: skip
     server = uvicorn.Server(config)
     announce(url)
     if open_browser:
