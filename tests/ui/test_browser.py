@@ -12,7 +12,6 @@ browser is the system's.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from playwright.sync_api import sync_playwright
 
 from memd.tree import Home
 from memd.write import proposals
+from tests.procs import run_memd
 from tests.ui.world import KEY, build, served, today
 
 CHROMIUM = Path(os.environ.get("MEMD_TEST_CHROMIUM", "/usr/bin/chromium"))
@@ -105,13 +105,12 @@ def test_every_page_in_chromium(tmp_path: Path, browser: Any) -> None:
         assert "Cart endpoint errors and the linter rule" in page.inner_text("table.sessions")
         shot("daemon")
         page.evaluate("window.__sameDocument = true")
-        conn = sqlite3.connect(Home(home).state_db)
-        with conn:
-            conn.execute("INSERT INTO runs (run_id, job, target, started_at, finished_at, outcome, duration_ms, reason) "
-                         "VALUES ('live-0001', 'index', 'global', '2030-01-01T00:00:00Z', '2030-01-01T00:00:01Z', 'ok', "
-                         "1200, 'recorded while the page was open')")  # fmt: skip
-        conn.close()
-        page.wait_for_selector("tr[data-run='live-0001']", timeout=30_000)
+        runs = page.locator("table.timeline tr[data-run]").count()
+        done = run_memd(home, "run-now", "dream", "--global", "--force", process=True)  # memd does something
+        assert done.returncode == 0, done.stderr
+        page.wait_for_function(f"document.querySelectorAll('table.timeline tr[data-run]').length > {runs}",
+                               timeout=30_000)  # fmt: skip
+        assert "dream" in page.locator("table.timeline tr[data-run]").first.inner_text()
         assert page.evaluate("window.__sameDocument") is True, "updated in place, not reloaded"
 
         # cost: a bar for exactly the days with usage
@@ -124,7 +123,8 @@ def test_every_page_in_chromium(tmp_path: Path, browser: Any) -> None:
 
         page.goto(f"{srv.base}/dreams")
         assert "Sync" in page.inner_text("main") and "Warnings" in page.inner_text("main")
-        assert "merged tabs" in page.inner_text(".dream") and "-work-tools" in page.inner_text(".dream")
+        dream_card = page.locator(".dream", has_text="merged tabs")
+        assert dream_card.count() == 1 and "project -work-tools" in dream_card.inner_text()
         shot("dreams")
         ctx.close()
     assert problems == [], problems
