@@ -27,7 +27,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memd.daemon.lock import daemon_alive
+from memd.daemon.status import gather
 from memd.errors import MemdError
+from memd.sync.run import render_status
 from memd.tree import Home
 from memd.ui import actions, guard, pages, views
 from memd.ui.cost import report
@@ -132,9 +134,6 @@ def build(ui: UI) -> Starlette:
             r = report(ui.home, now.date(), int(days) if days.isdigit() and 0 < int(days) <= 366 else 30)
             today = r["by_day"][-1]["tokens"] if r["by_day"] else 0
             return "Cost", pages.cost_page(r, int(today))
-        from memd.daemon.status import gather  # noqa: PLC0415 - only this page
-        from memd.sync.run import render_status  # noqa: PLC0415 - only this page
-
         status = gather(ui.home, now)
         return "Dreams & sync", pages.dreams_page(views.dream_runs(ui.home), status, render_status(status["sync"]),
                                                   csrf, here(req))  # fmt: skip

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from memd.history.provenance import age_text
-from memd.ui.chart import svg
+from memd.ui.chart import COLOURS, OTHER, svg
 from memd.ui.cost import money
 
 NAV = (("/", "Memories"), ("/review", "Review"), ("/daemon", "Daemon"), ("/cost", "Cost"), ("/dreams", "Dreams & sync"))
@@ -41,9 +41,7 @@ button.primary{background:var(--acc);color:#fff;border-color:var(--acc)}textarea
 .flash.error{background:#fef2f2;border-color:#fecaca}#stale{background:#fffbeb;border:1px solid #fde68a;padding:6px 10px;margin:8px 20px}
 svg.chart{width:100%;max-width:900px;height:auto}svg .grid{stroke:#e5e7eb}svg .axis{font-size:11px;fill:#6b7280}
 svg .budget{stroke:#b91c1c;stroke-dasharray:5 4}.legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
-""" + "".join(f".c-{job}{{background:{c}}}" for job, c in (("extract", "#3b82f6"), ("summary", "#10b981"), ("dream", "#a855f7"),
-                                                          ("remember", "#f59e0b"), ("index", "#64748b"), ("backfill", "#ef4444"),
-                                                          ("other", "#94a3b8")))  # fmt: skip
+""" + "".join(f".c-{job}{{background:{c}}}" for job, c in {**COLOURS, "other": OTHER}.items())
 
 # The live update: poll the cheap fingerprint; when it changes, fetch this page again and swap
 # its <main> in (unless the user is typing into a form, then say so instead).
@@ -305,8 +303,7 @@ def _outcome(o: Any) -> str:
 def cost_page(r: dict[str, Any], today_tokens: int) -> str:
     p = r["prices"]
     jobs = sorted({j for d in r["by_day"] for j in d["jobs"]})
-    legend = "".join(f'<span class="c-{e(j) if j in ("extract", "summary", "dream", "remember", "index", "backfill") else "other"}">'
-                     f'</span>{e(j)}' for j in jobs)  # fmt: skip
+    legend = "".join(f'<span class="c-{e(j) if j in COLOURS else "other"}"></span>{e(j)}' for j in jobs)
     t = r["total"]
     body = [f'<h1>Cost</h1><p>Last {r["days"]} days ({e(r["from"])} .. {e(r["to"])}, UTC): <b>{t["tokens"]:,} tokens</b> '
             f'in {t["calls"]} calls, <b>{money(t["cost_usd"])}</b> at the prices of {e(p["as_of"])} '

@@ -8,6 +8,7 @@ found it: the page never opens a path a request spelled.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import sqlite3
 from datetime import datetime
@@ -134,8 +135,6 @@ def file_history(home: Home, place: Place, file: str) -> list[dict[str, Any]]:
 def memory_page(home: Home, place: Place, file: str, now: datetime) -> dict[str, Any]:
     """One memory: its row, text, provenance and history. A memory gone (forgotten, undone) still has its
     history, from which it can be brought back; a file with neither is unknown (UsageError)."""
-    import hashlib  # noqa: PLC0415 - only here
-
     try:
         m: Memory | None = find_memory(home, place, file)
     except UsageError:
@@ -204,7 +203,7 @@ def daemon_page(home: Home, now: datetime) -> dict[str, Any]:
 def dream_runs(home: Home) -> list[dict[str, Any]]:
     """Dream runs and their undos, newest first, every scope."""
     return [r for r in reversed(list_runs(home)) if r.get("kind") in ("dream", "undo")
-            or (r.get("kind") == "write" and r.get("job") in ("dream", "review") and r.get("proposed_by") == "dream")]
+            or r.get("proposed_by") == "dream"]  # a dream accepted in review mode is a write run
 
 
 def version(home: Home) -> str:
@@ -224,8 +223,6 @@ def version(home: Home) -> str:
             parts.append(f"{s.st_mtime_ns:x}.{s.st_size:x}")
         except OSError:
             parts.append("-")
-    import hashlib  # noqa: PLC0415 - only here
-
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
