@@ -48,6 +48,10 @@ svg .budget{stroke:#b91c1c;stroke-dasharray:5 4}.legend span{display:inline-bloc
 SCRIPT = r"""
 (function(){
   var v = document.body.dataset.version, busy = false;
+  function local(root){ root.querySelectorAll('time[datetime]').forEach(function(t){
+    var d = new Date(t.dateTime); if (isNaN(d)) return;
+    t.textContent = t.dataset.show === 'date' ? d.toLocaleDateString() : d.toLocaleString([], {timeZoneName: 'short'}); }); }
+  local(document);
   function typing(){ var a = document.activeElement;
     return !!a && (a.tagName === 'TEXTAREA' || a.tagName === 'INPUT') && a.value !== a.defaultValue; }
   async function tick(){
@@ -60,7 +64,7 @@ SCRIPT = r"""
           else { var p = await fetch(location.href, {cache: 'no-store', credentials: 'same-origin'});
             if (p.ok) { var t = (await p.text()).replace(/<style[\s\S]*?<\/style>/g, '').replace(/<script[\s\S]*?<\/script>/g, '');
               var d = new DOMParser().parseFromString(t, 'text/html');  // (its style and script carry another nonce)
-              document.getElementById('main').replaceWith(d.getElementById('main'));
+              document.getElementById('main').replaceWith(d.getElementById('main')); local(document.getElementById('main'));
               document.getElementById('state').replaceWith(d.getElementById('state'));
               v = d.body.dataset.version; document.body.dataset.version = v; } } } }
     } catch (e) { /* the server stopped: nothing to update */ }
@@ -114,6 +118,15 @@ def diff_html(text: str) -> str:
                else "del" if line.startswith("-") and not line.startswith("---") else "")  # fmt: skip
         out.append(f'<span class="{cls}">{e(line)}</span>' if cls else e(line))
     return '<pre class="diff">' + ("\n".join(out) or "(no change)") + "</pre>"
+
+
+def when(iso: Any, *, date_only: bool = False) -> str:
+    """A UTC time as the server knows it; the page's script shows it in the reader's zone."""
+    if not iso:
+        return "-"
+    text = str(iso)[:10] if date_only else str(iso).replace("T", " ").replace(".000Z", "Z")
+    kind = "date" if date_only else "time"
+    return f'<time datetime="{e(iso)}" data-show="{kind}" title="{e(iso)}">{e(text)}</time>'
 
 
 def where(scope: str) -> str:
@@ -215,7 +228,7 @@ def _history(d: dict[str, Any], csrf: str, back: str) -> str:
     for h in d["history"]:
         undo = form("/action/undo", csrf, back, {"scope": d["scope"], "run": h["run"]}, "Undo this run")
         body.append(f'<div class="card run" data-run="{e(h["run"])}"><b>{e(h["run"])}</b> {e(h["kind"])}'
-                    f'{" · " + e(h["job"]) if h.get("job") else ""} <span class="mut">{e(h["time"])} {e(h["reason"])}</span> '
+                    f'{" · " + e(h["job"]) if h.get("job") else ""} <span class="mut">{when(h["time"])} {e(h["reason"])}</span> '
                     f'{undo}{diff_html(h["diff"])}</div>')  # fmt: skip
     return "".join(body)
 
@@ -252,7 +265,7 @@ def review_page(rows: list[dict[str, Any]], csrf: str, back: str, review_on: boo
 
 def daemon_page(d: dict[str, Any]) -> str:
     dm, p = d["daemon"], d["provider"]
-    state = (f'running, pid {e(dm.get("pid"))}, since {e(dm.get("since"))}, memd {e(dm.get("version"))}' if dm["running"]
+    state = (f'running, pid {e(dm.get("pid"))}, since {when(dm.get("since"))}, memd {e(dm.get("version"))}' if dm["running"]
              else "not running (start it with <code>memd run</code>, or <code>memd install</code> for a service)")  # fmt: skip
     m = d["model"]
     body = [f'<h1>Daemon</h1><p>daemon: {state}</p><p>provider: {e(p["effective"])}'
@@ -266,7 +279,7 @@ def daemon_page(d: dict[str, Any]) -> str:
         last = j["last_runs"][0] if j["last_runs"] else {}
         fail = j["last_failure"]
         due = ", ".join(j["due_targets"][:3]) + (" …" if j["due"] > 3 else "")
-        body.append(f'<tr><td>{e(name)}</td><td class="mut">{e(j["trigger"])}</td><td>{e(last.get("started_at") or "-")}</td>'
+        body.append(f'<tr><td>{e(name)}</td><td class="mut">{e(j["trigger"])}</td><td>{when(last.get("started_at"))}</td>'
                     f'<td>{_outcome(last.get("outcome"))}</td><td class="n">{duration(last.get("duration_ms"))}</td>'
                     f'<td class="n">{j["due"]}</td><td class="mut">{e(due)}</td>'
                     f'<td class="bad">{e((fail["started_at"] + " " + (fail["error"] or "")[:120]) if fail else "")}</td></tr>')  # fmt: skip
@@ -274,7 +287,7 @@ def daemon_page(d: dict[str, Any]) -> str:
                 '<table class="timeline"><tr><th>Started</th><th>Job</th><th>Target</th><th>Outcome</th>'
                 '<th class="n">Duration</th><th>Why / error</th></tr>')  # fmt: skip
     for r in d["timeline"]:
-        body.append(f'<tr data-run="{e(r["run_id"])}"><td>{e(r["started_at"])}</td><td>{e(r["job"])}</td>'
+        body.append(f'<tr data-run="{e(r["run_id"])}"><td>{when(r["started_at"])}</td><td>{e(r["job"])}</td>'
                     f'<td class="mut">{e(r["target"])}</td><td>{_outcome(r["outcome"] or "running")}</td>'
                     f'<td class="n">{duration(r["duration_ms"])}</td>'
                     f'<td>{e(r["reason"])}{" <span class=bad>" + e(r["error"]) + "</span>" if r["error"] else ""}</td></tr>')  # fmt: skip
@@ -284,7 +297,7 @@ def daemon_page(d: dict[str, Any]) -> str:
                 'latest first)</span></h2><table class="sessions"><tr><th>Date</th><th>Title</th><th>Project</th>'
                 '<th class="n">Turns</th><th class="n">Tokens</th><th>Summary</th><th>Paused</th></tr>')  # fmt: skip
     for s in d["session_rows"]:
-        body.append(f'<tr><td>{e((s.get("first_ts") or "")[:16].replace("T", " "))}</td>'
+        body.append(f'<tr><td>{when(s.get("first_ts"), date_only=True)}</td>'
                     f'<td>{e(s["title"] or s["session_id"])}</td><td class="mut">{e(s["key"])}</td>'
                     f'<td class="n">{s["human_turns"]}</td><td class="n">{s["tokens"]:,}</td>'
                     f'<td class="mut">{e(s["summary"] or "")}</td><td>{"paused" if s["paused"] else ""}</td></tr>')  # fmt: skip
@@ -359,7 +372,7 @@ def dreams_page(runs: list[dict[str, Any]], status: dict[str, Any], sync_line: s
         undo = form("/action/undo", csrf, back, {"scope": scope, "run": r["run"]}, "Undo") if r.get("kind") != "damaged" else ""
         who = r.get("kind") if r.get("kind") != "undo" else f"undo of {r.get('undo_of')}"
         body.append(f'<div class="card dream" data-run="{e(r["run"])}"><b>{e(r["run"])}</b> {e(who)} · {e(where(scope))} '
-                    f'<span class="mut">{e(r.get("time"))} {e(r.get("provider") or "")}'
+                    f'<span class="mut">{when(r.get("time"))} {e(r.get("provider") or "")}'
                     f'{" forced" if r.get("forced") else ""} {e(r.get("reason") or "")}</span> {undo}{_changes(r.get("changes"))}</div>')  # fmt: skip
     sync = status.get("sync") or {}
     body.append(f"<h2>Sync</h2><pre>{e(sync_line)}</pre>")
