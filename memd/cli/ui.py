@@ -14,6 +14,8 @@ from memd.cli import command, get_home
 def ui_cmd(ctx: click.Context, port: int, no_open: bool) -> None:
     """Serve a page on 127.0.0.1 for this home: memories, review, the daemon, cost, dreams and sync.
 
+    The browser is opened when there is a display (else, or with --no-open, open the address yourself).
+
     The printed address carries a random token; only a browser that opened it gets in. Changes
     made on the page go through memd's write path and are undoable like the CLI's. Ctrl-C stops it.
     """

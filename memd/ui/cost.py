@@ -12,7 +12,7 @@ from typing import Any
 from memd import settings as st
 from memd import state
 from memd.llm.prices import load_prices
-from memd.llm.usage import JobUsage, usage_by_day
+from memd.llm.usage import DayUsage, JobUsage, usage_by_day
 from memd.tree import Home
 
 
@@ -27,14 +27,15 @@ def report(home: Home, today: date, days: int) -> dict[str, Any]:
     """`{"days", "from", "to", "prices", "budget", "total", "by_job", "by_day"}` (README, `memd cost --json`)."""
     s = st.load(home.settings_file)
     prices, problem = load_prices(home.memd_dir)
-    by_day = []
+    by_day: list[DayUsage] = []
+    jobs: dict[str, JobUsage] = {}
     if home.state_db.exists():
         conn = state.connect(home.state_db, readonly=True)
         try:
             by_day = usage_by_day(conn, today, days, prices)
         finally:
             conn.close()
-    total, jobs = JobUsage(), dict[str, JobUsage]()
+    total = JobUsage()
     for d in by_day:
         for name, u in d.jobs.items():
             for acc in (total, jobs.setdefault(name, JobUsage())):

@@ -7,10 +7,12 @@ secret. Ctrl-C (or SIGTERM) stops the server.
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 import threading
 import webbrowser
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 import uvicorn
@@ -32,6 +34,12 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
+def graphical(env: Mapping[str, str], platform: str) -> bool:
+    """Whether a browser can open a window. Without one, `webbrowser` would start a text browser
+    (lynx, w3m) in the terminal that runs the server: the address is printed instead."""
+    return platform in ("darwin", "win32") or bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
 def serve(home: Home, *, port: int, open_browser: bool, clock: Callable[[], datetime],
           announce: Callable[[str], None]) -> None:  # fmt: skip
     """Serve until interrupted. `announce` gets the URL (with its token) before the first request."""
@@ -43,6 +51,6 @@ def serve(home: Home, *, port: int, open_browser: bool, clock: Callable[[], date
                             server_header=False, date_header=False, timeout_graceful_shutdown=5)  # fmt: skip
     server = uvicorn.Server(config)
     announce(url)
-    if open_browser:
+    if open_browser and graphical(os.environ, sys.platform):
         threading.Timer(0.5, webbrowser.open, (url,)).start()
     server.run(sockets=[sock])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from memd.ui import guard, pages
 from memd.ui.chart import svg
+from memd.ui.serve import graphical
 from tests.conftest import memd_cmd
 from tests.procs import memd_env
 
@@ -67,3 +68,8 @@ def test_a_taken_port_is_a_usage_error(tmp_path: Path) -> None:
         r = subprocess.run([*memd_cmd(), "--home", str(home), "ui", "--no-open", "--port", str(port)],
                            capture_output=True, text=True, env=memd_env(), timeout=60, check=False)  # fmt: skip
     assert r.returncode == 2 and f"127.0.0.1:{port}" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_browser_is_opened_only_where_it_can_show_a_window() -> None:
+    assert graphical({"DISPLAY": ":0"}, "linux") and graphical({"WAYLAND_DISPLAY": "w"}, "linux")
+    assert graphical({}, "darwin") and not graphical({}, "linux") and not graphical({"DISPLAY": ""}, "linux")
