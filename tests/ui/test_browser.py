@@ -108,8 +108,12 @@ def test_every_page_in_chromium(tmp_path: Path, browser: Any) -> None:
         runs = page.locator("table.timeline tr[data-run]").count()
         done = run_memd(home, "run-now", "dream", "--global", "--force", process=True)  # memd does something
         assert done.returncode == 0, done.stderr
-        page.wait_for_function(f"document.querySelectorAll('table.timeline tr[data-run]').length > {runs}",
-                               timeout=30_000)  # fmt: skip
+        rows = page.locator("table.timeline tr[data-run]")
+        for _ in range(300):  # up to 30 s (the page polls every 1.5 s; no script eval: the page's policy forbids it)
+            if rows.count() > runs:
+                break
+            page.wait_for_timeout(100)
+        assert rows.count() > runs, "the page did not update"
         assert "dream" in page.locator("table.timeline tr[data-run]").first.inner_text()
         assert page.evaluate("window.__sameDocument") is True, "updated in place, not reloaded"
 
