@@ -78,6 +78,48 @@ class _Clause:
     word: str | None = None  # a plain, unsigned, unfielded bare word
 
 
+# Scripts written without spaces (kept in step with memd/index/search.py's segmentation).
+SPACELESS = (
+    "\u0e00-\u0eff"  # Thai, Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff"  # Khmer
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u31f0-\u31ff"  # Katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\uff66-\uff9f"  # half-width Katakana
+    "\U00020000-\U0003134f"  # CJK extensions B-G
+)
+_RUN = re.compile(f"[{SPACELESS}]+")
+# Characters of spaceless scripts that rarely carry a topic (particles, pronouns, question words).
+CJK_STOP = frozenset("的了是在我你他她它们吗呢吧啊和与就都也还这那有个么怎什请把被给要会能可以为")
+
+
+def sentence_pieces(word: str) -> list[str] | None:
+    """A word holding a run of three or more spaceless-script characters (a Chinese sentence
+    typed as one word) as searchable pieces: its other parts, and the run's overlapping
+    character pairs without a particle or pronoun. None for any other word (searched whole)."""
+    runs = list(_RUN.finditer(word))
+    if not any(len(m.group()) >= 3 for m in runs):
+        return None
+    pieces: list[str] = []
+    pos = 0
+    for m in runs:
+        if word[pos : m.start()].strip("_+"):
+            pieces.append(word[pos : m.start()])
+        run = m.group()
+        if len(run) <= 2:
+            pieces += [] if set(run) <= CJK_STOP else [run]
+        else:
+            pieces += [run[i : i + 2] for i in range(len(run) - 1) if not (set(run[i : i + 2]) & CJK_STOP)]
+        pos = m.end()
+    if word[pos:].strip("_+"):
+        pieces.append(word[pos:])
+    return list(dict.fromkeys(pieces)) or None
+
+
 def _phrase(words: list[str], segment: Callable[[str], str], prefix: bool = False) -> str:
     return '"' + segment(" ".join(words)) + '"' + ("*" if prefix else "")
 
@@ -122,6 +164,17 @@ def _term(m: re.Match[str], segment: Callable[[str], str], notes: list[str]) -> 
     return expr, word, syntax
 
 
+def _sentence(m: re.Match[str]) -> list[str] | None:
+    """The pieces of a plain bare chunk holding a spaceless-script sentence, else None."""
+    if m.group("sign") or m.group("field") or m.group("bare") is None or m.group("bare").endswith("*"):
+        return None
+    words = _words(m.group("bare"))
+    split = [sentence_pieces(w) for w in words]
+    if all(p is None for p in split):
+        return None
+    return [piece for w, p in zip(words, split) for piece in (p if p is not None else [w])]
+
+
 def parse_query(query: str, segment: Callable[[str], str] = lambda s: s) -> ParsedQuery:
     """Parse `query` (see the module docstring); never raises."""
     notes: list[str] = []
@@ -140,6 +193,10 @@ def parse_query(query: str, segment: Callable[[str], str] = lambda s: s) -> Pars
                     clauses[-1].kind = "must"
                 pending_and = bool(clauses)
             continue
+        pieces = _sentence(m)
+        if pieces is not None and not pending_not and not pending_and:
+            clauses += [_Clause(_phrase([p], segment), "should", p) for p in pieces]
+            continue
         expr, word, used = _term(m, segment, notes)
         if expr is None:
             continue
@@ -153,16 +210,20 @@ def parse_query(query: str, segment: Callable[[str], str] = lambda s: s) -> Pars
         pending_not = pending_and = False
     if pending_not or pending_and:
         notes.append("an operator at the end of the query has nothing to act on and was left out")
-    return _build(clauses, syntax, notes)
+    return _build(clauses, syntax, notes, segment)
 
 
-def _build(clauses: list[_Clause], syntax: bool, notes: list[str]) -> ParsedQuery:
+def _build(clauses: list[_Clause], syntax: bool, notes: list[str], segment: Callable[[str], str]) -> ParsedQuery:
     should = [c for c in clauses if c.kind == "should"]
     must = [c for c in clauses if c.kind == "must"]
     nots = [c for c in clauses if c.kind == "not"]
     if not syntax:
         content = [c for c in should if c.word is None or c.word not in STOPWORDS]
-        should = content or should
+        # Adjacent words as typed, when one of them tells something ("on call" finds "on-call"):
+        # a memory holding the pair ranks above one holding the word alone.
+        pairs = [_Clause(_phrase([a.word, b.word], segment), "should") for a, b in zip(should, should[1:])
+                 if a.word and b.word and (a.word not in STOPWORDS or b.word not in STOPWORDS)]  # fmt: skip
+        should = (content + pairs) if content else should
     if not should and not must:
         why = "only words to leave out" if nots else "no word to search for"
         return ParsedQuery("", False, notes=tuple(notes), error=f"the query has {why}")

@@ -70,7 +70,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from memd.index.query import STOPWORDS, ParsedQuery, parse_query
+from memd.index.query import SPACELESS, STOPWORDS, ParsedQuery, parse_query
 from memd.logs.events import lazy_logger
 
 log = lazy_logger("memd.search")  # structlog on first use: the hook commands never pay for it
@@ -84,19 +84,7 @@ BUSY_TIMEOUT_S = 5.0
 # Scripts written without spaces between words (plus Hangul, whose words carry
 # attached particles): one token per character. Combining marks inside these
 # blocks count as part of the script, so a mark never starts a new token.
-_SPACELESS = (
-    "\u0e00-\u0eff"  # Thai, Lao
-    "\u1000-\u109f"  # Myanmar
-    "\u1780-\u17ff"  # Khmer
-    "\u3040-\u30ff"  # Hiragana, Katakana
-    "\u31f0-\u31ff"  # Katakana phonetic extensions
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\uac00-\ud7af"  # Hangul syllables
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-    "\uff66-\uff9f"  # half-width Katakana
-    "\U00020000-\U0003134f"  # CJK extensions B-G
-)
+_SPACELESS = SPACELESS  # one definition, in memd/index/query.py
 _SEG_RE = re.compile(rf"(?<=[{_SPACELESS}])(?=\w)|(?<=\w)(?=\w)(?=[{_SPACELESS}])")
 _HL_OPEN, _HL_CLOSE = "\x02", "\x03"
 
