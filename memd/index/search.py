@@ -7,7 +7,7 @@ SearchMemory tool) and `memd search` open the database read-only, and this
 module never imports the writer. The database is derived data: it can be
 deleted at any time and `refresh_all` rebuilds it from the memory files.
 
-Contract for read-only readers (stable for `PRAGMA user_version` = 1)
+Contract for read-only readers (stable for `PRAGMA user_version` = 2)
 ---------------------------------------------------------------------
 
 Open with the URI `file:<path>?mode=ro` (see `open_readonly`). The database is in
@@ -27,7 +27,8 @@ state: every sync is a single transaction.
         size        INTEGER NOT NULL        -- file size in bytes
     );
     CREATE VIRTUAL TABLE memories_fts USING fts5(
-        name, description, body, tokenize = 'unicode61 remove_diacritics 2');
+        name, description, body,
+        tokenize = "porter unicode61 remove_diacritics 2 tokenchars '+'");
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         -- 'segmenter' = 'zwsp-v1'
 
@@ -47,7 +48,9 @@ Why this design
 * **Tokenizer.** `trigram` (SQLite >= 3.34) cannot match a query term shorter
   than three characters, and most Chinese words are two (记忆, 设计); its bm25
   over trigrams also ranks English poorly. `unicode61` gives word tokens for
-  spaced scripts, so prefix queries (`deplo*`) work natively, but it sees a run
+  spaced scripts, wrapped in `porter` so a word matches its other forms (schema
+  2; `+` is a word character, so `C++` is a token); prefix queries (`deplo*`)
+  work natively, but it sees a run
   of Chinese as one giant token. Segmenting those scripts into one token per
   character makes any CJK query (one character or more) a phrase query over
   adjacent characters: 记忆 matches 长期记忆系统的设计 and not 记...忆 apart.
