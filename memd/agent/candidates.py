@@ -231,7 +231,7 @@ def offline_pick(
     """The offline selection: search ranking with a relevance floor (see the module docstring).
 
     Exact words first; when none of them is found, words of four letters or
-    more as prefixes ("friday" finds "Fridays": there is no stemming).
+    more as prefixes ("frida" finds "Fridays"; words already match by their stem).
     """
 
     terms = content_terms(query)

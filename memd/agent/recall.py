@@ -8,11 +8,13 @@ critical path. Hence the shape, after MewCode's selector:
 * **A small model selects**, from a numbered list. Its answer is untrusted:
   `{"selected": [...]}` holding candidate numbers or file names; anything else
   in the list is ignored, duplicates are dropped, at most 5 are kept.
-* **8 seconds, then nothing.** One attempt, no retries, with a hard deadline
-  over the SDK import, the HTTP call and its parsing. Any failure (no key,
-  budget, timeout, HTTP error, malformed answer) returns an empty selection
-  and a warning: an agent without recall is only less informed, an agent
-  waiting on recall is stuck.
+* **A short deadline, then the keyword ranking.** One attempt, no retries,
+  with a hard deadline over the SDK import, the HTTP call and its parsing: the
+  hook's is `HOOK_BUDGET_S` counted from the process's start (the user's
+  prompt waits on it), the shell command's `TIMEOUT_S`. Any failure (no key,
+  budget, timeout, HTTP error, malformed answer) gives the offline selection
+  below and a warning: an agent is better served by keywords than by nothing,
+  and an agent waiting on recall is stuck.
 * **Offline** (the `offline` provider) there is no selector: search ranks,
   with a relevance floor so that nothing unrelated pads the answer
   (`memd.agent.candidates.offline_pick`).
@@ -48,7 +50,9 @@ if TYPE_CHECKING:  # the recall hook imports this module: only what a call needs
     from memd.job.context import JobContext
 
 JOB = "recall"
-TIMEOUT_S = 8.0
+TIMEOUT_S = 8.0  # `memd recall` from the shell
+HOOK_BUDGET_S = 1.5  # the UserPromptSubmit hook with a model, from the process's start to its answer
+FALLBACK_RESERVE_S = 0.6  # of the deadline, kept for the keyword ranking, the answer and the exit (a busy machine stretches them)
 # Slack between the SDK's own timeout and the hard deadline, so the SDK
 # normally fails first and the failed call is recorded like any other.
 DEADLINE_GRACE_S = 0.3
@@ -200,10 +204,30 @@ def call_with_deadline(fn: Callable[[], Any], seconds: float) -> Any:
     worker.start()
     worker.join(max(0.0, seconds))
     if worker.is_alive():
-        raise RecallFailed(f"no answer within {TIMEOUT_S:g} s")
+        raise RecallFailed(f"no answer within {seconds:.2g} s")
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def leave_if_a_call_was_cut(code: int) -> None:
+    """Exit now, with `code`, when a model call cut at its deadline is still on its thread.
+
+    The thread is a daemon, but the interpreter's exit still waits for an import it is in the
+    middle of (the SDK's import takes seconds on a busy machine), and the agent reads a hook's
+    answer only when the process ends: the user's prompt would wait for it. The answer is written
+    and flushed by then, and the state database's writes are committed, so nothing is lost.
+    """
+    if any(t.name == "memd-recall" and t.is_alive() for t in threading.enumerate()):
+        import os  # noqa: PLC0415 - start-up
+        import sys  # noqa: PLC0415 - start-up
+
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
 
 
 def ask_model(
@@ -227,27 +251,32 @@ def ask_model(
     ready = base.available()  # key, provider and today's budget, on this thread
     if not ready:
         raise RecallFailed(ready.why)
-    import anthropic  # noqa: F401, PLC0415 - the ~2 s import counts against the deadline, not after it
-
     remaining = deadline - monotonic()
     if remaining < MIN_CALL_S:
-        raise RecallFailed(f"no time left for the model within {TIMEOUT_S:g} s")
+        raise RecallFailed("no time left for the model")
     usage: list[dict[str, Any]] = []
-    from memd.llm.client import LLM  # noqa: PLC0415 - start-up
-    llm = LLM(replace(base.config, max_retries=0, timeout_s=remaining), usage_sink=usage.append)
     prompt = render_prompt(query, candidates)
+    box: dict[str, Any] = {}
+
+    def call() -> Any:
+        # The SDK's import (up to seconds on a busy machine) runs here, inside the deadline.
+        from memd.llm.client import LLM  # noqa: PLC0415 - start-up
+        left = max(MIN_CALL_S, deadline - monotonic())
+        box["llm"] = llm = LLM(replace(base.config, max_retries=0, timeout_s=left), usage_sink=usage.append)
+        return llm.complete(job=JOB, tier="small", system=SYSTEM_PROMPT, user=prompt, max_tokens=MAX_ANSWER_TOKENS,
+                            timeout_s=left)  # fmt: skip
+
     try:
-        completion = call_with_deadline(
-            lambda: llm.complete(
-                job=JOB, tier="small", system=SYSTEM_PROMPT, user=prompt, max_tokens=MAX_ANSWER_TOKENS,
-                timeout_s=remaining,
-            ),
-            remaining + DEADLINE_GRACE_S,
-        )
+        completion = call_with_deadline(call, remaining + DEADLINE_GRACE_S)
     finally:
-        llm.close()  # also cuts short an abandoned call still running on its thread
+        if "llm" in box:
+            # Closing also cuts short an abandoned call, but waits for the SDK's import if the call
+            # is still in it (the client's lock): so close on a thread of its own, never waited for.
+            closer = threading.Thread(target=box["llm"].close, name="memd-recall", daemon=True)
+            closer.start()
+            closer.join(0.05)
         from memd.job.context import record_call  # noqa: PLC0415 - start-up
-        for rec in usage:
+        for rec in list(usage):
             record_call(ctx, rec)
     picks = parse_selection(completion.text, candidates, limit)
     if picks is None:
@@ -269,6 +298,7 @@ def recall(
     bodies: bool = False,
     provider: str | None = None,
     monotonic: Callable[[], float] = time.monotonic,
+    deadline: float | None = None,
 ) -> Recall:
     """At most `limit` (≤ 5) memories for `query` in the project and the global drawer.
 
@@ -276,11 +306,14 @@ def recall(
     and model usage; its logger says how it went); `search` a read-only
     connection to the search DB. `provider` ("offline" or not) is the model
     layer's unless given: the hooks pass the settings' answer, so an offline
-    recall never builds the model layer. Never raises for a model failure:
-    the result is empty with a `warning`, logged as `recall.failed`.
+    recall never builds the model layer. `deadline` (on `monotonic`'s clock)
+    is when the whole answer is due; the model gets it less
+    `FALLBACK_RESERVE_S` (default: `TIMEOUT_S` from now). Never raises for a
+    model failure: the offline selection answers, with a `warning`, logged as
+    `recall.failed`.
     """
     started = monotonic()
-    deadline = started + TIMEOUT_S
+    model_deadline = (deadline - FALLBACK_RESERVE_S) if deadline is not None else started + TIMEOUT_S
     limit = max(1, min(limit, MAX_PICKS))
     surfaced = read_surfaced(ctx.conn, project_key, session)
     offline = (provider or ctx.llm.provider) == "offline"
@@ -299,10 +332,11 @@ def recall(
         else:
             from memd.llm.types import ModelError  # noqa: PLC0415 - start-up
             try:
-                picks = ask_model(ctx, query, candidates, limit=limit, deadline=deadline, monotonic=monotonic)
+                picks = ask_model(ctx, query, candidates, limit=limit, deadline=model_deadline, monotonic=monotonic)
             except (RecallFailed, ModelError) as exc:
-                warning = f"recall returned nothing: {exc}"
-                source = "none"
+                picks = offline_pick(search, query, project_key, surfaced, limit)
+                source = "offline" if picks else "none"
+                warning = f"the model gave no selection ({exc}); the keyword ranking answered"
     elapsed = monotonic() - started
     if warning:
         ctx.log.warning("recall.failed", project_key=project_key, session=session, candidates=n_candidates,

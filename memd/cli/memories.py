@@ -67,18 +67,44 @@ def hit_json(h: Any, now: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-@command("search")
-@click.argument("query")
+SEARCH_HELP = """Full-text search over the project's memories and the global drawer.
+
+\b
+QUERY syntax (quote it for the shell; nothing you type is an error):
+  deploy friday      any of the words; memories with more of them rank first
+  "never deploy"     the words in this order
+  deplo*             words starting with deplo
+  -staging           leave out memories holding the word (also: NOT staging)
+  tabs AND spaces    both words required
+  tabs OR spaces     either word (what plain words mean anyway)
+  name:tabs          the word in one field: name:, description: (desc:), body:
+Words match by their stem (deploys finds deploy); Chinese and Japanese match
+as runs of characters; C++ is one word. Other characters are not operators:
+a note says so and the words around them are searched. Exit 2: a query with
+nothing to look for.
+"""
+
+
+@command("search", help=SEARCH_HELP, context_settings={"ignore_unknown_options": True})
+@click.argument("words", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option("--project", "key", help="Project key (default: the project of the current directory).")
 @click.option("--cwd", type=click.Path(), help="Search the project this directory belongs to.")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 200))
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def search_cmd(ctx: click.Context, query: str, key: str | None, cwd: str | None, limit: int, as_json: bool) -> None:
-    """Full-text search over the project's memories and the global drawer."""
+def search_cmd(
+    ctx: click.Context, words: tuple[str, ...], key: str | None, cwd: str | None, limit: int, as_json: bool
+) -> None:
     from memd.clock import system_clock
-    from memd.index.search import open_readonly, query_index
+    from memd.errors import UsageError
+    from memd.index.search import open_readonly, parse, query_index
 
+    query = " ".join(words)
+    parsed = parse(query)
+    for note in parsed.notes:
+        click.echo(f"memd search: {note}", err=True)
+    if parsed.error:
+        raise UsageError(f"{query!r}: {parsed.error} (see `memd search --help`)")
     home = get_home(ctx)
     pkey = resolve_key(key, cwd)
     ensure_search_db(home)

@@ -88,7 +88,11 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
             home = get_home(ctx)
         except Exception:
             sys.exit(0)
-        sys.exit(hooks.run(lambda event: hooks.user_prompt(home, event)))
+        code = hooks.run(lambda event: hooks.user_prompt(home, event))
+        from memd.agent.recall import leave_if_a_call_was_cut
+
+        leave_if_a_call_was_cut(code)
+        sys.exit(code)
     if not query:
         from memd.errors import UsageError
 

@@ -25,7 +25,7 @@ from memd.logs.events import lazy_logger
 
 log = lazy_logger("memd.search")  # the search DB's events keep the logger name they always had
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the porter stemmer and '+' as a word character (C++)
 
 SCHEMA = """
 CREATE TABLE memories (
@@ -42,7 +42,7 @@ CREATE TABLE memories (
 );
 CREATE INDEX memories_scope ON memories (scope, project_key);
 CREATE VIRTUAL TABLE memories_fts USING fts5 (
-    name, description, body, tokenize = 'unicode61 remove_diacritics 2'
+    name, description, body, tokenize = "porter unicode61 remove_diacritics 2 tokenchars '+'"
 );
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """

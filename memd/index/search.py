@@ -7,7 +7,7 @@ SearchMemory tool) and `memd search` open the database read-only, and this
 module never imports the writer. The database is derived data: it can be
 deleted at any time and `refresh_all` rebuilds it from the memory files.
 
-Contract for read-only readers (stable for `PRAGMA user_version` = 1)
+Contract for read-only readers (stable for `PRAGMA user_version` = 2)
 ---------------------------------------------------------------------
 
 Open with the URI `file:<path>?mode=ro` (see `open_readonly`). The database is in
@@ -27,7 +27,8 @@ state: every sync is a single transaction.
         size        INTEGER NOT NULL        -- file size in bytes
     );
     CREATE VIRTUAL TABLE memories_fts USING fts5(
-        name, description, body, tokenize = 'unicode61 remove_diacritics 2');
+        name, description, body,
+        tokenize = "porter unicode61 remove_diacritics 2 tokenchars '+'");
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         -- 'segmenter' = 'zwsp-v1'
 
@@ -47,7 +48,9 @@ Why this design
 * **Tokenizer.** `trigram` (SQLite >= 3.34) cannot match a query term shorter
   than three characters, and most Chinese words are two (记忆, 设计); its bm25
   over trigrams also ranks English poorly. `unicode61` gives word tokens for
-  spaced scripts, so prefix queries (`deplo*`) work natively, but it sees a run
+  spaced scripts, wrapped in `porter` so a word matches its other forms (schema
+  2; `+` is a word character, so `C++` is a token); prefix queries (`deplo*`)
+  work natively, but it sees a run
   of Chinese as one giant token. Segmenting those scripts into one token per
   character makes any CJK query (one character or more) a phrase query over
   adjacent characters: 记忆 matches 长期记忆系统的设计 and not 记...忆 apart.
@@ -67,10 +70,10 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from memd.index.query import SPACELESS, STOPWORDS, ParsedQuery, parse_query
 from memd.logs.events import lazy_logger
 
 log = lazy_logger("memd.search")  # structlog on first use: the hook commands never pay for it
@@ -84,22 +87,8 @@ BUSY_TIMEOUT_S = 5.0
 # Scripts written without spaces between words (plus Hangul, whose words carry
 # attached particles): one token per character. Combining marks inside these
 # blocks count as part of the script, so a mark never starts a new token.
-_SPACELESS = (
-    "\u0e00-\u0eff"  # Thai, Lao
-    "\u1000-\u109f"  # Myanmar
-    "\u1780-\u17ff"  # Khmer
-    "\u3040-\u30ff"  # Hiragana, Katakana
-    "\u31f0-\u31ff"  # Katakana phonetic extensions
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\uac00-\ud7af"  # Hangul syllables
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-    "\uff66-\uff9f"  # half-width Katakana
-    "\U00020000-\U0003134f"  # CJK extensions B-G
-)
+_SPACELESS = SPACELESS  # one definition, in memd/index/query.py
 _SEG_RE = re.compile(rf"(?<=[{_SPACELESS}])(?=\w)|(?<=\w)(?=\w)(?=[{_SPACELESS}])")
-_OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
-_SYNTAX_CHARS = frozenset('"():*^{}+-')
 _HL_OPEN, _HL_CLOSE = "\x02", "\x03"
 
 
@@ -124,34 +113,6 @@ class Hit:
 def segment(text: str) -> str:
     """Insert U+200B between characters of spaceless scripts (see the module docstring)."""
     return _SEG_RE.sub(ZWSP, text)
-
-
-def _is_word_char(ch: str) -> bool:
-    return ch.isalnum() or ch == "_" or unicodedata.category(ch).startswith("M")
-
-
-def plain_terms(query: str) -> list[str]:
-    """The query as FTS5 string literals, one per whitespace-separated chunk.
-
-    This is the fallback for queries that are not valid FTS5 syntax: every
-    chunk keeps only its word characters (so `c++` is `"c"`, `deploy-notes` the
-    phrase `"deploy notes"`), a trailing `*` stays a prefix, and bare operator
-    words are dropped since the query they belonged to was broken anyway.
-    """
-    terms: list[str] = []
-    for chunk in query.split():
-        if chunk in _OPERATORS:
-            continue
-        words = "".join(c if _is_word_char(c) else " " for c in chunk).split()
-        if not words:
-            continue
-        star = "*" if re.search(r"\w\*+\W*$", chunk) else ""
-        terms.append('"' + segment(" ".join(words)) + '"' + star)
-    return terms
-
-
-def _uses_syntax(query: str) -> bool:
-    return any(c in _SYNTAX_CHARS for c in query) or any(w in _OPERATORS for w in query.split())
 
 
 def _clean_snippet(raw: str | None, open_mark: str, close_mark: str) -> str:
@@ -230,6 +191,11 @@ def _run(
     ]
 
 
+def parse(query: str) -> ParsedQuery:
+    """`query` in memd's search syntax (memd/index/query.py), segmented as the index is."""
+    return parse_query(query, segment)
+
+
 def query_index(
     conn: sqlite3.Connection,
     query: str,
@@ -241,33 +207,25 @@ def query_index(
 ) -> list[Hit]:
     """Search the project `project_key` plus the global drawer, best first.
 
-    `project_key=None` searches the drawer only; `all_scopes` every directory.
-    The query is FTS5 syntax (`deplo*`, `"exact phrase"`, `a OR b`,
-    `name:tabs`). A query FTS5 rejects is retried as plain quoted terms rather
-    than failing. A query that is plain words (or was broken) and finds nothing
-    with every word is retried with any word, then with every word as a prefix
-    (no stemming: "friday" finds "Fridays"), which is what a model writing a
-    natural-language SearchMemory query needs.
+    `project_key=None` searches the drawer only; `all_scopes` every directory. The query is
+    memd's syntax (memd/index/query.py: words by their stem, any of them, more of them ranking
+    first; `"phrase"`, `pre*`, `-word`, `NOT`, `AND`, `OR`, `name:`), never raw FTS5, so it
+    cannot fail: a query with nothing to look for finds nothing (`parse(query).error` says why).
+    A plain query that finds nothing is retried with its words of four letters or more as
+    prefixes ("deplo" finds "deployment"), which a model writing a natural-language
+    SearchMemory query needs.
     """
-    if not query.strip() or limit <= 0:
+    if limit <= 0:
         return []
-    terms = plain_terms(query)
-    broken = False
-    try:
-        hits = _run(conn, segment(query.strip()), project_key, limit, all_scopes, marks)
-    except sqlite3.OperationalError as exc:
-        log.info("search.query_rewritten", query=query, error=str(exc))
-        broken = True
-        if not terms:
-            return []
-        hits = _run(conn, " ".join(terms), project_key, limit, all_scopes, marks)
-    plain = broken or not _uses_syntax(query)
-    if not hits and len(terms) > 1 and plain:
-        hits = _run(conn, " OR ".join(terms), project_key, limit, all_scopes, marks)
-    if not hits and plain and terms:
-        # Words have no stemming here: "friday" should still find "Fridays".
-        hits = _run(conn, " OR ".join(t if t.endswith("*") else t + "*" for t in terms), project_key, limit,
-                    all_scopes, marks)  # fmt: skip
+    parsed = parse(query)
+    if parsed.error:
+        return []
+    hits = _run(conn, parsed.match, project_key, limit, all_scopes, marks)
+    if not hits and parsed.plain:
+        longer = [w for w in parsed.words if len(w) >= 4 and w not in STOPWORDS]
+        if longer:
+            match = " OR ".join('"' + segment(w) + '"*' for w in longer)
+            hits = _run(conn, match, project_key, limit, all_scopes, marks)
     return hits
 
 
@@ -279,7 +237,7 @@ __all__ = [
     "ZWSP",
     "Hit",
     "open_readonly",
-    "plain_terms",
+    "parse",
     "query_index",
     "segment",
 ]

@@ -455,8 +455,8 @@ def test_refresh_missing_global_dir_writes_nothing(tmp_path: Path) -> None:
     assert not home.global_memory.exists() and not home.drawer_render.exists()
 
 
-def test_plain_words_fall_back_to_prefixes(tmp_path: Path) -> None:
-    """No stemming in FTS5: a plain word that finds nothing is retried as a prefix."""
+def test_words_match_by_stem_and_plain_words_fall_back_to_prefixes(tmp_path: Path) -> None:
+    """Stemming (porter): a word finds its other forms; a plain word that finds nothing is retried as a prefix."""
 
     text = "---\nname: deploys\ndescription: when we ship\nmetadata:\n  type: project\n---\nWe deploy on Fridays only.\n"
     f = tmp_path / "memory" / "deploys.md"
@@ -466,4 +466,8 @@ def test_plain_words_fall_back_to_prefixes(tmp_path: Path) -> None:
     with SearchIndex(tmp_path / "memd" / "search.sqlite", root=tmp_path) as db:
         db.sync({("global", None): [m]})
         assert [h.name for h in db.search("friday", project_key=None)] == ["deploys"]
-        assert db.search('"friday"', project_key=None) == []  # explicit syntax is taken as meant
+        assert [h.name for h in db.search('"friday"', project_key=None)] == ["deploys"]  # a phrase is stemmed too
+        assert [h.name for h in db.search("deploying", project_key=None)] == ["deploys"]
+        assert [h.name for h in db.search("shipped", project_key=None)] == ["deploys"]
+        assert db.search('"fri"', project_key=None) == []  # explicit syntax: no prefix fallback
+        assert [h.name for h in db.search("frida", project_key=None)] == ["deploys"]  # plain: fallback fri*

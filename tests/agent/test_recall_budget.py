@@ -1,0 +1,75 @@
+"""Recall never holds a prompt (SPEC §17, issue 25): the UserPromptSubmit hook's budget counts from
+the process's start, and past the model's deadline the keyword ranking answers.
+
+Real hook processes against the loopback fake Messages API; the proof that the deadline cut the
+call is what the answer holds (the model's pick arrives after 30 s and differs from the keyword
+pick), not a timed assertion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memd.agent.recall import HOOK_BUDGET_S
+from memd.clock import process_started
+from memd.index.refresh import refresh_all
+from memd.keys import cwd_key, project_key
+from memd.memory.file import render_memory, write_memory
+from memd.tree import Home
+from tests.conftest import memd_cmd
+from tests.fakeapi import FakeAnthropic, delay, json_text
+from tests.procs import memd_env
+
+SID = "7a0c1d2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f"
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+def _world(tmp_path: Path) -> tuple[Home, Path]:
+    home = Home(tmp_path / "claude")
+    proj = tmp_path / "shop"
+    (proj / ".git").mkdir(parents=True)
+    key = project_key(proj)
+    for name, desc, body in (
+        ("deploy-fridays", "deploys happen only on Fridays", "Run make deploy on Fridays."),
+        ("db-choice", "Postgres, not MySQL", "Chosen for JSONB columns."),
+    ):
+        write_memory(home.project_memory(key), name, render_memory(name, desc, "project", body))
+    refresh_all(home)
+    return home, proj
+
+
+def test_process_started_is_before_now_and_at_most_a_minute_back() -> None:
+    now = time.monotonic()
+    started = process_started(now)
+    assert now - 60.0 <= started <= now
+    assert started < now or not os.path.exists("/proc/self/stat")  # this test process started before now
+
+
+@pytest.mark.slow
+def test_a_hanging_model_never_holds_the_prompt(tmp_path: Path, api: FakeAnthropic) -> None:
+    home, proj = _world(tmp_path)
+    api.default = delay(30, json_text({"selected": [2]}))  # would pick db-choice, 30 s late
+    ev = {"session_id": SID, "transcript_path": str(home.projects / cwd_key(proj) / f"{SID}.jsonl"),
+          "cwd": str(proj), "hook_event_name": "UserPromptSubmit", "prompt": "how do we deploy this?"}  # fmt: skip
+    env = memd_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test")
+    t0 = time.monotonic()
+    r = subprocess.run([*memd_cmd(), "--home", str(home.root), "recall", "--hook"], input=json.dumps(ev).encode(),
+                       capture_output=True, env=env, timeout=25)  # fmt: skip
+    wall = time.monotonic() - t0
+    assert r.returncode == 0
+    context = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "deploy-fridays" in context and "db-choice" not in context  # keywords answered, not the late model
+    assert len(api.requests) <= 1  # asked once at most (on a loaded machine the SDK's import alone may eat the budget)
+    print(f"recall hook with a hanging model: {wall:.2f} s wall (budget {HOOK_BUDGET_S} s from process start)")
