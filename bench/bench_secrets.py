@@ -78,6 +78,7 @@ if str(REPO) not in sys.path:
 from bench.common import CORPUS, write_section  # noqa: E402
 
 CORPUS_FILE = REPO / "tests" / "data" / "secrets_corpus.jsonl"
+CORPUS_23_FILE = REPO / "tests" / "data" / "secrets_corpus_23.jsonl"
 RESULTS = REPO / "bench" / "RESULTS.md"
 BEFORE_COMMIT = "44479e2"  # the last commit with the pre-issue-16 rules
 SEED = 16
@@ -611,6 +612,202 @@ def build_corpus(seed: int = SEED) -> list[Entry]:
     return out
 
 
+# --- issue 23: formats the rules did not know ------------------------------------------------------
+#
+# Two labelled sets, one file (tests/data/secrets_corpus_23.jsonl). `dev`: the contexts the issue
+# reported, rebuilt from its text, which the new rules were written against. `held`: contexts written
+# before the new rules, in the same classes but other languages, placements and formats, never looked
+# at while writing the rules: their figures are the blind ones.
+
+
+def build_corpus_23(seed: int = 23) -> list[Entry]:
+    g = Gen(seed)
+    out: list[Entry] = []
+
+    def sec(id_: str, fmt: str, placement: str, text: str, secrets: list[str], keep: Iterable[str] = ()) -> Entry:
+        e = Entry(id_, "secret", fmt, placement, text, list(secrets), list(keep))
+        out.append(e)
+        return e
+
+    def look(id_: str, fmt: str, placement: str, text: str) -> Entry:
+        e = Entry(id_, "lookalike", fmt, placement, text)
+        out.append(e)
+        return e
+
+    def pw(n: int = 12) -> str:
+        return g.password(n)
+
+    def esc(s: str) -> str:
+        return "".join(f"\\u{ord(c):04x}" for c in s)
+
+    def b64s(s: str) -> str:
+        return base64.b64encode(s.encode()).decode()
+
+    gh = lambda: "ghp_" + g.alnum(36)  # noqa: E731
+    # --- dev: the issue's contexts -------------------------------------------------------------------
+    p = g.pick(string.ascii_lowercase + string.digits, 12)
+    sec("dev-zh-password", "word-zh", "user", f"我们的测试数据库密码是 {p}，别提交到仓库。", [p], ["我们的测试数据库"])
+    t = g.alnum(32)
+    sec("dev-zh-token", "word-zh", "user", f"部署用的访问令牌：{t}", [t], ["部署用的"])
+    p = pw()
+    sec("dev-ja-password", "word-ja", "user", f"本番サーバーのパスワード：{p}", [p], ["本番サーバー"])
+    p = pw()
+    sec("dev-ru-password", "word-ru", "user", f"пароль от админки: {p}", [p], ["от админки"])
+    p = pw()
+    sec("dev-fr-password", "word-fr", "user", f"le mot de passe du VPN est {p} pour cette semaine", [p], ["pour cette semaine"])
+    p = pw()
+    sec("dev-zh-koling", "word-zh", "user", f"服务器口令：{p}", [p], ["服务器"])
+    k = g.alnum(24)
+    sec("dev-zh-key", "word-zh", "user", f"支付接口的密钥是 {k}", [k], ["支付接口"])
+    p = pw()
+    sec("dev-es-password", "word-es", "user", f"la contraseña de la base de datos es {p}", [p], ["de la base de datos"])
+    p = pw()
+    sec("dev-de-password", "word-de", "user", f"Das Passwort für den Server ist {p}", [p], ["für den Server"])
+    p = pw()
+    sec("dev-pt-password", "word-pt", "user", f"a senha do wifi é {p}", [p], ["do wifi"])
+    p = pw()
+    sec("dev-nl-password", "word-nl", "user", f"het wachtwoord is {p}", [p], ["het wachtwoord"])
+    p = pw()
+    sec("dev-pl-password", "word-pl", "user", f"hasło do serwera: {p}", [p], ["do serwera"])
+    tok = gh()
+    sec("dev-github-wrapped", "wrapped", "tool:shell",
+        f"$ gh auth token\n{tok[:23]}\n{tok[23:]}\n$ echo done", [tok[:23], tok[23:]], ["$ echo done"])
+    tok = gh()
+    e = sec("dev-json-escape", "json-escape", "tool:config",
+            f'{{"token": "{esc(tok[:4])}{tok[4:]}", "scopes": "repo"}}', [esc(tok[:4]) + tok[4:]], ['"scopes": "repo"'])
+    glp = "glpat-" + g.b64url(20)
+    sec("dev-ansi-glpat", "ansi", "tool:shell",
+        f"Created token: \x1b[32m{glp[:10]}\x1b[1m{glp[10:]}\x1b[0m\n", [f"{glp[:10]}\x1b[1m{glp[10:]}"], ["Created token: "])
+    dpw = pw(16)
+    auth = b64s(f"deploy:{dpw}")
+    dcj = b64s(json.dumps({"auths": {"registry.example.com": {"username": "deploy", "password": dpw, "auth": auth}}}))
+    sec("dev-dockerconfigjson", "base64", "tool:config",
+        f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: regcred\ntype: kubernetes.io/dockerconfigjson\n"
+        f"data:\n  .dockerconfigjson: {dcj}\n", [dcj], ["name: regcred"])
+    skl = "sk_live_" + g.alnum(24)
+    enc = b64s(skl)
+    sec("dev-base64-echo", "base64", "tool:shell", f"$ echo {enc} | base64 -d > key.txt", [enc], ["| base64 -d > key.txt"])
+    nr = "NRAK-" + g.upper_alnum(27)
+    sec("dev-newrelic", "newrelic", "user", f"use {nr} for the New Relic graphql calls", [nr], ["for the New Relic graphql calls"])
+    fb = g.alnum(40)
+    sec("dev-firebase-auth", "url-token", "tool:shell",
+        f"curl 'https://acme-prod.firebaseio.com/users.json?auth={fb}'", [fb], ["https://acme-prod.firebaseio.com/users.json"])
+    sid = g.pick(string.ascii_lowercase + string.digits, 32)
+    sec("dev-django-session", "cookie", "tool:shell",
+        f"curl -H 'Cookie: csrftoken=abc; sessionid={sid}' https://app.example.com/admin/", [sid], ["https://app.example.com/admin/"])
+    key = g.hex(32)
+    sec("dev-traceback-locals", "traceback", "tool:shell",
+        "Traceback (most recent call last):\n  File \"/app/billing.py\", line 42, in charge\n"
+        f"    resp = client.post(url, json=payload)\n    key = '{key}'\n    url = 'https://api.example.com/v1/charge'\n"
+        "ConnectionError: timed out", [key], ["ConnectionError: timed out"])
+    hk = g.uuid()
+    sec("dev-heroku-uuid", "heroku", "tool:shell", f"$ heroku auth:token\n{hk}\n", [hk], ["heroku auth:token"])
+    # dev look-alikes
+    look("dev-look-prose-words", "prose", "user",
+         "密码不要写在代码里，请用环境变量。パスワードを忘れた場合はリセットしてください。пароль должен быть длинным. "
+         "le mot de passe est dans le coffre. la contraseña es segura.")
+    look("dev-look-uuids", "uuid", "tool:shell", f"$ heroku apps:info\n=== api-prod\nId: {g.uuid()}\nRegion: eu\n")
+    look("dev-look-b64-text", "base64", "tool:config", f"data:\n  motd: {b64s('Welcome to the staging box, be nice.')}\n")
+    look("dev-look-git", "git-sha", "tool:shell", f"$ git log --oneline -3\n{g.hex(7)} fix token\n{g.hex(7)} add auth\n$ git rev-parse HEAD\n{g.hex(40)}")
+    look("dev-look-ansi", "ansi", "tool:shell", "\x1b[32mPASSED\x1b[0m tests/test_auth.py::test_token_refresh \x1b[1m(0.02s)\x1b[0m")
+    look("dev-look-escape", "json-escape", "tool:config", '{"name": "caf\\u00e9", "city": "K\\u00f6ln"}')
+
+    # --- held out: written before the rules, never tuned on ------------------------------------------
+    p = pw()
+    sec("held-zh-tw", "word-zh", "user", f"資料庫密碼為：{p}", [p], ["資料庫"])
+    p = pw()
+    sec("held-ko", "word-ko", "user", f"관리자 비밀번호는 {p} 입니다", [p], ["관리자"])
+    p = pw()
+    sec("held-es-staging", "word-es", "user", f"la contraseña del servidor de staging es {p}, no la compartas", [p], ["no la compartas"])
+    p = pw()
+    sec("held-de-kennwort", "word-de", "user", f"Das Kennwort für den Jenkins-Admin lautet {p}.", [p], ["Jenkins-Admin"])
+    p = pw()
+    sec("held-pt-prod", "word-pt", "user", f"a senha do banco de produção é {p}", [p], ["banco de produção"])
+    p = pw()
+    sec("held-it", "word-it", "user", f"la password del router è {p}", [p], ["del router"])
+    p = pw()
+    sec("held-tr", "word-tr", "user", f"veritabanı şifresi: {p}", [p], ["veritabanı"])
+    p = pw()
+    sec("held-sv", "word-sv", "user", f"lösenordet till wifi är {p}", [p], ["till wifi"])
+    t = g.alnum(40)
+    sec("held-ja-token", "word-ja", "user", f"APIトークンは {t} です", [t], ["です"])
+    t = f"{g.digits(10)}x{g.alnum(20)}"
+    sec("held-ru-token", "word-ru", "user", f"токен бота: {t}", [t], ["бота"])
+    p = pw()
+    e = sec("held-zh-jsonl", "word-zh", "user", f"生产环境的数据库密码是：{p}，记得轮换。", [p], ["记得轮换"])
+    out.append(_as_transcript_line(g, e, "user"))
+    pat = "github_pat_" + g.alnum(22) + "_" + g.alnum(59)
+    line = f"export GH_TOKEN={pat}"
+    sec("held-github-pat-wrapped", "wrapped", "tool:shell", f"{line[:80]}\n{line[80:]}\n", [pat[:64], pat[64:]], ["export GH_TOKEN="])
+    ant = "sk-ant-api03-" + g.b64url(93) + "AA"
+    sec("held-anthropic-crlf", "wrapped", "tool:shell", f"key: {ant[:60]}\r\n{ant[60:]}\r\n", [ant[:60], ant[60:]], ["key: "])
+    npm = "npm_" + g.alnum(36)
+    e = sec("held-npm-wrapped-jsonl", "wrapped", "tool:shell", f"$ cat .npmrc\n//r/:_authToken=\n{npm[:18]}\n{npm[18:]}\nok",
+            [npm[:18], npm[18:]], ["$ cat .npmrc"])
+    out.append(_as_transcript_line(g, e, "tool"))
+    ant = "sk-ant-api03-" + g.b64url(93) + "AA"
+    sec("held-escape-prefix", "json-escape", "tool:config", f'{{"k":"{esc("sk-ant-")}{ant[7:]}"}}', [esc("sk-ant-") + ant[7:]], ['{"k":"'])
+    xox = f"xoxb-{g.digits(12)}-{g.digits(13)}-{g.alnum(24)}"
+    sec("held-escape-full", "json-escape", "tool:config", f'bot = "{esc(xox)}"', [esc(xox)], ["bot = "])
+    tok = gh()
+    sec("held-ansi-ghp", "ansi", "tool:shell", f"token \x1b[1;33m{tok[:15]}\x1b[22m{tok[15:]}\x1b[0m saved", [f"{tok[:15]}\x1b[22m{tok[15:]}"], [" saved"])
+    hf = "hf_" + g.letters(34)
+    e = sec("held-ansi-hf-jsonl", "ansi", "tool:shell", f"login: \x1b[36m{hf[:9]}\x1b[0m\x1b[36m{hf[9:]}\x1b[0m", [f"{hf[:9]}\x1b[0m\x1b[36m{hf[9:]}"], ["login: "])
+    out.append(_as_transcript_line(g, e, "tool"))
+    envf = b64s(f"DB_PASSWORD={pw(14)}\nLOG_LEVEL=info\n")
+    sec("held-b64-envfile", "base64", "tool:config", f"kind: Secret\ndata:\n  app.env: {envf}\n", [envf], ["kind: Secret"])
+    aws = f"aws_access_key_id=AKIA{g.upper_alnum(16)}\naws_secret_access_key={g.pick(string.ascii_letters + string.digits + '/+', 40)}"
+    enc = b64s(aws)
+    sec("held-b64-decode-aws", "base64", "tool:shell", f"echo '{enc}' | base64 --decode >> ~/.aws/credentials", [enc], [">> ~/.aws/credentials"])
+    xox = f"xoxb-{g.digits(12)}-{g.digits(13)}-{g.alnum(24)}"
+    enc = b64s(xox)
+    sec("held-b64-atob", "base64", "assistant", f'const token = atob("{enc}");', [enc], ["const token = atob("])
+    nr = "NRAK-" + g.upper_alnum(27)
+    sec("held-newrelic-yaml", "newrelic", "tool:config", f"newrelic:\n  user_key_for_graphql: {nr}\n  region: EU\n", [nr], ["region: EU"])
+    fb = g.alnum(40)
+    sec("held-firebase-js", "url-token", "assistant",
+        f"fetch(`https://demo-app-default-rtdb.europe-west1.firebasedatabase.app/orders.json?auth={fb}&print=pretty`)", [fb], ["&print=pretty"])
+    sid = g.pick(string.ascii_lowercase + string.digits, 32)
+    sec("held-django-setcookie", "cookie", "tool:shell",
+        f"< HTTP/1.1 302 Found\n< Set-Cookie: sessionid={sid}; expires=Tue, 15 Dec 2026 10:00:00 GMT; HttpOnly; Path=/\n", [sid], ["HttpOnly; Path=/"])
+    key = g.alnum(40)
+    sec("held-traceback-showlocals", "traceback", "tool:shell",
+        f"_______ test_charge _______\n\nkey        = '{key}'\nretries    = 3\nurl        = 'https://api.example.com'\n\n    def test_charge():\nE   AssertionError",
+        [key], ["retries    = 3"])
+    hk = g.uuid()
+    e = sec("held-heroku-jsonl", "heroku", "tool:shell", f"$ heroku auth:token\n ›   Warning: token will expire in 29 days\n{hk}", [hk], ["heroku auth:token"])
+    out.append(_as_transcript_line(g, e, "tool"))
+    # held-out look-alikes
+    look("held-look-zh", "prose", "assistant", "我已经把数据库密码改成从环境变量读取，密钥也放进了 Vault。令牌的有效期是 30 天。")
+    look("held-look-ja-ko", "prose", "user", "パスワードは12文字以上にしてください。비밀번호는 안전하게 보관하세요.")
+    look("held-look-de-pt", "prose", "user", "Das Passwort ist abgelaufen. A senha expirou ontem. Het wachtwoord is verlopen.")
+    look("held-look-ru", "prose", "assistant", "пароль хранится в менеджере паролей; токен обновляется каждые 24 часа.")
+    look("held-look-uuids", "uuid", "tool:shell", f"$ heroku ps\n=== web (Basic): gunicorn app:app (1)\nweb.1: up 2026/02/12 {g.uuid()}\nrelease {g.uuid()}")
+    look("held-look-b64-config", "base64", "tool:config",
+         f"binaryData:\n  nginx.conf: {b64s('server { listen 80; server_name example.com; root /var/www; }')}\n")
+    look("held-look-b64-decode", "base64", "tool:shell", f"$ echo {b64s('hello from the build bot')} | base64 -d\nhello from the build bot")
+    look("held-look-git-wrapped", "git-sha", "tool:shell",
+         f"commit {g.hex(40)}\nAuthor: Alice <a@example.com>\n\n    Rotate the ghp_ prefix check\n    and the glpat- docs\n")
+    look("held-look-ansi-jsonl", "ansi", "jsonl",
+         json.dumps({"type": "user", "message": {"content": "\x1b[31mFAILED\x1b[0m test_login - AssertionError: password mismatch"}}))
+    look("held-look-cache-key", "code", "tool:shell", "    key = 'user:42:profile'\n    ttl = 300\n    value = None")
+    look("held-look-urls", "url", "tool:shell", "GET /login?auth=basic&next=/home and https://x.firebaseio.com/.json?print=pretty")
+    look("held-look-cookies", "cookie", "tool:shell", "Set-Cookie: sessionid=; expires=Thu, 01 Jan 1970 00:00:00 GMT; Path=/\ntheme=dark; lang=en")
+    return out
+
+
+def write_corpus_23() -> None:
+    entries = [e.to_json() for e in build_corpus_23()]
+    ids = [e["id"] for e in entries]
+    assert len(ids) == len(set(ids)), "duplicate ids"
+    with open(CORPUS_23_FILE, "w") as fh:
+        for e in entries:
+            fh.write(json.dumps(e, ensure_ascii=False) + "\n")
+    n_sec = sum(e["kind"] == "secret" for e in entries)
+    print(f"wrote {CORPUS_23_FILE.relative_to(REPO)}: {len(entries)} contexts ({n_sec} with secrets, "
+          f"{len(entries) - n_sec} look-alikes)")
+
+
 def write_corpus() -> None:
     CORPUS_FILE.parent.mkdir(parents=True, exist_ok=True)
     entries = [e.to_json() for e in build_corpus()]
@@ -994,6 +1191,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.write_corpus:
         write_corpus()
+        write_corpus_23()
         return
     extra = os.environ.get("MEMD_BENCH_SITE")
     if extra:
