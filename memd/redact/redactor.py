@@ -49,8 +49,10 @@ from __future__ import annotations
 
 import re
 
-from memd.redact.detectors import Detector, Hits, KeywordRule, same_length_lower
+from memd.redact.detectors import Hits, KeywordRule, same_length_lower
 from memd.redact.rules import RULES
+from memd.redact.views import base64_spans, decoded_view
+from memd.redact.words import WordRule
 
 __all__ = [
     "contains_secret",
@@ -62,32 +64,70 @@ __all__ = [
 _PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9-]{1,40}\]")
 
 
-def _applicable(rule: Detector, text: str, lowered: str) -> bool:
+def _applicable(rule: object, text: str, lowered: str) -> bool:
     """The cheap pre-check: `in` runs at memchr speed, a regex scan does not."""
-    if not rule.hints:
+    hints: tuple[str, ...] = getattr(rule, "hints", ())
+    if not hints:
         return True
-    haystack = lowered if rule.ci else text
-    return any(h in haystack for h in rule.hints)
+    haystack = lowered if getattr(rule, "ci", False) else text
+    return any(h in haystack for h in hints)
 
 
-def find_secrets(text: str) -> list[tuple[str, tuple[int, int]]]:
+_DEPTH = 2  # base64 inside base64 (a .dockerconfigjson's `auth`), and no deeper
+
+
+def find_secrets(text: str, _depth: int = 0) -> list[tuple[str, tuple[int, int]]]:
     """Every secret in `text` as (rule name, (start, end)), sorted, non-overlapping.
 
     Spans cover only the secret part of a match; overlapping findings are merged.
     A finding that is exactly an earlier placeholder (`API_KEY=[REDACTED:…]`)
-    is not a secret: redacting twice changes nothing.
+    is not a secret: redacting twice changes nothing. The rules also run on the
+    text decoded (`memd.redact.views`: escapes, control sequences, wrapped
+    tokens), whose findings are mapped back to the original characters, and a
+    base64 run whose decoded text holds a secret is one finding, named by the
+    rule that fired inside.
     """
     if not text:
         return []
+    found = _scan(text)
+    view = decoded_view(text)
+    if view is not None:
+        for start, end, idx in _scan(view.text):
+            found.append((*view.original(start, end), idx))
+    if _depth < _DEPTH:
+        inner: list[int] = []
+
+        def holds(decoded: str) -> bool:
+            got = find_secrets(decoded, _depth + 1)
+            if got:
+                inner.append(min(_RANK[name] for name, _ in got))
+            return bool(got)
+
+        for start, end in base64_spans(text, holds):
+            found.append((start, end, inner[-1]))
+    found = [f for f in found if not _in_placeholder(text, f[0], f[1])]
+    return _merge(found)
+
+
+_RANK: dict[str, int] = {}
+for _i, _r in enumerate(RULES):
+    _RANK.setdefault(_r.name, _i)
+
+
+def _scan(text: str) -> list[tuple[int, int, int]]:
+    """Every rule on `text` as it is: (start, end, rule index)."""
     lowered = same_length_lower(text, None)
     hits = Hits(lowered)
-    found: list[tuple[int, int, int]] = []  # (start, end, rule index)
+    found: list[tuple[int, int, int]] = []
     for idx, rule in enumerate(RULES):
         if not _applicable(rule, text, lowered):
             continue
-        spans = rule.spans(text, lowered, hits) if isinstance(rule, KeywordRule) else rule.spans(text, lowered)
-        found.extend((start, end, idx) for start, end in spans if not _in_placeholder(text, start, end))
-    return _merge(found)
+        if isinstance(rule, KeywordRule | WordRule):
+            spans = rule.spans(text, lowered, hits)
+        else:
+            spans = rule.spans(text, lowered)
+        found.extend((start, end, idx) for start, end in spans)
+    return found
 
 
 def _in_placeholder(text: str, start: int, end: int) -> bool:
@@ -134,7 +174,11 @@ def redact(text: str) -> str:
 # or a keyword or marker that a context rule starts from. Checked by `may_hold_secret`, and
 # tests/redact/test_redact.py keeps it an over-approximation of `find_secrets`.
 _MAYBE = re.compile(
-    r"[A-Za-z0-9_+/=.~\-]{16}|pass|pwd|secret|token|key|auth|cred|sig|bearer|basic|private|machine|://|-[pu]",
+    r"[A-Za-z0-9_+/=.~\-]{16}|pass|pwd|secret|token|key|auth|cred|sig|bearer|basic|private|machine|://|-[pu]"
+    # escapes and control sequences (decoded before matching), wrapped prefixes, other languages' words
+    r"|\x1b|\\u|\\x|gh[pousr]_|gl[a-z]{1,5}-|sk-|k_|xox|npm_|hf_|hvs\.|nra|akia|session|sessid|\.sid="
+    r"|密|口令|令牌|钥|鑰|碼|凭证|憑證|授权码|パスワ|トークン|暗証|秘密鍵|シークレット|비밀|패스워|암호|토큰|парол|токен|ключ|секрет|гасло|лозинк"
+    r"|senha|wachtw|kennw|contras|heslo|has[łl]o|clave|parol|[sş]ifre|lösen|jeton|mdp|salasana|κωδικ|סיסמ|รหัสผ่าน",
     re.IGNORECASE,
 )
 

@@ -34,6 +34,7 @@ from memd.redact.detectors import (
     token,
     tokens,
 )
+from memd.redact.shapes import has_token
 from memd.redact.vetting import (
     after_scheme,
     b64_pem_is_private,
@@ -47,6 +48,7 @@ from memd.redact.vetting import (
     vet_prose,
     vet_url_param,
 )
+from memd.redact.words import WordRule
 
 __all__ = ["RULES"]
 
@@ -93,7 +95,7 @@ _PROSE_WORDS = frozenset({
 _B64URL = r"A-Za-z0-9_\-"
 
 # Order matters only for labels: when spans overlap, the earlier rule names the merged span.
-RULES: tuple[Detector, ...] = (
+RULES: tuple[Detector | WordRule, ...] = (
     PemRule(),
     rule(
         "private-key",  # base64 of a PEM private key: a kubeconfig's client-key-data, a k8s Secret
@@ -251,6 +253,12 @@ RULES: tuple[Detector, ...] = (
         r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}",  # (gitleaks: cloudflare-origin-ca-key)
         r"sbp_[a-f0-9]{40}",  # Supabase access token
     ),
+    *tokens(  # (gitleaks: new-relic-user-api-key, new-relic-insert-key, new-relic-browser-api-token)
+        "newrelic",
+        r"NRAK-[A-Z0-9]{27}",
+        r"NRII-[A-Za-z0-9\-]{32}",
+        r"NRJS-[a-f0-9]{19}",
+    ),
     rule("jwt", rf"eyJ[{_B64URL}]{{8,}}\.eyJ[{_B64URL}]{{8,}}\.[{_B64URL}]*", ("eyJ",)),
     # --- contexts ------------------------------------------------------------------------------
     rule(
@@ -260,6 +268,26 @@ RULES: tuple[Detector, ...] = (
         ("://",),
         boundary=False,
         accept=after_scheme,
+    ),
+    rule(
+        "url-token",  # a Firebase URL's ?auth=…: the database secret or an ID token
+        r"[?&]auth=(?P<secret>[A-Za-z0-9%+/=_.~\-]{16,4096})",
+        ("auth=",),
+        accept=lambda text, m: _token_value(m.group("secret")),
+    ),
+    rule(
+        "session-cookie",  # Django's sessionid=…, PHPSESSID, JSESSIONID, connect.sid, <app>_session
+        r"session(?:id|_id)?=(?P<secret>[a-z0-9%+/=_.~\-]{16,4096})",
+        ("session",),
+        ci=True,
+        accept=lambda text, m: _token_value(m.group("secret")),
+    ),
+    rule(
+        "session-cookie",
+        r"(?:sessid|connect\.sid)=(?P<secret>[a-z0-9%+/=_.~\-]{16,4096})",
+        ("sessid", "connect.sid"),
+        ci=True,
+        accept=lambda text, m: _token_value(m.group("secret")),
     ),
     # ?access_token=…&, &api_key=…, ?password=…: query parameters that carry a credential
     KeywordRule("url-token", _ROOTS, _URL_KEYWORD, _URL_VALUE, None, vet_url_param),
@@ -353,4 +381,23 @@ RULES: tuple[Detector, ...] = (
         ("machine",),
     ),
     KeywordRule("secret-in-prose", _ROOTS, _PROSE_KEYWORD, _PROSE_TAIL, _PROSE_QUALIFIER, vet_prose),
+    WordRule("secret-in-prose"),  # the password words of other languages, and a few words between
+    rule(
+        "secret-assignment",  # a bare `key` with a token-shaped quoted value: a traceback's locals, pytest --showlocals
+        r"key[ \t]{0,40}[:=][ \t]{0,4}b?(?P<q>['\"])(?P<secret>[A-Za-z0-9+/=_\-]{16,512})(?P=q)",
+        ("key",),
+        ci=True,
+        accept=lambda text, m: has_token(m.group("secret")),
+    ),
+    rule(
+        "heroku",  # `heroku auth:token` prints the API key as a bare UUID, a few lines on at most
+        r"auth:token(?s:.{0,400}?)(?:\n|\\n)[ \t]{0,8}"
+        r"(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-f\-])",
+        ("auth:token",),
+    ),
 )
+
+
+def _token_value(value: str) -> bool:
+    """A cookie's or a URL parameter's value that is a credential, not a flag or a word (`auth=basic`)."""
+    return not is_placeholder(value) and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)

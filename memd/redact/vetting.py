@@ -26,6 +26,7 @@ __all__ = [
     "env_name_is_secret",
     "is_placeholder",
     "telegram_boundary",
+    "value_is_secret_shaped",
     "vet_assignment",
     "vet_prose",
     "vet_url_param",
@@ -271,6 +272,20 @@ def vet_prose(text: str, low: str, start: int, end: int, m: re.Match[str]) -> tu
     if low[max(0, name_start - 3) : name_start] == "://":
         return None  # https://x-access-token:…@host: url-password's
     return s, s + len(value)
+
+
+def value_is_secret_shaped(value: str) -> bool:
+    """Whether a value said after a password word looks like a password or a key: letters and digits,
+    or ten characters or more mixing cases and symbols; not a path, a file, a version, or an identifier
+    that names a secret (`password_hash2`)."""
+    if _PATH_LIKE.match(value) or _FILE_LIKE.search(value.lower()) or _VERSION.fullmatch(value):
+        return False
+    if (value.isidentifier() or _DOTTED_IDENT.fullmatch(value)) and _NAMES_A_SECRET.search(value):
+        return False
+    alpha = any(c.isalpha() for c in value)
+    if alpha and any(c.isdigit() for c in value):
+        return True
+    return len(value) >= 10 and alpha and not value.isalnum() and value.lower() != value and value.upper() != value
 
 
 def cli_value_is_secret(text: str, m: re.Match[str]) -> bool:

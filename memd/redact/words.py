@@ -1,0 +1,110 @@
+"""Password and token words in the languages people write in, and the value said after them.
+
+`我们的测试数据库密码是 …`, `部署用的访问令牌：…`, `本番サーバーのパスワード：…`, `пароль от админки: …`,
+`le mot de passe du VPN est …`, `das Passwort für den Server ist …`: a keyword, a few words about
+what it opens (bounded), a separator (`:`, `：`, `=`, `是`, `は`, `는`, a copula such as `is`, `est`,
+`ist`, `é`, `lautet`), and a value. The value is a secret only if it looks like one (letters and
+digits, or a mixed-case string with symbols); the prose around it ("the password is stored in the
+vault", "密码不要写在代码里") has no such value and stays.
+
+Cost: the keywords are found once per text. Those starting with an ASCII letter by `str.find` on the
+lowered text (shared through `Hits` with the other keyword rules); the others by one regex whose
+first characters are all non-ASCII, which the regex engine skips through at memchr-like speed, and
+only when the text is not pure ASCII (`str.isascii` is O(1)).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from memd.redact.detectors import Hits, same_length_lower
+from memd.redact.vetting import is_placeholder, value_is_secret_shaped
+
+__all__ = ["ASCII_WORDS", "WordRule"]
+
+# Keywords starting with an ASCII letter: found with str.find (`pass` is the other rules' root, already found).
+# English is `memd.redact.rules`' prose and assignment rules: code (`password = os.environ[…]`) is theirs to judge.
+ASCII_WORDS = (
+    "pass", "senha", "wachtwoord", "kennwort", "contrase", "heslo", "hasło", "haslo",
+    "clave", "parol", "sifre", "lösenord", "jeton", "mdp", "salasana",
+)
+# Keywords starting with a non-ASCII character (CJK, Japanese, Korean, Cyrillic, Greek, Turkish, …).
+_OTHER_WORDS = re.compile(
+    "密码|密碼|口令|密钥|密鑰|秘钥|秘鑰|令牌|凭证|憑證|授权码|パスワード|トークン|暗証番号|秘密鍵|シークレット|"
+    "비밀번호|패스워드|암호|토큰|парол|токен|ключ|секрет|гасло|лозинк|şifre|κωδικ|סיסמ|รหัสผ่าน"
+)
+# What a root found by `find` must read as: pass → passwort, passord, (mot de) passe.
+_ASCII_KEYWORD = re.compile(
+    r"pass(?:wort|ord|e(?![a-z]))|senha|wachtwoord|kennwort|contrase[ñn]a|heslo|"
+    r"has[łl]o|clave|parol[aeă]?|sifre|lösenord|jeton|mdp|salasana"
+)
+# After the keyword: at most 3 more letters (an inflection: пароля, lösenordet, şifresi, senhas), a bounded
+# gap naming what it opens (no sentence end), a separator, an optional opening quote, the value.
+_VALUE = r"(?P<open>[\"'`「『“‘«]?)(?P<value>[A-Za-z0-9!#$%&*+\-./:=?@^_~|]{6,256})"
+_TAIL = re.compile(
+    r"(?P<infl>[^\W\d_]{0,3})"
+    r"(?P<gap>[^\n\r.;!?。！？；，\"'`]{0,48}?)"
+    r"(?P<sep>[ \t]*(?:[:：=＝]|->|=>|是|为|為|は|が|는|은|이|가)[ \t]*[:：]?[ \t]*"
+    r"|[ \t]+(?:is|was|are|est|es|era|ist|lautet|é|è|e|är|er|on|jest|to|je|zijn|sind|son|sont|são)[ \t]*[:：]?[ \t]+)"
+    + _VALUE
+)
+# Or the value right after the keyword and a gap (`密码 xq7…`, `token ghp_…`).
+_BARE = re.compile(r"(?P<infl>[^\W\d_]{0,3})(?P<gap>)(?P<sep>[ \t]+)" + _VALUE)
+_IN_URL = re.compile(r"://[^\s/@]*$")
+_TRAILING = ".,;:!?)]}>\"'`"
+
+
+@dataclass(frozen=True)
+class WordRule:
+    """A password or token word in any of the common languages, a short gap, a separator, a value."""
+
+    name: str
+    hints: tuple[str, ...] = ()
+    ci: bool = True
+
+    def spans(self, text: str, lowered: str | None = None, hits: Hits | None = None) -> Iterator[tuple[int, int]]:
+        low = same_length_lower(text, lowered)
+        if hits is None or hits.low is not low:
+            hits = Hits(low)
+        ends: list[tuple[int, int, bool]] = []  # (keyword start, keyword end, needs a word end)
+        for root in ASCII_WORDS:
+            for i in hits.of(root):
+                k = _ASCII_KEYWORD.match(low, i)
+                if k is not None:
+                    ends.append((i, k.end(), True))
+        if not text.isascii():
+            ends.extend((m.start(), m.end(), m.group(0)[0].isalpha() and m.group(0)[0] < "ㄱ") for m in _OTHER_WORDS.finditer(low))
+        resume = 0
+        for start, end, wordy in sorted(ends):
+            if start < resume:
+                continue
+            span = self._value(text, low, start, end, wordy)
+            if span is not None:
+                resume = span[1]
+                yield span
+
+    @staticmethod
+    def _value(text: str, low: str, start: int, end: int, wordy: bool) -> tuple[int, int] | None:
+        if _IN_URL.search(low, max(0, start - 128), start):
+            return None  # https://x-access-token:…@host: the URL rules' business
+        if wordy:
+            j = end
+            while j < len(low) and j - end <= 3 and low[j].isalpha():
+                j += 1
+            if j - end > 3:
+                return None  # inside a longer word: Passwortänderung, tokenizer
+        m = _TAIL.match(low, end) or _BARE.match(low, end)
+        if m is None or m.group("gap").count(" ") > 5:
+            return None  # nothing said, or a sentence rather than what the secret opens
+        s, e = m.span("value")
+        value = text[s:e]
+        if m.group("open"):
+            closer = {"「": "」", "『": "』", "“": "”", "‘": "’", "«": "»"}.get(m.group("open"), m.group("open"))
+            cut = value.find(closer) if closer in value else -1
+            value = value[:cut] if cut >= 0 else value
+        value = value.rstrip(_TRAILING)
+        if len(value) < 6 or is_placeholder(value) or not value_is_secret_shaped(value):
+            return None
+        return s, s + len(value)
