@@ -278,7 +278,7 @@ RULES: tuple[Detector | WordRule, ...] = (
     rule(
         "session-cookie",  # Django's sessionid=…, PHPSESSID, JSESSIONID, connect.sid, <app>_session
         r"session(?:id|_id)?=(?P<secret>[a-z0-9%+/=_.~\-]{16,4096})",
-        ("session",),
+        ("session=", "sessionid=", "session_id="),  # not "session": every transcript line holds a sessionId
         ci=True,
         accept=lambda text, m: _token_value(m.group("secret")),
     ),

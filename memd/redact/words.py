@@ -26,19 +26,16 @@ __all__ = ["ASCII_WORDS", "WordRule"]
 
 # Keywords starting with an ASCII letter: found with str.find (`pass` is the other rules' root, already found).
 # English is `memd.redact.rules`' prose and assignment rules: code (`password = os.environ[…]`) is theirs to judge.
-ASCII_WORDS = (
-    "pass", "senha", "wachtwoord", "kennwort", "contrase", "heslo", "hasło", "haslo",
-    "clave", "parol", "sifre", "lösenord", "jeton", "mdp", "salasana",
-)
+ASCII_WORDS = ("pass", "senha", "wachtwoord", "kennwort", "contrase", "hasło", "lösenord")
 # Keywords starting with a non-ASCII character (CJK, Japanese, Korean, Cyrillic, Greek, Turkish, …).
+_OTHER_FIRST = re.compile("[密口令秘凭憑授パト暗シ비패암토птксглşκסร]")
 _OTHER_WORDS = re.compile(
     "密码|密碼|口令|密钥|密鑰|秘钥|秘鑰|令牌|凭证|憑證|授权码|パスワード|トークン|暗証番号|秘密鍵|シークレット|"
     "비밀번호|패스워드|암호|토큰|парол|токен|ключ|секрет|гасло|лозинк|şifre|κωδικ|סיסמ|รหัสผ่าน"
 )
 # What a root found by `find` must read as: pass → passwort, passord, (mot de) passe.
 _ASCII_KEYWORD = re.compile(
-    r"pass(?:wort|ord|e(?![a-z]))|senha|wachtwoord|kennwort|contrase[ñn]a|heslo|"
-    r"has[łl]o|clave|parol[aeă]?|sifre|lösenord|jeton|mdp|salasana"
+    r"pass(?:wort|ord|e(?![a-z]))|senha|wachtwoord|kennwort|contrase[ñn]a|hasło|lösenord"
 )
 # After the keyword: at most 3 more letters (an inflection: пароля, lösenordet, şifresi, senhas), a bounded
 # gap naming what it opens (no sentence end), a separator, an optional opening quote, the value.
@@ -75,7 +72,10 @@ class WordRule:
                 if k is not None:
                     ends.append((i, k.end(), True))
         if not text.isascii():
-            ends.extend((m.start(), m.end(), m.group(0)[0].isalpha() and m.group(0)[0] < "ㄱ") for m in _OTHER_WORDS.finditer(low))
+            for f in _OTHER_FIRST.finditer(low):
+                m = _OTHER_WORDS.match(low, f.start())
+                if m is not None:
+                    ends.append((m.start(), m.end(), m.group(0)[0] < "ㄱ"))  # alphabetic scripts end a word
         resume = 0
         for start, end, wordy in sorted(ends):
             if start < resume:
