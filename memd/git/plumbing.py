@@ -49,13 +49,16 @@ def blob_sha(data: bytes) -> str:
 
 def message(subject: str, trailers: dict[str, str], body: str = "") -> str:
     """A commit message: the subject, an optional body, `Memd-*` trailers; redacted like a log line
-    (a reason could quote what a user said, and commit messages are pushed)."""
+    (a reason could quote what a user said, and commit messages are pushed). A token-shaped word in the
+    subject (a secret no rule knows, `memd.redact.shapes`) is dropped too: the subject is derived text."""
 
-    lines = [" ".join(subject.split())[:200] or "memd", ""]
+    from memd.redact.redactor import redact  # noqa: PLC0415 - start-up
+    from memd.redact.shapes import mask_tokens  # noqa: PLC0415 - start-up
+
+    lines = [mask_tokens(" ".join(subject.split()))[:200] or "memd", ""]
     if body:
         lines += [body.rstrip(), ""]
     lines += [f"{k}: {' '.join(str(v).split())}" for k, v in trailers.items() if v]
-    from memd.redact.redactor import redact  # noqa: PLC0415 - start-up
     return redact("\n".join(lines) + "\n")
 
 

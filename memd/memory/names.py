@@ -13,6 +13,8 @@ import re
 import unicodedata
 from pathlib import Path
 
+from memd.redact.shapes import has_token
+
 INDEX_NAME = "MEMORY.md"
 SUFFIX = ".md"
 # File names are capped in bytes, not characters: CJK names take 3 bytes a
@@ -108,22 +110,13 @@ def confine(directory: Path, slug: str) -> Path:
     if path.resolve().parent != base.resolve():
         raise UnsafePath(f"{path}: resolves outside {base}")
     return path
-_TOKEN_RUN = re.compile(r"[A-Za-z0-9]+")
-
-
 def token_like(text: str) -> bool:
-    """A run of letters and digits shaped like a key or token rather than a word: 16 characters or
-    more mixing letters and digits, 12 digits or more, or 30 characters or more of anything.
+    """Whether `text` holds a run shaped like a key or token rather than a word (`memd.redact.shapes`).
 
     Names become file names, index lines and search rows; a secret the detectors miss (an unknown
     format, or a known one already turned into a slug: `ghp-…`, lower-cased) must not get there
     either, and no real name needs such a run."""
-    for run in _TOKEN_RUN.findall(text):
-        if len(run) >= 30 or (len(run) >= 12 and run.isdigit()):
-            return True
-        if len(run) >= 16 and any(c.isdigit() for c in run) and any(c.isalpha() for c in run):
-            return True
-    return False
+    return has_token(text)
 
 
 def is_tracked_name(name: str) -> bool:

@@ -11,8 +11,8 @@ A run of letters and digits is token-shaped when it is
 - 16 characters or more mixing letters and digits;
 - 8 characters or more where letters and digits alternate at least three times (`xq7pl9mz2vkw`,
   `a1b2c3d4`), which words, versions and names (`ubuntu2204`, `python311`, `v2beta1`, `sha256sum`) do not;
-- 10 characters or more of letters whose case changes inside at least three times without the
-  lower-case runs of camelCase (`qZxvTbnmKpLw`).
+- 10 characters or more of letters whose case changes inside at least three times, with lower-case
+  runs shorter than camelCase's words (`qZxvTbnmKpLw`, not `refreshAccessTokenIfExpired`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import re
 __all__ = ["is_token_shaped", "mask_tokens", "has_token"]
 
 _RUN = re.compile(r"[A-Za-z0-9]+")
+_LOWER_RUN = re.compile(r"[a-z]+")
 
 
 def is_token_shaped(run: str) -> bool:
@@ -40,8 +41,8 @@ def is_token_shaped(run: str) -> bool:
             return True
     if not digits and n >= 10:
         humps = sum(1 for a, b in zip(run, run[1:], strict=False) if a.islower() and b.isupper())
-        lone = sum(1 for i in range(1, n - 1) if run[i].isupper() and not run[i + 1].islower())
-        return humps >= 3 and lone >= 2
+        lower_runs = len(_LOWER_RUN.findall(run))
+        return humps >= 3 and sum(c.islower() for c in run) < 3 * lower_runs
     return False
 
 

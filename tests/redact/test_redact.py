@@ -148,6 +148,7 @@ GRAFANA = j("glsa", "_", "AbCdEfGhIjKlMnOpQrStUvWxYz012345", "_", "0a1b2c3d")
 SENTRY = j("sntryu", "_", "0a1b2c3d4e5f6a7b" * 4)
 GROQ = j("gsk", "_", "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGhIjKlMnOp")
 PULUMI = j("pul", "-", "0a1b2c3d4e5f" * 3, "0a1b")
+NEWRELIC = j("NRAK", "-", "7XK2M9QW4RTB8NV3LP6ZD5HJ1CF")
 JWT = j("eyJhbGciOiJIUzI1NiJ9", ".", "eyJzdWIiOiIxMjM0NTY3ODkwIn0", ".", "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U")
 PEM_BODY = "MIIEowIBAAKCAQEA7bq9\nQk1Lx0e+Zz/9Uq3vQ==\n"
 PEM = j("-----BEGIN RSA ", "PRIVATE KEY-----\n", PEM_BODY, "-----END RSA ", "PRIVATE KEY-----")
@@ -206,6 +207,9 @@ CASES = [
     ("llm-provider", f"groq {GROQ}", GROQ, "gsk_short"),
     ("saas-token", f"pulumi login with {PULUMI}", PULUMI, "pul-123 and a pull-request"),
     ("jwt", f"cookie={JWT};", JWT, "eyJhbGciOiJIUzI1NiJ9 alone is only a header"),
+    ("newrelic", f"graphql key {NEWRELIC}", NEWRELIC, "NRAK-short and NRQL queries"),
+    ("session-cookie", "Cookie: csrftoken=x; sessionid=k2v8x1m9q4w7z3t6r0p5n8b2c4d6f1g9", "k2v8x1m9q4w7z3t6r0p5n8b2c4d6f1g9",
+     "Set-Cookie: sessionid=; Path=/ and session=requests.Session()"),
     ("url-password", "postgres://alice:hunter2@db:5432/app", "hunter2", "https://alice@example.com:8443/path?q=a@b"),
     ("url-token", "GET /export?format=csv&access_token=Zx81Kq0PlmN4&page=2", "Zx81Kq0PlmN4",
      "GET /export?format=csv&access_token={token}&page=2"),
