@@ -1255,13 +1255,13 @@ def round_23(write: bool) -> None:
           f"now {new16.spans_hit}/{new16.spans_total} FP {new16.false_positives}")
     if not write:
         return
-    real_kb = sum(len(t.encode()) for t in spans50) / 1024
+    sum(len(t.encode()) for t in spans50) / 1024
     table = ["| redactor | set | contexts leaked | secret spans removed | look-alikes altered | µs per KB, median (max) "
              "| cost per KB vs main | findings in real transcripts |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for name, split, sc, med, worst, rf in rows:
         table.append(f"| {name} | {split} | {sc.contexts - sc.contexts_clean}/{sc.contexts} | {sc.spans_hit}/{sc.spans_total} "
                      f"| {sc.false_positives}/{sc.lookalikes} | {med:,.0f} ({worst:,.0f}) | {med / ref:.2f}× | {rf} |")
-    held_missed = [r for r in rows if r[0] != old.name and r[1] == "held"][0][2]
+    held_missed = next(r for r in rows if r[0] != old.name and r[1] == "held")[2]
     section = "\n".join([
         ROUND_23, "",
         "Command: `.venv/bin/python bench/bench_secrets.py --round 23`. Corpus: `tests/data/secrets_corpus_23.jsonl` "

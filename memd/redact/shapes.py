@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["is_token_shaped", "mask_tokens", "has_token"]
+__all__ = ["has_token", "is_token_shaped", "mask_tokens"]
 
 _RUN = re.compile(r"[A-Za-z0-9]+")
 _LOWER_RUN = re.compile(r"[a-z]+")
