@@ -55,7 +55,7 @@ def message(subject: str, trailers: dict[str, str], body: str = "") -> str:
     from memd.redact.redactor import redact  # noqa: PLC0415 - start-up
     from memd.redact.shapes import mask_tokens  # noqa: PLC0415 - start-up
 
-    lines = [mask_tokens(" ".join(subject.split()))[:200] or "memd", ""]
+    lines = [mask_tokens(redact(" ".join(subject.split())))[:200] or "memd", ""]  # known secrets first, by name
     if body:
         lines += [body.rstrip(), ""]
     lines += [f"{k}: {' '.join(str(v).split())}" for k, v in trailers.items() if v]
