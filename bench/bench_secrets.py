@@ -1255,7 +1255,7 @@ def round_23(write: bool) -> None:
           f"now {new16.spans_hit}/{new16.spans_total} FP {new16.false_positives}")
     if not write:
         return
-    sum(len(t.encode()) for t in spans50) / 1024
+    real_kb = sum(len(t.encode()) for t in spans50) / 1024
     table = ["| redactor | set | contexts leaked | secret spans removed | look-alikes altered | µs per KB, median (max) "
              "| cost per KB vs main | findings in real transcripts |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for name, split, sc, med, worst, rf in rows:
@@ -1269,7 +1269,7 @@ def round_23(write: bool) -> None:
         "it); `held` was written before the new rules in the same classes but other languages, placements and "
         "formats, and not tuned on. main's redactor (`git show main:memd/redact/*`) is measured in the same process "
         f"and run, interleaved, twice, each span's best of up to 5 kept (CPU time of the process: "
-        "`time.process_time`), on 12 spans of 50 KB ({real_kb:,.0f} KB) of real "
+        f"`time.process_time`), on 12 spans of 50 KB ({real_kb:,.0f} KB) of real "
         f"transcript JSONL; load average {os.getloadavg()[0]:.1f} at the end (2 shared cores: read the ratio, not the µs).",
         "", *table, "",
         f"Issue 16's corpus, same run: main {old16.spans_hit}/{old16.spans_total} spans, {old16.false_positives} look-alikes "
@@ -1277,6 +1277,15 @@ def round_23(write: bool) -> None:
         "",
         f"Held-out contexts still leaking: {', '.join(f'`{m}`' for m in held_missed.missed) or 'none'}; "
         f"held-out look-alikes altered: {', '.join(f'`{m}`' for m in held_missed.fp_ids) or 'none'}.",
+        "",
+        "What the redactor does now (memd/redact): the password and token words of Chinese, Japanese, Korean, "
+        "Russian, French, Spanish, German, Portuguese, Dutch, Polish, Swedish, Turkish and more, a bounded gap, "
+        "a separator, a secret-shaped value (`words.py`); every rule also runs on the text with JSON and C escapes "
+        "decoded, control sequences removed and wrapped tokens of known prefixes joined, its findings mapped back "
+        "to the original characters (`views.py`); a base64 run that decodes to text holding a secret is redacted "
+        "whole (found on a byte mask, so ordinary text pays a substring search); New Relic keys, `?auth=`, session "
+        "cookies, a bare `key = '…'` with a token-shaped value, `heroku auth:token`'s UUID (`rules.py`). Names, file "
+        "names and commit subjects drop token-shaped words no rule knows (`shapes.py`).",
         "",
     ])
     write_section(ROUND_23, section, RESULTS)
