@@ -23,6 +23,7 @@ import pytest
 from memd.git.plumbing import message
 from memd.memory.classify import name_for
 from memd.memory.names import token_like
+from memd.memory.operations import validate_operations
 from memd.redact.redactor import find_secrets, may_hold_secret, redact
 from memd.redact.shapes import has_token, is_token_shaped, mask_tokens
 
@@ -168,6 +169,15 @@ def test_a_name_and_a_commit_subject_drop_an_unknown_token() -> None:
     msg = message("remember: memd remember: 我们的测试数据库-xq7pl9mz2vkw (1 add)", {"Memd-Run": "r1"})
     assert "xq7pl9mz2vkw" not in msg and msg.startswith("remember: memd remember: 我们的测试数据库-… (1 add)")
     assert mask_tokens("fix ubuntu2204 build") == "fix ubuntu2204 build"
+
+
+def test_a_proposed_name_holding_an_unknown_token_is_refused() -> None:
+    """MCP `remember` and extraction: the agent's or the model's name becomes a file name."""
+    raw = {"op": "add", "scope": "global", "type": "user", "description": "d", "body": "b"}
+    accepted, rejected = validate_operations({"operations": [{**raw, "name": "db-password-xq7pl9mz2vkw"}]})
+    assert not accepted and rejected[0][1] == "name contains a secret"
+    accepted, rejected = validate_operations({"operations": [{**raw, "name": "ubuntu2204 build notes"}]})
+    assert accepted and not rejected
 
 
 # --- issue 23's labelled set ------------------------------------------------------------------
