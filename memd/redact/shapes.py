@@ -9,8 +9,9 @@ this predicate of every word and drop the words it flags (`memd.memory.names.tok
 A run of letters and digits is token-shaped when it is
 - 30 characters or more, or 12 digits or more;
 - 16 characters or more mixing letters and digits;
-- 8 characters or more where letters and digits alternate at least three times (`xq7pl9mz2vkw`,
-  `a1b2c3d4`), which words, versions and names (`ubuntu2204`, `python311`, `v2beta1`, `sha256sum`) do not;
+- 10 characters or more where letters and digits alternate at least three times (`xq7pl9mz2vkw`,
+  `a1b2c3d4e5`), which words, versions and names (`ubuntu2204`, `python311`, `v2beta1`, `sha256sum`)
+  do not, and a short id (`s029f02b4`, a git short hash) is too short for;
 - 10 characters or more of letters whose case changes inside at least three times, with lower-case
   runs shorter than camelCase's words (`qZxvTbnmKpLw`, not `refreshAccessTokenIfExpired`).
 """
@@ -37,7 +38,7 @@ def is_token_shaped(run: str) -> bool:
         if n >= 16:
             return True
         switches = sum(1 for a, b in zip(run, run[1:], strict=False) if a.isdigit() != b.isdigit())
-        if switches >= 3:
+        if n >= 10 and switches >= 3:
             return True
     if not digits and n >= 10:
         humps = sum(1 for a, b in zip(run, run[1:], strict=False) if a.islower() and b.isupper())

@@ -152,13 +152,13 @@ def test_a_complete_token_is_not_joined_with_the_next_word() -> None:
 
 # --- the token-shape predicate: names and commit subjects ------------------------------------
 
-@pytest.mark.parametrize("run", ["xq7pl9mz2vkw", "a1b2c3d4", HEX32, "k2v8x1m9q4w7z3t6", "123456789012", "qZxvTbnmKpLwRs"])
+@pytest.mark.parametrize("run", ["xq7pl9mz2vkw", "a1b2c3d4e5", HEX32, "k2v8x1m9q4w7z3t6", "123456789012", "qZxvTbnmKpLwRs"])
 def test_token_shaped_runs(run: str) -> None:
     assert is_token_shaped(run) and has_token(f"name {run} here") and token_like(f"x-{run}")
 
 
 @pytest.mark.parametrize("run", ["ubuntu2204", "python311", "v2beta1", "sha256sum", "iso8601", "refreshAccessToken",
-                                 "PasswordResetTokenGenerator", "migrations", "kubernetes", "x86"])
+                                 "PasswordResetTokenGenerator", "migrations", "kubernetes", "x86", "s029f02b4", "3f2a9c1e"])
 def test_word_shaped_runs(run: str) -> None:
     assert not is_token_shaped(run) and not token_like(run)
 
