@@ -37,19 +37,23 @@ _OTHER_WORDS = re.compile(
 _ASCII_KEYWORD = re.compile(
     r"pass(?:wort|ord|e(?![a-z]))|senha|wachtwoord|kennwort|contrase[ñn]a|hasło|lösenord"
 )
-# After the keyword: at most 3 more letters (an inflection: пароля, lösenordet, şifresi, senhas), a bounded
-# gap naming what it opens (no sentence end), a separator, an optional opening quote, the value.
+# After the keyword (and, for an alphabetic script, at most 3 more letters: an inflection such as пароля,
+# lösenordet, şifresi, senhas): a bounded gap naming what it opens (no sentence end), a separator, an
+# optional opening quote, the value. Separators are found by one scan of the gap for where one may start,
+# then matched there: a lazy gap in the regex would retry every separator at every gap length.
 _VALUE = r"(?P<open>[\"'`「『“‘«]?)(?P<value>[A-Za-z0-9!#$%&*+\-./:=?@^_~|]{6,256})"
-_TAIL = re.compile(
-    r"(?P<infl>[^\W\d_]{0,3})"
-    r"(?P<gap>[^\n\r.;!?。！？；，\"'`]{0,48}?)"
-    r"(?P<sep>[ \t]*(?:[:：=＝]|->|=>|是|为|為|は|が|는|은|이|가)[ \t]*[:：]?[ \t]*"
-    r"|[ \t]+(?:is|was|are|est|es|era|ist|lautet|é|è|e|är|er|on|jest|to|je|zijn|sind|son|sont|são)[ \t]*[:：]?[ \t]+)"
-    + _VALUE
+_COPULAS = "is|was|are|est|es|era|ist|lautet|é|è|e|är|er|on|jest|to|je|zijn|sind|son|sont|são"
+_SEP_START = re.compile(rf"[:：=＝\-是为為はが는은이가]|[ \t](?:{_COPULAS})[ \t]")
+_SEP_VALUE = re.compile(
+    r"(?:[:：=＝]|->|=>|是|为|為|は|が|는|은|이|가)[ \t]*[:：]?[ \t]*"
+    rf"|[ \t](?:{_COPULAS})[ \t]*[:：]?[ \t]+"
 )
-# Or the value right after the keyword and a gap (`密码 xq7…`, `token ghp_…`).
-_BARE = re.compile(r"(?P<infl>[^\W\d_]{0,3})(?P<gap>)(?P<sep>[ \t]+)" + _VALUE)
-_IN_URL = re.compile(r"://[^\s/@]*$")
+_AFTER_SEP = re.compile(_VALUE)
+# Or the value right after the keyword and a gap (`密码 xq7…`).
+_BARE = re.compile(r"[ \t]+" + _VALUE)
+_GAP = 48
+_DENSE = 16
+_GAP_END = re.compile(r"[\n\r.;!?。！？；，\"'`]")
 _TRAILING = ".,;:!?)]}>\"'`"
 
 
@@ -76,35 +80,53 @@ class WordRule:
                 m = _OTHER_WORDS.match(low, f.start())
                 if m is not None:
                     ends.append((m.start(), m.end(), m.group(0)[0] < "ㄱ"))  # alphabetic scripts end a word
-        resume = 0
+        resume = failed = -_DENSE
         for start, end, wordy in sorted(ends):
-            if start < resume:
-                continue
+            if start < resume or start - failed < _DENSE:
+                continue  # inside a value already read; or a keyword right after one whose window (a superset, all
+                # but its last few characters) held no value: a dense run of keywords costs a few, not one each
             span = self._value(text, low, start, end, wordy)
-            if span is not None:
+            if span is None:
+                failed = start
+            else:
                 resume = span[1]
                 yield span
 
     @staticmethod
     def _value(text: str, low: str, start: int, end: int, wordy: bool) -> tuple[int, int] | None:
-        if _IN_URL.search(low, max(0, start - 128), start):
+        k = low.rfind("://", max(0, start - 128), start)
+        if k >= 0 and not any(c in low[k + 3 : start] for c in " \t\n/@"):
             return None  # https://x-access-token:…@host: the URL rules' business
+        j = end
         if wordy:
-            j = end
             while j < len(low) and j - end <= 3 and low[j].isalpha():
                 j += 1
             if j - end > 3:
                 return None  # inside a longer word: Passwortänderung, tokenizer
-        m = _TAIL.match(low, end) or _BARE.match(low, end)
-        if m is None or m.group("gap").count(" ") > 5:
-            return None  # nothing said, or a sentence rather than what the secret opens
-        s, e = m.span("value")
-        value = text[s:e]
-        if m.group("open"):
-            closer = {"「": "」", "『": "』", "“": "”", "‘": "’", "«": "»"}.get(m.group("open"), m.group("open"))
-            cut = value.find(closer) if closer in value else -1
-            value = value[:cut] if cut >= 0 else value
-        value = value.rstrip(_TRAILING)
-        if len(value) < 6 or is_placeholder(value) or not value_is_secret_shaped(value):
-            return None
-        return s, s + len(value)
+        bare = _BARE.match(low, j)
+        span = _vetted(text, bare) if bare is not None else None
+        if span is not None:
+            return span
+        stop = _GAP_END.search(low, j, j + _GAP + 1)
+        limit = stop.start() if stop else min(len(low), j + _GAP + 1)
+        for tries, sep in enumerate(_SEP_START.finditer(low, j, limit)):
+            if tries == 4 or low.count(" ", j, sep.start()) > 5:
+                return None  # a sentence rather than what the secret opens
+            s_ = _SEP_VALUE.match(low, sep.start())
+            m = _AFTER_SEP.match(low, s_.end()) if s_ else None
+            if m is not None:
+                return _vetted(text, m)
+        return None
+
+
+def _vetted(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+    s, e = m.span("value")
+    value = text[s:e]
+    if m.group("open"):
+        closer = {"「": "」", "『": "』", "“": "”", "‘": "’", "«": "»"}.get(m.group("open"), m.group("open"))
+        cut = value.find(closer) if closer in value else -1
+        value = value[:cut] if cut >= 0 else value
+    value = value.rstrip(_TRAILING)
+    if len(value) < 6 or is_placeholder(value) or not value_is_secret_shaped(value):
+        return None
+    return s, s + len(value)

@@ -399,6 +399,20 @@ _ADVERSARIAL = [
     "hooks.slack.com/services/" * 40_000,
     "a_" * 500_000,
     "é" + "PASSWORD=" * 110_000,
+    # issue 23: other languages' words, decoded views, base64, the new formats
+    "密码是 " * 250_000,
+    "пароль: " * 125_000,
+    "le mot de passe est " * 50_000,
+    "\\u0067" * 170_000,
+    "\x1b[1m" * 250_000,
+    "\x1b]8;;" * 200_000,
+    "ghp_a\n" * 170_000,
+    "ghp_a\\n" * 140_000,
+    "QUJD" * 250_000,
+    "c2tfbGl2ZV8" * 90_000,
+    "auth:token\n" * 90_000,
+    "key = '" * 140_000,
+    "sessionid=" * 100_000,
 ]
 
 
