@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 __all__ = [
+    "AfterRule",
     "Detector",
     "EnvRule",
     "HeadRule",
@@ -346,4 +347,31 @@ class PemRule:
             yield m.start(), covered
 
 
-Detector = Rule | PemRule | KeywordRule | HeadRule | EnvRule
+@dataclass(frozen=True)
+class AfterRule:
+    """A value a command prints: `marker` (the command, found with `str.find`), then within `reach`
+    characters `value` (its `secret` group). The text after each marker is searched once, however
+    densely markers repeat, so the scan stays linear."""
+
+    name: str
+    marker: str
+    value: re.Pattern[str]
+    reach: int
+    ci: bool = False
+
+    @property
+    def hints(self) -> tuple[str, ...]:
+        return (self.marker,)
+
+    def spans(self, text: str, lowered: str | None = None) -> Iterator[tuple[int, int]]:
+        searched = 0
+        i = text.find(self.marker)
+        while i >= 0:
+            stop = i + len(self.marker) + self.reach
+            for m in self.value.finditer(text, max(i + len(self.marker), searched), stop):
+                yield m.span("secret")
+            searched = max(searched, stop - 64)  # a value may straddle the seam: look again at the last bit
+            i = text.find(self.marker, i + len(self.marker))
+
+
+Detector = Rule | PemRule | KeywordRule | HeadRule | EnvRule | AfterRule

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from memd.redact.detectors import (
+    AfterRule,
     Detector,
     EnvRule,
     HeadRule,
@@ -389,11 +390,11 @@ RULES: tuple[Detector | WordRule, ...] = (
         ci=True,
         accept=lambda text, m: has_token(m.group("secret")),
     ),
-    rule(
-        "heroku",  # `heroku auth:token` prints the API key as a bare UUID, a few lines on at most
-        r"auth:token(?s:.{0,400}?)(?:\n|\\n)[ \t]{0,8}"
-        r"(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-f\-])",
-        ("auth:token",),
+    AfterRule(  # `heroku auth:token` prints the API key as a bare UUID, at the start of a line a few lines on
+        "heroku",
+        "auth:token",
+        re.compile(r"(?:\n|\\n)[ \t]{0,8}(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-f\-])"),
+        400,
     ),
 )
 
