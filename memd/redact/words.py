@@ -69,27 +69,33 @@ class WordRule:
         low = same_length_lower(text, lowered)
         if hits is None or hits.low is not low:
             hits = Hits(low)
-        ends: list[tuple[int, int, bool]] = []  # (keyword start, keyword end, needs a word end)
-        for root in ASCII_WORDS:
-            for i in hits.of(root):
-                k = _ASCII_KEYWORD.match(low, i)
-                if k is not None:
-                    ends.append((i, k.end(), True))
-        if not text.isascii():
-            for f in _OTHER_FIRST.finditer(low):
-                m = _OTHER_WORDS.match(low, f.start())
-                if m is not None:
-                    ends.append((m.start(), m.end(), m.group(0)[0] < "ㄱ"))  # alphabetic scripts end a word
-        resume = failed = -_DENSE
-        for start, end, wordy in sorted(ends):
-            if start < resume or start - failed < _DENSE:
-                continue  # inside a value already read; or a keyword right after one whose window (a superset, all
-                # but its last few characters) held no value: a dense run of keywords costs a few, not one each
+        ascii_hits = sorted(i for root in ASCII_WORDS for i in hits.of(root))
+        other = not text.isascii()
+        allowed = 0  # past a value already read, or past a keyword whose window held none (see _DENSE)
+        k = 0
+        nxt: tuple[int, int, bool] | None = None
+        while True:
+            while k < len(ascii_hits) and ascii_hits[k] < allowed:
+                k += 1
+            if other and (nxt is None or nxt[0] < allowed):
+                nxt = _next_other(low, allowed)  # searched again only once passed: linear
+                other = nxt is not None
+            if k < len(ascii_hits) and (nxt is None or ascii_hits[k] <= nxt[0]):
+                start, kw = ascii_hits[k], _ASCII_KEYWORD.match(low, ascii_hits[k])
+                k += 1
+                if kw is None:
+                    continue
+                end, wordy = kw.end(), True
+            elif nxt is not None:
+                start, end, wordy = nxt
+                nxt = None
+            else:
+                return
             span = self._value(text, low, start, end, wordy)
             if span is None:
-                failed = start
+                allowed = max(allowed, start + _DENSE)
             else:
-                resume = span[1]
+                allowed = max(allowed, span[1])
                 yield span
 
     @staticmethod
@@ -117,6 +123,18 @@ class WordRule:
             if m is not None:
                 return _vetted(text, m)
         return None
+
+
+def _next_other(low: str, pos: int) -> tuple[int, int, bool] | None:
+    """The next non-ASCII keyword at or after `pos`: (start, end, whether its script ends words)."""
+    while True:
+        f = _OTHER_FIRST.search(low, pos)
+        if f is None:
+            return None
+        m = _OTHER_WORDS.match(low, f.start())
+        if m is not None:
+            return m.start(), m.end(), m.group(0)[0] < "ㄱ"  # alphabetic scripts end a word
+        pos = f.start() + 1
 
 
 def _vetted(text: str, m: re.Match[str]) -> tuple[int, int] | None:
