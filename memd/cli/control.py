@@ -32,12 +32,13 @@ def _target(key: str | None, cwd: str | None, glob: bool) -> tuple[str, str | No
 
 def _context(ctx: click.Context, name: str) -> Any:
     from memd import settings as st
+    from memd.cli import cli_logging
     from memd.job.context import make_context
-    from memd.logs.events import configure, get_logger
+    from memd.logs.events import get_logger
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.memd.log_level, stderr_level="warning")
+    cli_logging(home, s.memd.log_level)
     return make_context(home, s, log=get_logger(f"memd.{name}"))
 
 

@@ -129,11 +129,12 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
     (`memd undo` again). Runs under the scope's lock, like a dream.
     """
     from memd import settings as st
+    from memd.cli import cli_logging
     from memd.clock import system_clock
     from memd.git.commits import after_run
     from memd.history import runs as history
     from memd.history import store
-    from memd.logs.events import configure, get_logger
+    from memd.logs.events import get_logger
 
     home = get_home(ctx)
     ref = _scope(key, glob)
@@ -143,7 +144,7 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
         raise UsageError("name the scope: --project KEY or --global (or give a RUN id)")
     refs = [ref] if ref is not None else history.find_runs(home, run_id or "")
     s = st.load(home.settings_file)
-    configure(home, level=s.memd.log_level, stderr_level="warning")
+    cli_logging(home, s.memd.log_level)
 
     def on_wait(scope: Any) -> None:
         if not as_json:

@@ -39,12 +39,13 @@ def _where(c: dict[str, Any]) -> str:
 
 def _context(ctx: click.Context) -> Any:
     from memd import settings as st
+    from memd.cli import cli_logging
     from memd.job.context import make_context
-    from memd.logs.events import configure, get_logger
+    from memd.logs.events import get_logger
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.memd.log_level, stderr_level="warning")
+    cli_logging(home, s.memd.log_level)
     return make_context(home, s, log=get_logger("memd.review"))
 
 
