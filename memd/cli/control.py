@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
+from memd.cli.completers import complete_memory, complete_project, complete_session
 from memd.errors import UsageError
 
 
@@ -62,7 +63,7 @@ def _undo_hint(runs: list[str]) -> str:
 
 
 SCOPE_OPTIONS = [
-    click.option("--project", "key", help="The project's memory (a project key)."),
+    click.option("--project", "key", help="The project's memory (a project key).", shell_complete=complete_project),
     click.option("--cwd", type=click.Path(), help="The memory of the project this directory belongs to."),
     click.option("--global", "glob", is_flag=True, help="The global drawer."),
 ]
@@ -120,7 +121,7 @@ def remember_cmd(ctx: click.Context, text: str, key: str | None, cwd: str | None
 
 
 @command("forget")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_memory)
 @scope_options
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -144,7 +145,7 @@ def forget_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, 
 
 
 @command("edit")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_memory)
 @scope_options
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -190,7 +191,7 @@ def edit_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, gl
 
 
 @command("why")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_memory)
 @scope_options
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -216,7 +217,8 @@ def why_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, glo
 @click.option("--project", "keys", multiple=True, help="A project's memory (a project key; repeatable).")
 @click.option("--cwd", type=click.Path(), help="The project this directory belongs to.")
 @click.option("--global", "glob", is_flag=True, help="The global drawer.")
-@click.option("--session", "sessions", multiple=True, help="Whatever this session's extraction would write.")
+@click.option("--session", "sessions", multiple=True, help="Whatever this session's extraction would write.",
+              shell_complete=complete_session)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def readonly_cmd(ctx: click.Context, switch: str | None, keys: tuple[str, ...], cwd: str | None, glob: bool,

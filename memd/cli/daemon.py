@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from memd.cli import cli_logging, command, get_home, json_out
+from memd.cli.completers import complete_job, complete_project, complete_session
 from memd.errors import BusyError, MemdError, ModelAPIError, UsageError
 from memd.tree import Place
 
@@ -53,9 +54,10 @@ def _targets(job: Any, jctx: Any, *, key: str | None, session: str | None, all_:
 
 
 @command("run-now")
-@click.argument("job_name", metavar="JOB")
-@click.option("--project", "key", help="Only this project (its memory, or its sessions).")
-@click.option("--session", help="Only this session id (session jobs).")
+@click.argument("job_name", metavar="JOB", shell_complete=complete_job)
+@click.option("--project", "key", help="Only this project (its memory, or its sessions).", shell_complete=complete_project)
+@click.option("--session", help="Only this session (an id or a unique prefix; session jobs).",
+              shell_complete=complete_session)
 @click.option("--global", "glob", is_flag=True, help="The global drawer (dream, index).")
 @click.option("--all", "all_", is_flag=True, help="Every target that is due (with --force: every target).")
 @click.option("--force", is_flag=True, help="Skip the job's thresholds (never its lock).")
@@ -154,7 +156,7 @@ def jobs_cmd(as_json: bool) -> None:
 
 
 @command("logs")
-@click.option("--job", help="Only lines of this job.")
+@click.option("--job", help="Only lines of this job.", shell_complete=complete_job)
 @click.option("--level", type=click.Choice(["debug", "info", "warning", "error"]), help="Minimum level.")
 @click.option("--since", help="Only lines since: an ISO time, or an age like 30m, 2h, 1d.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing lines as they come.")

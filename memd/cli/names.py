@@ -102,7 +102,7 @@ def session_known(home: Any, text: str, key: str | None = None) -> tuple[str, st
 
 def resolve_run(home: Any, text: str) -> str:
     """The history run id `text` names: the id or a unique prefix of it."""
-    from memd.history.store import list_runs
+    from memd.history.runs import list_runs
 
     return _one("run", text, sorted({str(r["run"]) for r in list_runs(home) if str(r["run"]).startswith(text)}),
                 "memd history")  # fmt: skip

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
+from memd.cli.completers import complete_project, complete_session
 
 RECALL_HELP = """Pick at most 5 memories relevant to QUERY, or none, within 8 seconds.
 
@@ -69,9 +70,10 @@ def _echo_text(rows: list[dict[str, Any]], query: str) -> None:
 
 @command("recall", help=RECALL_HELP)
 @click.argument("query", required=False)
-@click.option("--project", "key", help="Project key (default: the project of the current directory).")
+@click.option("--project", "key", help="Project key (default: the project of the current directory).",
+              shell_complete=complete_project)
 @click.option("--cwd", type=click.Path(), help="Recall for the project this directory belongs to.")
-@click.option("--session", help="Session id: skip what it was already shown, and remember what is shown now.")
+@click.option("--session", shell_complete=complete_session, help="Session id (or a unique prefix): skip what it was already shown, and remember what is shown now.")
 @click.option("--limit", default=5, show_default=True, type=click.IntRange(1, 5), help="At most this many memories.")
 @click.option("--body", "bodies", is_flag=True, help="Include each memory's body.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (fields above).")
@@ -105,7 +107,12 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
     from memd.logs.events import cli_defaults, get_logger
 
     cli_defaults()  # a fast command: logging is set up only off the hook path
+    from memd.cli.names import check_project, session_known
+
     home = get_home(ctx)
+    check_project(home, key)
+    if session is not None:  # an id or a unique prefix of one; a session the ledger has not read yet is read first
+        _, session = session_known(home, session, key)
     pkey = resolve_key(key, cwd)
     ensure_search_db(home)
     jctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.recall"))

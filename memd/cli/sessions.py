@@ -8,11 +8,12 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
+from memd.cli.completers import complete_project, complete_session
 from memd.errors import UsageError
 
 
 @command("scan")
-@click.option("--project", "key", help="Only this project key.")
+@click.option("--project", "key", help="Only this project key.", shell_complete=complete_project)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
@@ -40,7 +41,7 @@ def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
 
 
 @command("sessions")
-@click.option("--project", "key", help="Only this project key.")
+@click.option("--project", "key", help="Only this project key.", shell_complete=complete_project)
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--no-scan", is_flag=True, help="Show the ledger as it is, without reading new bytes first.")
 @click.pass_context
@@ -127,8 +128,8 @@ def _set_pause(ctx: click.Context, session_id: str, key: str | None, paused: boo
 
 
 @command("pause")
-@click.argument("session_id")
-@click.option("--project", "key", help="Project key, when one id exists in several projects.")
+@click.argument("session_id", shell_complete=complete_session)
+@click.option("--project", "key", help="Project key, when one id exists in several projects.", shell_complete=complete_project)
 @click.pass_context
 def pause_cmd(ctx: click.Context, session_id: str, key: str | None) -> None:
     """Pause memory extraction for a session (summaries go on)."""
@@ -136,8 +137,8 @@ def pause_cmd(ctx: click.Context, session_id: str, key: str | None) -> None:
 
 
 @command("resume")
-@click.argument("session_id")
-@click.option("--project", "key")
+@click.argument("session_id", shell_complete=complete_session)
+@click.option("--project", "key", shell_complete=complete_project)
 @click.pass_context
 def resume_cmd(ctx: click.Context, session_id: str, key: str | None) -> None:
     """Resume memory extraction for a session."""
