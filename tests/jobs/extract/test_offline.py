@@ -20,7 +20,7 @@ from memd.tree import Place
 from tests.jobkit import context, ingest, make_settings
 
 LABELS = Path(__file__).resolve().parents[2] / "data" / "offline_labels.jsonl"
-SAMPLE = Path(__file__).resolve().parents[3] / "sample" / "home"
+SAMPLE = Path(__file__).resolve().parents[3] / "memd" / "sample_home"
 TS = "2026-11-20T10:00:00Z"
 
 
