@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
-from memd.cli.completers import complete_memory, complete_project, complete_session
+from memd.cli.completion import complete_memory, complete_project, complete_session
 from memd.errors import UsageError
 
 

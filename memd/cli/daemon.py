@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from memd.cli import cli_logging, command, get_home, json_out
-from memd.cli.completers import complete_job, complete_project, complete_session
+from memd.cli.completion import complete_job, complete_project, complete_session
 from memd.errors import BusyError, MemdError, ModelAPIError, UsageError
 from memd.tree import Place
 
@@ -39,7 +39,7 @@ def _targets(job: Any, jctx: Any, *, key: str | None, session: str | None, all_:
     if glob and "global" not in kinds:
         raise UsageError(f"{job.NAME} works on sessions (--session ID or --project KEY), not on the global drawer")
     if session:
-        from memd.cli.names import resolve_session
+        from memd.ledger.lookup import resolve_session
 
         skey, sid = resolve_session(jctx.conn, session, key)  # an id or a unique prefix of one
         return [Place("session", skey, sid)]
@@ -72,10 +72,10 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     Without a target option it runs every target that is due.
     """
     from memd import settings as st
-    from memd.cli.names import check_job, check_project
     from memd.daemon import registry
     from memd.job.context import make_context
     from memd.job.runner import run_job
+    from memd.ledger.lookup import check_project
     from memd.ledger.scan import scan_home
     from memd.logs.events import get_logger
 
@@ -115,6 +115,16 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     if as_json:
         json_out(results)
     sys.exit(exit_code_of(results))
+
+
+def check_job(name: str, *, allow_all: bool = False) -> str:
+    """A job's name as given, else a usage error listing the jobs (`logs --job bogus` is exit 2)."""
+    from memd.daemon import registry
+
+    names = list(registry.JOB_NAMES)
+    if name in names or (allow_all and name == "all"):
+        return name
+    raise UsageError(f"no job {name!r} (jobs: {', '.join(names)}{', all' if allow_all else ''})")
 
 
 def _ledger(home: Any) -> Any:
@@ -166,7 +176,6 @@ def jobs_cmd(as_json: bool) -> None:
 def logs_cmd(ctx: click.Context, job: str | None, level: str | None, since: str | None, follow: bool,
              last: int | None, as_json: bool) -> None:  # fmt: skip
     """Show memd's log (memd/logs/memd.jsonl and its rotations); times are local in text, UTC in --json."""
-    from memd.cli.names import check_job
     from memd.logs.read import follow_log, read_log
 
     home = get_home(ctx)

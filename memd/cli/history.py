@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
-from memd.cli.completers import complete_project, complete_run
+from memd.cli.completion import complete_project, complete_run
 from memd.errors import UsageError
 from memd.tree import Place
 
@@ -104,8 +104,8 @@ def history_cmd(ctx: click.Context, key: str | None, glob: bool, as_json: bool) 
 
     Without --project or --global: every scope.
     """
-    from memd.cli.names import check_project
     from memd.history.runs import list_runs
+    from memd.ledger.lookup import check_project
 
     home = get_home(ctx)
     check_project(home, key)
@@ -135,11 +135,11 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
     """
     from memd import settings as st
     from memd.cli import cli_logging
-    from memd.cli.names import resolve_run
     from memd.clock import system_clock
     from memd.git.commits import after_run
     from memd.history import runs as history
     from memd.history import store
+    from memd.history.lookup import resolve_run
     from memd.logs.events import get_logger
 
     home = get_home(ctx)

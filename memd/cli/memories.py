@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
-from memd.cli.completers import complete_memory, complete_project
+from memd.cli.completion import complete_memory, complete_project
 from memd.errors import MemdError, UsageError
 
 
@@ -184,8 +184,8 @@ def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
 @click.pass_context
 def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: bool, as_json: bool) -> None:
     """The memories in effect: the global drawer and the project's memory."""
-    from memd.cli.names import check_project
     from memd.clock import system_clock
+    from memd.ledger.lookup import check_project
 
     home = get_home(ctx)
     check_project(home, key)
@@ -219,8 +219,8 @@ def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, gl
     """Show one memory by name (or file name), with a staleness warning when it is old, its age and
     its sources (`memd why NAME` shows the lines it came from). A project's memory wins over the
     drawer's of the same name; --global shows the drawer's."""
-    from memd.cli.names import check_project
     from memd.clock import system_clock
+    from memd.ledger.lookup import check_project
 
     home = get_home(ctx)
     if glob and (key or cwd):

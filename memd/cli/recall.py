@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
-from memd.cli.completers import complete_project, complete_session
+from memd.cli.completion import complete_project, complete_session
 
 RECALL_HELP = """Pick at most 5 memories relevant to QUERY, or none, within 8 seconds.
 
@@ -107,7 +107,7 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
     from memd.logs.events import cli_defaults, get_logger
 
     cli_defaults()  # a fast command: logging is set up only off the hook path
-    from memd.cli.names import check_project, session_known
+    from memd.ledger.lookup import check_project, session_known
 
     home = get_home(ctx)
     check_project(home, key)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
-from memd.cli.completers import complete_project, complete_session
+from memd.cli.completion import complete_project, complete_session
 from memd.errors import UsageError
 
 
@@ -48,7 +48,7 @@ def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
 def sessions_cmd(ctx: click.Context, key: str | None, as_json: bool, no_scan: bool) -> None:
     """One row per session: turns, tool calls, tokens, usage, compactions, pause."""
     from memd import state
-    from memd.cli.names import check_project
+    from memd.ledger.lookup import check_project
     from memd.ledger.sessions import list_sessions, sessions_json_text
 
     home = get_home(ctx)
@@ -109,9 +109,9 @@ def session_table(rows: list[dict[str, Any]]) -> list[str]:
 
 def _set_pause(ctx: click.Context, session_id: str, key: str | None, paused: bool) -> None:
     from memd import state
-    from memd.cli.names import resolve_session
     from memd.clock import iso, system_clock
     from memd.ledger import pause
+    from memd.ledger.lookup import resolve_session
     from memd.ledger.scan import scan_home
 
     home = get_home(ctx)

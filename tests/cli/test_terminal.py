@@ -8,7 +8,6 @@ tests that change it work on a copy."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ import orjson
 import pytest
 
 from memd.daemon.status import gather, render
+from memd.tree import Home
 from tests.conftest import memd_cmd
 from tests.procs import memd_env, run_memd
 
@@ -73,8 +73,6 @@ def test_status_durations_sit_under_their_header_whatever_the_job_names(tmp_path
 
 
 def gather_empty(tmp_path: Path) -> dict[str, object]:
-    from memd.tree import Home
-
     (tmp_path / "h").mkdir()
     return gather(Home(tmp_path / "h"))
 
@@ -97,23 +95,6 @@ def test_list_columns_stay_aligned_for_names_over_32_characters(tmp_path: Path) 
     starts = {line.index("-repo") for line in lines[1:]}
     assert len(starts) == 1, lines  # the SCOPE column starts at one offset in every row
     assert lines[0].index("SCOPE") in starts
-
-
-def test_a_wide_name_widens_its_column() -> None:
-    from memd.table import render as table
-
-    lines = table(["NAME", "N"], [["短い名前", 1], ["x", 22]], right=[1])
-    assert lines == ["NAME       N", "短い名前   1", "x         22"]  # 短い名前 takes 8 cells
-
-
-# --- times and durations ---------------------------------------------------------------------------------
-
-
-def test_durations_in_words() -> None:
-    from memd.clock import duration_text
-
-    assert [duration_text(s) for s in (0.85, 5, 65, 3600, 3660, 7205, 90061, 585596 * 60)] == [
-        "850 ms", "5 s", "1 min 5 s", "1 h", "1 h 1 min", "2 h", "1 d 1 h", "406 d 15 h"]  # fmt: skip
 
 
 def test_text_times_are_local_with_the_zone_and_json_stays_utc(demo: Path) -> None:
@@ -143,29 +124,6 @@ def test_sessions_show_date_and_title(demo: Path) -> None:
     assert "The checkout handler returns 500 when the cart is empty." in rows[LONG]  # the first prompt
     assert rows["mew-7f3a"].rstrip().endswith("table tests")  # MewCode's own title (.meta)
     assert "2026-11-20 09:00 UTC" in rows[LONG]
-
-
-def test_a_title_record_wins_over_the_first_prompt(tmp_path: Path) -> None:
-    from memd.transcripts.titles import WIDTH, session_title
-
-    p = tmp_path / "s.jsonl"
-    lines = [
-        {"type": "user", "isMeta": True, "message": {"role": "user", "content": "<local-command-caveat>x"}},
-        {"type": "user", "message": {"role": "user", "content": "<command-name>/clear</command-name>"}},
-        {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "Fix the\nflaky\ttest " + "x" * 200}]}},
-    ]
-    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    title = session_title(p)
-    assert title is not None and title.startswith("Fix the flaky test x") and len(title) == WIDTH and title.endswith("…")
-    with p.open("a") as f:
-        f.write("garbage\n" + "\n".join(json.dumps({"type": "assistant", "message": {"content": "y" * 1000}}) for _ in range(400)))
-        f.write("\n" + json.dumps({"type": "custom-title", "customTitle": "Flaky test hunt", "sessionId": "s"}) + "\n")
-    assert session_title(p) == "Flaky test hunt"  # a title the user gave, in the tail of a big file
-    os.mkfifo(tmp_path / "fifo.jsonl")
-    assert session_title(tmp_path / "fifo.jsonl") is None  # never blocks on a FIFO in a transcript's place
-
-
-# --- logs ------------------------------------------------------------------------------------------------
 
 
 def test_logs_n_prints_the_last_lines(tmp_path: Path) -> None:
@@ -281,20 +239,3 @@ def test_show_global_picks_the_drawers_memory(tmp_path: Path) -> None:
 
 
 # --- the first scan's time left --------------------------------------------------------------------------
-
-
-def test_no_time_left_until_enough_is_read_then_a_steady_one() -> None:
-    from memd.ledger.progress import Eta, eta_text
-
-    e = Eta(total=1_000_000, start=0.0)
-    e.advance(1_000, 0.001)  # a tiny first burst, read very fast: no guess from it
-    assert e.seconds_left(0.001) is None
-    e.advance(10_000, 0.5)
-    assert e.seconds_left(0.5) is None  # under 2 s
-    e.advance(100_000, 2.5)  # 11 % in 2.5 s
-    left = e.seconds_left(2.5)
-    assert left is not None and 5 < left < 60, left  # ~20 s at the average rate, not days
-    e.advance(0, 30.0)  # a long stall (a big session being read): the figure grows, boundedly
-    stalled = e.seconds_left(30.0)
-    assert stalled is not None and stalled < 3600, stalled
-    assert eta_text(75) == "about 1 min 15 s left" and eta_text(None) == ""

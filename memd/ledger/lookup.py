@@ -1,9 +1,9 @@
-"""Names the user types, checked before a command acts: jobs, projects, sessions and runs.
+"""Projects and sessions by the names a user types (`memd sessions --project KEY`, `pause ID`, …).
 
 An unknown name is a usage error (exit 2) with one line naming it, never a silent exit 0
-over nothing. Session and run ids may be given by a unique prefix (as git takes a short
-commit id); an ambiguous prefix is a usage error listing the candidates. These checks
-read the ledger and the history only; they never write.
+over nothing. A session id may be given by a unique prefix (as git takes a short commit
+id); an ambiguous prefix is a usage error listing the candidates (`one_of`, which
+`memd.history.lookup` uses for run ids too). Reads the ledger and the tree; never writes.
 """
 
 from __future__ import annotations
@@ -11,12 +11,15 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from memd import state
+from memd.discovery import list_project_keys
 from memd.errors import UsageError
+from memd.tree import Home
 
 CANDIDATES_SHOWN = 8
 
 
-def _one(kind: str, text: str, hits: list[str], hint: str) -> str:
+def one_of(kind: str, text: str, hits: list[str], hint: str) -> str:
     """The one id `text` names among `hits` (already filtered by prefix), else a usage error."""
     if text in hits:
         return text
@@ -28,28 +31,15 @@ def _one(kind: str, text: str, hits: list[str], hint: str) -> str:
     raise UsageError(f"{kind} {text!r} is ambiguous: {len(hits)} match ({shown}); give more of it")
 
 
-def check_job(name: str, *, allow_all: bool = False) -> str:
-    from memd.daemon import registry
-
-    names = list(registry.JOB_NAMES)
-    if name in names or (allow_all and name == "all"):
-        return name
-    raise UsageError(f"no job {name!r} (jobs: {', '.join(names)}{', all' if allow_all else ''})")
-
-
-def project_keys(home: Any, conn: sqlite3.Connection | None = None) -> list[str]:
+def project_keys(home: Home, conn: sqlite3.Connection | None = None) -> list[str]:
     """Projects this home knows: a directory under projects/, or a key the ledger holds."""
-    keys: set[str] = set()
-    try:
-        keys.update(p.name for p in home.projects.iterdir() if p.is_dir() and not p.name.startswith("."))
-    except OSError:
-        pass
+    keys = set(list_project_keys(home))
     if conn is not None:
         keys.update(r[0] for r in conn.execute("SELECT DISTINCT key FROM sessions"))
     return sorted(keys)
 
 
-def check_project(home: Any, key: str | None, conn: sqlite3.Connection | None = None) -> str | None:
+def check_project(home: Home, key: str | None, conn: sqlite3.Connection | None = None) -> str | None:
     """`--project KEY` as given when the home knows it (None passes through)."""
     if key is None:
         return None
@@ -74,17 +64,16 @@ def resolve_session(conn: sqlite3.Connection, text: str, key: str | None = None)
     exact = [r for r in rows if r[1] == text]
     if exact:
         rows = exact
-    sid = _one("session", text, sorted({r[1] for r in rows}), "memd sessions")
+    sid = one_of("session", text, sorted({r[1] for r in rows}), "memd sessions")
     where = sorted({r[0] for r in rows if r[1] == sid})
     if len(where) > 1:
         raise UsageError(f"session {sid!r} exists in several projects ({', '.join(where)}): name one with --project")
     return where[0], sid
 
 
-def session_known(home: Any, text: str, key: str | None = None) -> tuple[str, str]:
+def session_known(home: Home, text: str, key: str | None = None) -> tuple[str, str]:
     """`resolve_session` over the home's ledger, after one scan when the ledger does not know it yet."""
-    from memd import state
-    from memd.ledger.scan import scan_home
+    from memd.ledger.scan import scan_home  # noqa: PLC0415 - start-up: a scan only for a session not read yet
 
     for attempt in (0, 1):
         if attempt:
@@ -98,11 +87,3 @@ def session_known(home: Any, text: str, key: str | None = None) -> tuple[str, st
         finally:
             conn.close()
     raise UsageError(f"no session {text!r} (see `memd sessions`)")
-
-
-def resolve_run(home: Any, text: str) -> str:
-    """The history run id `text` names: the id or a unique prefix of it."""
-    from memd.history.runs import list_runs
-
-    return _one("run", text, sorted({str(r["run"]) for r in list_runs(home) if str(r["run"]).startswith(text)}),
-                "memd history")  # fmt: skip
