@@ -107,12 +107,11 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
     from memd.logs.events import cli_defaults, get_logger
 
     cli_defaults()  # a fast command: logging is set up only off the hook path
-    from memd.ledger.lookup import check_project, session_known
+    from memd.ledger.lookup import session_known
 
     home = get_home(ctx)
-    check_project(home, key)
-    if session is not None:  # an id or a unique prefix of one; a session the ledger has not read yet is read first
-        _, session = session_known(home, session, key)
+    if session is not None:  # an id or a unique prefix; in any project (its transcript lives under its cwd's key)
+        _, session = session_known(home, session)
     pkey = resolve_key(key, cwd)
     ensure_search_db(home)
     jctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.recall"))

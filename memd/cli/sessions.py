@@ -86,7 +86,6 @@ def session_table(rows: list[dict[str, Any]]) -> list[str]:
 
     from memd.clock import local_text
     from memd.table import render
-    from memd.transcripts.titles import session_title
 
     body: list[list[object]] = []
     keys: list[str | None] = []
@@ -95,7 +94,7 @@ def session_table(rows: list[dict[str, Any]]) -> list[str]:
         pend = f"+{r['tool_calls_pending']}" if r["tool_calls_pending"] else ""
         body.append([r["session_id"], local_text(r["first_ts"]), r["format"] or "-", r["human_turns"],
                      r["assistant_turns"], f"{r['tool_calls']}{pend}", r["tokens"], used, r["compactions"],
-                     "yes" if r["paused"] else "", session_title(Path(r["path"])) or ""])  # fmt: skip
+                     "yes" if r["paused"] else "", _title(Path(r["path"]))])  # fmt: skip
         keys.append(r["key"])
     lines = render(SESSION_HEADERS, body, right=range(3, 9))
     out, last_key = [lines[0]], None
@@ -105,6 +104,19 @@ def session_table(rows: list[dict[str, Any]]) -> list[str]:
             last_key = k
         out.append(line)
     return out
+
+
+def _title(path: Any) -> str:
+    """The session's title with any secret in it redacted (a prompt may quote a key); "" for none."""
+    from memd.transcripts.titles import session_title
+
+    title = session_title(path) or ""
+    if title:
+        from memd.redact.redactor import may_hold_secret, redact
+
+        if may_hold_secret(title):
+            title = redact(title)
+    return title
 
 
 def _set_pause(ctx: click.Context, session_id: str, key: str | None, paused: bool) -> None:

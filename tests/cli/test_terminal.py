@@ -126,6 +126,18 @@ def test_sessions_show_date_and_title(demo: Path) -> None:
     assert "2026-11-20 09:00 UTC" in rows[LONG]
 
 
+def test_a_title_never_shows_a_secret(tmp_path: Path) -> None:
+    h = tmp_path / "h"
+    (h / "projects" / "-p").mkdir(parents=True)
+    key = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8" * 5
+    rec = {"type": "user", "message": {"role": "user", "content": f"use {key} for the API"}, "uuid": "u1",
+           "sessionId": "s1", "timestamp": "2026-11-01T00:00:00Z"}  # fmt: skip
+    (h / "projects" / "-p" / "s1.jsonl").write_text(json.dumps(rec) + "\n")
+    r = run_memd(h, "sessions")
+    assert r.returncode == 0, r.stderr
+    assert "use " in r.stdout and key[:20] not in r.stdout, r.stdout
+
+
 def test_logs_n_prints_the_last_lines(tmp_path: Path) -> None:
     h = tmp_path / "h"
     (h / "memd" / "logs").mkdir(parents=True)
