@@ -16,6 +16,8 @@ GAP = "  "
 
 def cell_width(text: str) -> int:
     """Terminal cells `text` takes: wide East Asian characters two, combining marks none."""
+    if text.isascii():
+        return len(text)
     width = 0
     for ch in text:
         if unicodedata.combining(ch):

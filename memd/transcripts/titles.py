@@ -14,14 +14,16 @@ import contextlib
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from memd.transcripts.formats import COMMAND_PREFIXES, text_of
 
-HEAD_BYTES = 256 << 10
-TAIL_BYTES = 64 << 10
+HEAD_BYTES = 64 << 10
+TAIL_BYTES = 32 << 10
 WIDTH = 60
+TITLE_MARKS = (b'"custom-title"', b'"summary"')
 
 
 def shorten(text: str, width: int = WIDTH) -> str:
@@ -30,24 +32,34 @@ def shorten(text: str, width: int = WIDTH) -> str:
     return line if len(line) <= width else line[: width - 1].rstrip() + "…"
 
 
-def _lines(path: Path) -> tuple[list[bytes], list[bytes]]:
-    """The complete lines of the file's head and of its tail (the tail empty when the head is all)."""
+def _read(path: Path) -> tuple[bytes, bytes]:
+    """The file's head and its tail, each cut to whole lines (the tail empty when the head is all)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # a FIFO or device put in a transcript's place: never read
-            return [], []
+            return b"", b""
         size = st.st_size
         head = f.read(HEAD_BYTES)
         tail = b""
         if size > HEAD_BYTES:
+            head = head[: head.rfind(b"\n") + 1]  # cut mid-line
             f.seek(max(HEAD_BYTES, size - TAIL_BYTES))
             tail = f.read(TAIL_BYTES)
-    head_lines = head.split(b"\n")
-    if size > HEAD_BYTES:
-        head_lines = head_lines[:-1]  # cut mid-line
-    tail_lines = tail.split(b"\n")[1:] if tail else []  # the first is cut mid-line
-    return head_lines, tail_lines
+            tail = tail[tail.find(b"\n") + 1 :]  # the first is cut mid-line
+    return head, tail
+
+
+def _lines_with(buf: bytes, mark: bytes) -> Iterator[bytes]:
+    """The lines of `buf` holding `mark`, in order: found with `bytes.find`, so the lines without it
+    (nearly all of a transcript) are never split out or parsed."""
+    at = buf.find(mark)
+    while at >= 0:
+        start = buf.rfind(b"\n", 0, at) + 1
+        end = buf.find(b"\n", at)
+        end = len(buf) if end < 0 else end
+        yield buf[start:end]
+        at = buf.find(mark, end)
 
 
 def _record(line: bytes) -> dict[str, Any] | None:
@@ -95,17 +107,15 @@ def session_title(path: Path) -> str | None:
     """The title `memd sessions` shows: the last title record, else MewCode's meta title, else the
     first prompt; `None` for an unreadable file or one with none of those."""
     try:
-        head, tail = _lines(path)
+        head, tail = _read(path)
     except OSError:
         return None
     own: str | None = None
-    prompt: str | None = None
-    for line in [*head, *tail]:
-        rec = _record(line)
-        if rec is None:
-            continue
-        own = _own_title(rec) or own
-        if prompt is None:
-            prompt = _prompt(rec)
+    for buf in (head, tail):
+        for mark in TITLE_MARKS:
+            for line in _lines_with(buf, mark):
+                rec = _record(line)
+                own = (_own_title(rec) if rec else None) or own
+    prompt = next((p for line in _lines_with(head, b'"user"') if (rec := _record(line)) and (p := _prompt(rec))), None)
     title = own or _meta_title(path) or prompt
     return shorten(title) if title and title.strip() else None
