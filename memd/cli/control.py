@@ -236,7 +236,7 @@ def readonly_cmd(ctx: click.Context, switch: str | None, keys: tuple[str, ...], 
     everything read-only.
     """
     from memd import settings as st
-    from memd.clock import system_clock
+    from memd.clock import local_text, system_clock
     from memd.keys import project_key
     from memd.memory import readonly
     from memd.tree import Place
@@ -263,7 +263,7 @@ def readonly_cmd(ctx: click.Context, switch: str | None, keys: tuple[str, ...], 
     if sw.everything:
         lines.append("everything (memory.readOnly is true in settings.json)")
     if sw.global_:
-        lines.append(f"global drawer (since {sw.global_})")
-    lines.extend(f"project {k} (since {v})" for k, v in sw.projects.items())
-    lines.extend(f"session {k} (since {v})" for k, v in sw.sessions.items())
+        lines.append(f"global drawer (since {local_text(sw.global_)})")
+    lines.extend(f"project {k} (since {local_text(v)})" for k, v in sw.projects.items())
+    lines.extend(f"session {k} (since {local_text(v)})" for k, v in sw.sessions.items())
     click.echo("read-only: " + ("nothing" if not lines else "\n  " + "\n  ".join(lines)))

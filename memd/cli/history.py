@@ -108,8 +108,9 @@ def history_cmd(ctx: click.Context, key: str | None, glob: bool, as_json: bool) 
     from memd.ledger.lookup import check_project
 
     home = get_home(ctx)
-    check_project(home, key)
     rows = [run_json(r) for r in list_runs(home, _scope(key, glob), damaged=True)]  # a damaged entry is shown
+    if key and not rows:
+        check_project(home, key)  # no history: a typo is exit 2, a known project just has none yet
     if as_json:
         json_out(rows)
         return

@@ -188,9 +188,10 @@ def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: b
     from memd.ledger.lookup import check_project
 
     home = get_home(ctx)
-    check_project(home, key)
     pkey = None if everything else resolve_key(key, cwd)
     mems, problems = _memories(home, pkey, everything)
+    if key and not everything and not any(m.scope == "project" for m in mems):
+        check_project(home, key)  # nothing of its own: a typo is exit 2, a known project just has none yet
     now = system_clock()
     rows = [memory_json(m, home, now) for m in sorted(mems, key=lambda m: (m.scope != "global", m.project_key or "", m.type, m.name))]
     if as_json:
@@ -220,12 +221,10 @@ def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, gl
     its sources (`memd why NAME` shows the lines it came from). A project's memory wins over the
     drawer's of the same name; --global shows the drawer's."""
     from memd.clock import system_clock
-    from memd.ledger.lookup import check_project
 
     home = get_home(ctx)
     if glob and (key or cwd):
         raise UsageError("give --global or --project/--cwd, not both")
-    check_project(home, key)
     pkey = resolve_key(key, cwd)
     mems, _ = _memories(home, pkey, False)
     found = [m for m in mems if name in (m.name, m.path.name, m.path.stem) and (m.scope == "global" or not glob)]
@@ -251,15 +250,16 @@ def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, gl
 
 def provenance_lines(m: Any, age: int) -> list[str]:
     """Age and where it came from, short (`memd why NAME` prints the lines themselves)."""
+    from memd.clock import local_text
     from memd.history.provenance import age_text, expected
 
     lines = [f"age: {age_text(age)} (last written {_when(m.mtime)})"]  # local time
     for s in sources_of(m):
         if s.get("via"):
-            lines.append(f"source: {s['via']}" + (f" at {s['ts']}" if s.get("ts") else ""))
+            lines.append(f"source: {s['via']}" + (f" at {local_text(s['ts'])}" if s.get("ts") else ""))
             continue
         n = expected(set(s.get("uuids") or []), set(s.get("offsets") or []))
-        lines.append(f"source: session {s.get('session') or '?'}, {n} message(s)" + (f", {s['ts']}" if s.get("ts") else ""))
+        lines.append(f"source: session {s.get('session') or '?'}, {n} message(s)" + (f", {local_text(s['ts'])}" if s.get("ts") else ""))
     names = merged_from(m)
     if names:
         lines.append(f"merged from: {', '.join(names)}")
