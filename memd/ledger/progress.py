@@ -40,8 +40,8 @@ class Eta:
             self._last_t, self._last_done = now, self.done
 
     def seconds_left(self, now: float) -> float | None:
-        """Time left, or None while too little is known (or nothing is being read)."""
-        if self.total <= 0 or self.done < MIN_FRACTION * self.total or now - self.start < MIN_SECONDS:
+        """Time left, or None while too little is known (and once everything is read)."""
+        if self.total <= 0 or self.done < MIN_FRACTION * self.total or self.done >= self.total or now - self.start < MIN_SECONDS:
             return None
         overall = self.done / (now - self.start)  # never more hopeful or gloomier than twice the average
         rate = min(max(self.rate or overall, overall / 2), overall * 2)
