@@ -104,11 +104,10 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
     from memd.cli.memories import ensure_search_db, resolve_key
     from memd.index.search import open_readonly
     from memd.job.context import make_context
+    from memd.ledger.lookup import session_known
     from memd.logs.events import cli_defaults, get_logger
 
     cli_defaults()  # a fast command: logging is set up only off the hook path
-    from memd.ledger.lookup import session_known
-
     home = get_home(ctx)
     if session is not None:  # an id or a unique prefix; in any project (its transcript lives under its cwd's key)
         _, session = session_known(home, session)
