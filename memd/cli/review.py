@@ -50,7 +50,7 @@ def _context(ctx: click.Context) -> Any:
 
 
 def _list(ctx: click.Context, as_json: bool) -> None:
-    from memd.clock import system_clock
+    from memd.clock import local_text, system_clock
     from memd.history.provenance import age_text
     from memd.write import proposals
 
@@ -68,7 +68,7 @@ def _list(ctx: click.Context, as_json: bool) -> None:
         for c in r["changes"]:
             click.echo(f"  {c['action']:<7} {c['name']} ({_where(c)}, {c['file']})")
         if r["check"]:
-            click.echo(f"  ⚠ refused at {r['check'].get('time')}: {r['check'].get('reason')}")
+            click.echo(f"  ⚠ refused at {local_text(r['check'].get('time'))}: {r['check'].get('reason')}")
 
 
 @main.group("review", invoke_without_command=True)
