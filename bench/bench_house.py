@@ -87,7 +87,7 @@ def _time(cmd: list[str], stdin: str | None = None, cwd: Path | None = None) -> 
 
 def measures(work: Path, mb: int) -> dict[str, Callable[[Path], float]]:
     ingest_src = _ingest_home(work, mb)
-    sample = REPO / "sample" / "home"
+    sample = REPO / "memd" / "sample_home"
     hooked = work / "hooked"
     _fresh(sample, hooked)
     subprocess.run([*_memd(REPO), "--home", str(hooked), "run-now", "all", "--force"], capture_output=True,

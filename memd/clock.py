@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 Clock = Callable[[], datetime]
 
@@ -44,3 +44,38 @@ def process_started(monotonic_now: float | None = None) -> float:
     except (OSError, ValueError, IndexError, AttributeError):
         return now
     return now - min(max(elapsed, 0.0), 60.0)
+
+
+def local_text(value: str | datetime | None, tz: tzinfo | None = None, *, seconds: bool = False) -> str:
+    """A time for people: local (or `tz`), to the minute, with the zone's name ("2026-12-02 01:02 CET").
+
+    `seconds` adds them (log lines). Text output only; JSON keeps the UTC ISO form. `value` is an ISO string or an aware
+    datetime; anything unparsable comes back as it was (or "-" for none), never an error.
+    """
+    if value is None or value == "":
+        return "-"
+    dt = value if isinstance(value, datetime) else parse_iso(value)
+    if dt is None:
+        return str(value)
+    loc = dt.astimezone(tz) if tz is not None else dt.astimezone()
+    stamp = loc.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+    return f"{stamp} {loc.tzname() or loc.strftime('%z')}"
+
+
+_UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+
+
+def duration_text(seconds: float) -> str:
+    """A duration in words, its two largest units ("9 d 6 h", "3 min 5 s", "40 s", "850 ms").
+
+    Under a second it is milliseconds; never a bare count of minutes in the hundred thousands.
+    """
+    if seconds < 1:
+        return f"{max(0, round(seconds * 1000))} ms"
+    left = int(seconds)
+    i = next(i for i, (_, size) in enumerate(_UNITS) if left >= size)
+    big, size = _UNITS[i]
+    parts = [f"{left // size} {big}"]
+    if i + 1 < len(_UNITS) and (rest := (left % size) // _UNITS[i + 1][1]):
+        parts.append(f"{rest} {_UNITS[i + 1][0]}")
+    return " ".join(parts)

@@ -1,4 +1,4 @@
-"""Writes the bundled sample home (sample/home) that `memd demo` copies and runs on.
+"""Writes the bundled sample home (memd/sample_home, package data) that `memd demo` copies and runs on.
 
 Synthetic sessions in the Claude Code / deepcode format and one in MewCode's,
 written for memd (not copied from any real transcript). Re-run to regenerate:
@@ -8,16 +8,18 @@ written for memd (not copied from any real transcript). Re-run to regenerate:
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-HOME = HERE / "home"
+HOME = HERE.parent / "memd" / "sample_home"
 PROJECT = "/home/dev/webshop"
 KEY = "-home-dev-webshop"
-T0 = datetime(2026, 11, 20, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 
 SOURCE = "\n".join(
     f"func handler{i}(w http.ResponseWriter, r *http.Request) {{\n\tctx := r.Context()\n\tif err := svc.Step{i}(ctx); err != nil {{\n\t\thttp.Error(w, err.Error(), 500)\n\t\treturn\n\t}}\n\tw.WriteHeader(204)\n}}"
@@ -155,6 +157,30 @@ def mewcode_session(path: Path) -> None:
     path.with_suffix(".meta").write_text(json.dumps({"title": "table tests", "message_count": len(recs)}))
 
 
+# Two notes the agent wrote on different days, saying one thing: the offline dream merges near
+# duplicates (jobs/dream/duplicates.py: same type, similarity >= 0.85), so `memd demo` shows a
+# merge and its undo. Written by memd (`source: memd`, `updated`): the dream never merges a file
+# edited by hand. Git and wheels keep no file times, so `memd demo` sets each copy's time to its
+# `updated` (a later time would read as a hand edit).
+DRAWER_NOTES = {
+    "pr-for-every-change": ("2026-11-19T10:00:00Z", "Never commit directly to main, open a PR instead"),
+    "never-commit-to-main": ("2026-11-22T10:00:00Z", "Never commit directly to main; always open a PR"),
+}
+NOTE_BODY = ("Never commit directly to main; always open a pull request, even for one-line fixes.\n\n"
+             "**Why:** the user asked for it: every change is reviewed.\n"
+             "**How to apply:** branch, push, open a PR; never push to main.\n")
+
+
+def drawer_notes(memory: Path) -> None:
+    memory.mkdir(parents=True, exist_ok=True)
+    for name, (when, description) in DRAWER_NOTES.items():
+        path = memory / f"{name}.md"
+        path.write_text(f"---\nname: {name}\ndescription: {description}\nmetadata:\n  type: feedback\n  source: memd\n"
+                        f"  provider: offline\n  updated: '{when}'\n---\n\n{NOTE_BODY}")
+        t = datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp()
+        os.utime(path, (t, t))
+
+
 SETTINGS = """{
   // memd reads the "memory" object; everything is optional.
   "memory": {
@@ -179,9 +205,11 @@ def main() -> None:
     paused_session().write(proj / "9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d.jsonl")
     mewcode_session(HOME / "projects" / "-home-dev-tools" / ".mewcode" / "sessions" / "mew-7f3a.jsonl")
     (HOME / "settings.json").write_text(SETTINGS)
-    (HOME / "memory").mkdir(parents=True, exist_ok=True)
-    (HOME / "memory" / ".keep").write_text("")
+    drawer_notes(HOME / "memory")
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--notes"]:  # only the drawer's notes: the transcripts' ids come from hash() and vary by run
+        drawer_notes(HOME / "memory")
+    else:
+        main()

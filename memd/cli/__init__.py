@@ -92,6 +92,16 @@ def json_out(data: Any) -> None:
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def cli_logging(home: Any, level: str, stderr_level: str = "warning") -> None:
+    """A one-shot command's logging: every event to the log file, and to stderr only at
+    `stderr_level`, as one human line (never JSON, even when stderr is a pipe: a piped
+    command's reader gets messages, the log file keeps the records). `memd run` keeps
+    `configure`'s JSON stderr for journald."""
+    from memd.logs.events import configure
+
+    configure(home, level=level, stderr_level=stderr_level, json_stderr=False)
+
+
 def handles_errors(f: F) -> F:
     """A MemdError becomes one line on stderr and its exit code; bugs keep their traceback."""
 

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
+from memd.cli.completion import complete_memory, complete_project, complete_session
 from memd.errors import UsageError
 
 
@@ -32,12 +33,13 @@ def _target(key: str | None, cwd: str | None, glob: bool) -> tuple[str, str | No
 
 def _context(ctx: click.Context, name: str) -> Any:
     from memd import settings as st
+    from memd.cli import cli_logging
     from memd.job.context import make_context
-    from memd.logs.events import configure, get_logger
+    from memd.logs.events import get_logger
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.memd.log_level, stderr_level="warning")
+    cli_logging(home, s.memd.log_level)
     return make_context(home, s, log=get_logger(f"memd.{name}"))
 
 
@@ -61,7 +63,7 @@ def _undo_hint(runs: list[str]) -> str:
 
 
 SCOPE_OPTIONS = [
-    click.option("--project", "key", help="The project's memory (a project key)."),
+    click.option("--project", "key", help="The project's memory (a project key).", shell_complete=complete_project),
     click.option("--cwd", type=click.Path(), help="The memory of the project this directory belongs to."),
     click.option("--global", "glob", is_flag=True, help="The global drawer."),
 ]
@@ -119,7 +121,7 @@ def remember_cmd(ctx: click.Context, text: str, key: str | None, cwd: str | None
 
 
 @command("forget")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_memory)
 @scope_options
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -143,7 +145,7 @@ def forget_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, 
 
 
 @command("edit")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_memory)
 @scope_options
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -189,7 +191,7 @@ def edit_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, gl
 
 
 @command("why")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_memory)
 @scope_options
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -215,7 +217,8 @@ def why_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, glo
 @click.option("--project", "keys", multiple=True, help="A project's memory (a project key; repeatable).")
 @click.option("--cwd", type=click.Path(), help="The project this directory belongs to.")
 @click.option("--global", "glob", is_flag=True, help="The global drawer.")
-@click.option("--session", "sessions", multiple=True, help="Whatever this session's extraction would write.")
+@click.option("--session", "sessions", multiple=True, help="Whatever this session's extraction would write.",
+              shell_complete=complete_session)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def readonly_cmd(ctx: click.Context, switch: str | None, keys: tuple[str, ...], cwd: str | None, glob: bool,
@@ -233,7 +236,7 @@ def readonly_cmd(ctx: click.Context, switch: str | None, keys: tuple[str, ...], 
     everything read-only.
     """
     from memd import settings as st
-    from memd.clock import system_clock
+    from memd.clock import local_text, system_clock
     from memd.keys import project_key
     from memd.memory import readonly
     from memd.tree import Place
@@ -260,7 +263,7 @@ def readonly_cmd(ctx: click.Context, switch: str | None, keys: tuple[str, ...], 
     if sw.everything:
         lines.append("everything (memory.readOnly is true in settings.json)")
     if sw.global_:
-        lines.append(f"global drawer (since {sw.global_})")
-    lines.extend(f"project {k} (since {v})" for k, v in sw.projects.items())
-    lines.extend(f"session {k} (since {v})" for k, v in sw.sessions.items())
+        lines.append(f"global drawer (since {local_text(sw.global_)})")
+    lines.extend(f"project {k} (since {local_text(v)})" for k, v in sw.projects.items())
+    lines.extend(f"session {k} (since {local_text(v)})" for k, v in sw.sessions.items())
     click.echo("read-only: " + ("nothing" if not lines else "\n  " + "\n  ".join(lines)))

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from memd.cli import command, get_home, json_out
+from memd.cli import cli_logging, command, get_home, json_out
+from memd.cli.completion import complete_job, complete_project, complete_session
 from memd.errors import BusyError, MemdError, ModelAPIError, UsageError
 from memd.tree import Place
 
@@ -24,7 +25,7 @@ def run_cmd(ctx: click.Context) -> None:
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.memd.log_level)
+    configure(home, level=s.memd.log_level)  # the service's stderr: JSON for journald when not a terminal
     sys.exit(Daemon(home, log=get_logger("memd.daemon")).run())
 
 
@@ -38,15 +39,10 @@ def _targets(job: Any, jctx: Any, *, key: str | None, session: str | None, all_:
     if glob and "global" not in kinds:
         raise UsageError(f"{job.NAME} works on sessions (--session ID or --project KEY), not on the global drawer")
     if session:
-        rows = jctx.conn.execute(
-            "SELECT key, session_id FROM sessions WHERE session_id=?" + (" AND key=?" if key else ""),
-            (session, key) if key else (session,),
-        ).fetchall()
-        if not rows:
-            raise UsageError(f"no session {session!r} (see `memd sessions`)")
-        if len(rows) > 1:
-            raise UsageError(f"session {session!r} exists in several projects: name one with --project")
-        return [Place("session", rows[0][0], rows[0][1])]
+        from memd.ledger.lookup import resolve_session
+
+        skey, sid = resolve_session(jctx.conn, session, key)  # an id or a unique prefix of one
+        return [Place("session", skey, sid)]
     if glob:
         return [Place("global")]
     pool = job.targets(jctx) if (force or not getattr(job, "HAS_THRESHOLDS", True)) else job.due(jctx)
@@ -58,9 +54,10 @@ def _targets(job: Any, jctx: Any, *, key: str | None, session: str | None, all_:
 
 
 @command("run-now")
-@click.argument("job_name", metavar="JOB")
-@click.option("--project", "key", help="Only this project (its memory, or its sessions).")
-@click.option("--session", help="Only this session id (session jobs).")
+@click.argument("job_name", metavar="JOB", shell_complete=complete_job)
+@click.option("--project", "key", help="Only this project (its memory, or its sessions).", shell_complete=complete_project)
+@click.option("--session", help="Only this session (an id or a unique prefix; session jobs).",
+              shell_complete=complete_session)
 @click.option("--global", "glob", is_flag=True, help="The global drawer (dream, index).")
 @click.option("--all", "all_", is_flag=True, help="Every target that is due (with --force: every target).")
 @click.option("--force", is_flag=True, help="Skip the job's thresholds (never its lock).")
@@ -78,16 +75,18 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     from memd.daemon import registry
     from memd.job.context import make_context
     from memd.job.runner import run_job
+    from memd.ledger.lookup import check_project
     from memd.ledger.scan import scan_home
-    from memd.logs.events import configure, get_logger
+    from memd.logs.events import get_logger
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.memd.log_level, stderr_level="warning")
+    cli_logging(home, s.memd.log_level)
     log = get_logger("memd.run-now")
-    names = list(registry.JOB_NAMES) if job_name == "all" else [job_name]
+    names = list(registry.JOB_NAMES) if check_job(job_name, allow_all=True) == "all" else [job_name]
     jobs = [registry.get(n) for n in names]
     scan_home(home, log=log)
+    check_project(home, key, _ledger(home))
     results: list[dict[str, Any]] = []
     waited: set[str] = set()
 
@@ -118,6 +117,27 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     sys.exit(exit_code_of(results))
 
 
+def check_job(name: str, *, allow_all: bool = False) -> str:
+    """A job's name as given, else a usage error listing the jobs (`logs --job bogus` is exit 2)."""
+    from memd.daemon import registry
+
+    names = list(registry.JOB_NAMES)
+    if name in names or (allow_all and name == "all"):
+        return name
+    raise UsageError(f"no job {name!r} (jobs: {', '.join(names)}{', all' if allow_all else ''})")
+
+
+def _ledger(home: Any) -> Any:
+    """A read-only connection to the ledger, closed when the command ends (None without one)."""
+    from memd import state
+
+    if not home.state_db.exists():
+        return None
+    conn = state.connect(home.state_db, readonly=True)
+    click.get_current_context().call_on_close(conn.close)
+    return conn
+
+
 def exit_code_of(results: list[dict[str, Any]]) -> int:
     """1 if any run failed; 75 if one waited on a lock in vain; 4 if the model made one wait."""
     outcomes = [r["outcome"] for r in results]
@@ -139,32 +159,48 @@ def jobs_cmd(as_json: bool) -> None:
     if as_json:
         json_out(rows)
         return
-    for r in rows:
-        click.echo(f"{r['job']:<8} {'model' if r['model'] else '     '}  {r['trigger']}")
+    from memd.table import render
+
+    for line in render(["JOB", "MODEL", "TRIGGER"], [[r["job"], "yes" if r["model"] else "", r["trigger"]] for r in rows]):
+        click.echo(line)
 
 
 @command("logs")
-@click.option("--job", help="Only lines of this job.")
+@click.option("--job", help="Only lines of this job.", shell_complete=complete_job)
 @click.option("--level", type=click.Choice(["debug", "info", "warning", "error"]), help="Minimum level.")
 @click.option("--since", help="Only lines since: an ISO time, or an age like 30m, 2h, 1d.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing lines as they come.")
+@click.option("-n", "--lines", "last", type=click.IntRange(min=0), help="Only the last N lines (then, with -f, new ones).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON lines as they are.")
 @click.pass_context
 def logs_cmd(ctx: click.Context, job: str | None, level: str | None, since: str | None, follow: bool,
-             as_json: bool) -> None:  # fmt: skip
-    """Show memd's log (memd/logs/memd.jsonl and its rotations)."""
+             last: int | None, as_json: bool) -> None:  # fmt: skip
+    """Show memd's log (memd/logs/memd.jsonl and its rotations); times are local in text, UTC in --json."""
     from memd.logs.read import follow_log, read_log
 
     home = get_home(ctx)
+    if job is not None:
+        check_job(job)
     when = parse_since(since)
-    records = follow_log(home, job=job, level=level, since=when, from_start=True) if follow else read_log(
-        home, job=job, level=level, since=when
-    )
     try:
-        for rec in records:
-            click.echo(_log_line(rec, as_json))
+        if last is not None:
+            for rec in last_records(read_log(home, job=job, level=level, since=when), last):
+                click.echo(_log_line(rec, as_json))
+        if follow:
+            for rec in follow_log(home, job=job, level=level, since=when, from_start=last is None):
+                click.echo(_log_line(rec, as_json))
+        elif last is None:
+            for rec in read_log(home, job=job, level=level, since=when):
+                click.echo(_log_line(rec, as_json))
     except KeyboardInterrupt:
         pass
+
+
+def last_records(records: Any, n: int) -> list[dict[str, Any]]:
+    """The last `n` of `records`, holding no more than `n` at a time (a log may be 60 MB)."""
+    from collections import deque
+
+    return list(deque(records, maxlen=n)) if n else []
 
 
 def parse_since(text: str | None) -> Any:
@@ -190,7 +226,10 @@ def _log_line(rec: dict[str, Any], as_json: bool) -> str:
         return orjson.dumps(rec).decode()
     rest = {k: v for k, v in rec.items() if k not in ("ts", "level", "event", "logger")}
     tail = " ".join(f"{k}={v}" for k, v in rest.items() if k != "traceback")
-    line = f"{rec.get('ts', '?')} {rec.get('level', '?')!s:<7} {rec.get('event', '?')} {tail}".rstrip()
+    from memd.clock import local_text
+
+    ts = rec.get("ts")
+    line = f"{local_text(ts, seconds=True) if isinstance(ts, str) else '?'} {rec.get('level', '?')!s:<7} {rec.get('event', '?')} {tail}".rstrip()
     if "traceback" in rec:
         line += "\n" + str(rec["traceback"]).rstrip()
     return line

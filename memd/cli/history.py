@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
+from memd.cli.completion import complete_project, complete_run
 from memd.errors import UsageError
 from memd.tree import Place
 
@@ -69,7 +70,9 @@ def render_run(r: dict[str, Any]) -> list[str]:
         who += f" of {r['undo_of']}"
     elif r["kind"] == "write":
         who = f"{r.get('job') or 'write'}: {r.get('reason') or ''}".rstrip(": ")
-    lines = [f"{r['run']}  {r['scope']}  {who}  {r['time'] or ''}".rstrip()]
+    from memd.clock import local_text
+
+    lines = [f"{r['run']}  {r['scope']}  {who}  {local_text(r['time']) if r['time'] else ''}".rstrip()]
     if r["kind"] == "damaged":
         return [*lines, f"  {r.get('reason') or 'run.json is damaged'}"]
     c = r["changes"]
@@ -92,7 +95,7 @@ def render_run(r: dict[str, Any]) -> list[str]:
 
 
 @command("history")
-@click.option("--project", "key", help="Only this project's memory.")
+@click.option("--project", "key", help="Only this project's memory.", shell_complete=complete_project)
 @click.option("--global", "glob", is_flag=True, help="Only the global drawer.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -102,9 +105,12 @@ def history_cmd(ctx: click.Context, key: str | None, glob: bool, as_json: bool) 
     Without --project or --global: every scope.
     """
     from memd.history.runs import list_runs
+    from memd.ledger.lookup import check_project
 
     home = get_home(ctx)
     rows = [run_json(r) for r in list_runs(home, _scope(key, glob), damaged=True)]  # a damaged entry is shown
+    if key and not rows:
+        check_project(home, key)  # no history: a typo is exit 2, a known project just has none yet
     if as_json:
         json_out(rows)
         return
@@ -116,8 +122,8 @@ def history_cmd(ctx: click.Context, key: str | None, glob: bool, as_json: bool) 
 
 
 @command("undo")
-@click.argument("run_id", metavar="[RUN]", required=False)
-@click.option("--project", "key", help="The project whose memory to restore.")
+@click.argument("run_id", metavar="[RUN]", required=False, shell_complete=complete_run)
+@click.option("--project", "key", help="The project whose memory to restore.", shell_complete=complete_project)
 @click.option("--global", "glob", is_flag=True, help="Restore the global drawer.")
 @click.option("--no-wait", is_flag=True, help="Exit 75 at once if the scope's lock is held.")
 @click.option("--json", "as_json", is_flag=True)
@@ -129,21 +135,23 @@ def undo_cmd(ctx: click.Context, run_id: str | None, key: str | None, glob: bool
     (`memd undo` again). Runs under the scope's lock, like a dream.
     """
     from memd import settings as st
+    from memd.cli import cli_logging
     from memd.clock import system_clock
     from memd.git.commits import after_run
     from memd.history import runs as history
     from memd.history import store
-    from memd.logs.events import configure, get_logger
+    from memd.history.lookup import resolve_run
+    from memd.logs.events import get_logger
 
     home = get_home(ctx)
     ref = _scope(key, glob)
     if run_id is not None and not store.RUN_ID.match(run_id):
-        raise UsageError(f"{run_id!r} is not a run id (see `memd history`)")
+        run_id = resolve_run(home, run_id)  # a unique prefix of a run id
     if ref is None and run_id is None:
         raise UsageError("name the scope: --project KEY or --global (or give a RUN id)")
     refs = [ref] if ref is not None else history.find_runs(home, run_id or "")
     s = st.load(home.settings_file)
-    configure(home, level=s.memd.log_level, stderr_level="warning")
+    cli_logging(home, s.memd.log_level)
 
     def on_wait(scope: Any) -> None:
         if not as_json:

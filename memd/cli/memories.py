@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
+from memd.cli.completion import complete_memory, complete_project
 from memd.errors import MemdError, UsageError
 
 
@@ -87,7 +88,8 @@ nothing to look for.
 
 @command("search", help=SEARCH_HELP, context_settings={"ignore_unknown_options": True})
 @click.argument("words", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.option("--project", "key", help="Project key (default: the project of the current directory).")
+@click.option("--project", "key", help="Project key (default: the project of the current directory).",
+              shell_complete=complete_project)
 @click.option("--cwd", type=click.Path(), help="Search the project this directory belongs to.")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 200))
 @click.option("--json", "as_json", is_flag=True)
@@ -174,7 +176,8 @@ def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
 
 
 @command("list")
-@click.option("--project", "key", help="Project key (default: the project of the current directory).")
+@click.option("--project", "key", help="Project key (default: the project of the current directory).",
+              shell_complete=complete_project)
 @click.option("--cwd", type=click.Path())
 @click.option("--all", "everything", is_flag=True, help="Every project's memories too.")
 @click.option("--json", "as_json", is_flag=True)
@@ -182,18 +185,23 @@ def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
 def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: bool, as_json: bool) -> None:
     """The memories in effect: the global drawer and the project's memory."""
     from memd.clock import system_clock
+    from memd.ledger.lookup import check_project
 
     home = get_home(ctx)
     pkey = None if everything else resolve_key(key, cwd)
     mems, problems = _memories(home, pkey, everything)
+    if key and not everything and not any(m.scope == "project" for m in mems):
+        check_project(home, key)  # nothing of its own: a typo is exit 2, a known project just has none yet
     now = system_clock()
     rows = [memory_json(m, home, now) for m in sorted(mems, key=lambda m: (m.scope != "global", m.project_key or "", m.type, m.name))]
     if as_json:
         json_out({"memories": rows, "problems": [{"file": str(p.path), "reason": p.reason} for p in problems]})
         return
-    for r in rows:
-        where = "global" if r["scope"] == "global" else r["project_key"]
-        echo(f"{r['type']:<9} {r['name']:<32} {where}  — {r['description']}")
+    from memd.table import render
+
+    table = [[r["type"], r["name"], "global" if r["scope"] == "global" else r["project_key"], r["description"]] for r in rows]
+    for line in render(["TYPE", "NAME", "SCOPE", "DESCRIPTION"], table) if rows else []:
+        echo(line)
     for p in problems:
         echo(f"problem: {p.path}: {p.reason}", err=True)
     if not rows:
@@ -201,22 +209,28 @@ def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: b
 
 
 @command("show")
-@click.argument("name")
-@click.option("--project", "key", help="Project key (default: the project of the current directory).")
+@click.argument("name", shell_complete=complete_memory)
+@click.option("--project", "key", help="Project key (default: the project of the current directory).",
+              shell_complete=complete_project)
 @click.option("--cwd", type=click.Path())
+@click.option("--global", "glob", is_flag=True, help="Only the global drawer (not the project's memory).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, as_json: bool) -> None:
+def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, glob: bool, as_json: bool) -> None:
     """Show one memory by name (or file name), with a staleness warning when it is old, its age and
-    its sources (`memd why NAME` shows the lines it came from)."""
+    its sources (`memd why NAME` shows the lines it came from). A project's memory wins over the
+    drawer's of the same name; --global shows the drawer's."""
     from memd.clock import system_clock
 
     home = get_home(ctx)
+    if glob and (key or cwd):
+        raise UsageError("give --global or --project/--cwd, not both")
     pkey = resolve_key(key, cwd)
     mems, _ = _memories(home, pkey, False)
-    found = [m for m in mems if name in (m.name, m.path.name, m.path.stem)]
+    found = [m for m in mems if name in (m.name, m.path.name, m.path.stem) and (m.scope == "global" or not glob)]
     if not found:
-        raise UsageError(f"no memory named {name!r} in project {pkey} or the global drawer (see `memd list`)")
+        where = "the global drawer" if glob else f"project {pkey} or the global drawer"
+        raise UsageError(f"no memory named {name!r} in {where} (see `memd list`)")
     m = min(found, key=lambda m: m.scope != "project")
     now = system_clock()
     age = max(0, int(now.timestamp() - m.mtime))
@@ -236,15 +250,16 @@ def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, as
 
 def provenance_lines(m: Any, age: int) -> list[str]:
     """Age and where it came from, short (`memd why NAME` prints the lines themselves)."""
+    from memd.clock import local_text
     from memd.history.provenance import age_text, expected
 
-    lines = [f"age: {age_text(age)} (last written {_when(m.mtime)})"]
+    lines = [f"age: {age_text(age)} (last written {_when(m.mtime)})"]  # local time
     for s in sources_of(m):
         if s.get("via"):
-            lines.append(f"source: {s['via']}" + (f" at {s['ts']}" if s.get("ts") else ""))
+            lines.append(f"source: {s['via']}" + (f" at {local_text(s['ts'])}" if s.get("ts") else ""))
             continue
         n = expected(set(s.get("uuids") or []), set(s.get("offsets") or []))
-        lines.append(f"source: session {s.get('session') or '?'}, {n} message(s)" + (f", {s['ts']}" if s.get("ts") else ""))
+        lines.append(f"source: session {s.get('session') or '?'}, {n} message(s)" + (f", {local_text(s['ts'])}" if s.get("ts") else ""))
     names = merged_from(m)
     if names:
         lines.append(f"merged from: {', '.join(names)}")
@@ -259,9 +274,9 @@ def provenance_lines(m: Any, age: int) -> list[str]:
 def _when(mtime: float) -> str:
     from datetime import UTC, datetime
 
-    from memd.clock import iso
+    from memd.clock import local_text
 
-    return iso(datetime.fromtimestamp(mtime, UTC))
+    return local_text(datetime.fromtimestamp(mtime, UTC))
 
 
 def sources_of(m: Any) -> list[dict[str, Any]]:

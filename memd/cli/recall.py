@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from memd.cli import command, get_home, json_out
+from memd.cli.completion import complete_project, complete_session
 
 RECALL_HELP = """Pick at most 5 memories relevant to QUERY, or none, within 8 seconds.
 
@@ -69,9 +70,10 @@ def _echo_text(rows: list[dict[str, Any]], query: str) -> None:
 
 @command("recall", help=RECALL_HELP)
 @click.argument("query", required=False)
-@click.option("--project", "key", help="Project key (default: the project of the current directory).")
+@click.option("--project", "key", help="Project key (default: the project of the current directory).",
+              shell_complete=complete_project)
 @click.option("--cwd", type=click.Path(), help="Recall for the project this directory belongs to.")
-@click.option("--session", help="Session id: skip what it was already shown, and remember what is shown now.")
+@click.option("--session", shell_complete=complete_session, help="Session id (or a unique prefix): skip what it was already shown, and remember what is shown now.")
 @click.option("--limit", default=5, show_default=True, type=click.IntRange(1, 5), help="At most this many memories.")
 @click.option("--body", "bodies", is_flag=True, help="Include each memory's body.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (fields above).")
@@ -102,10 +104,13 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
     from memd.cli.memories import ensure_search_db, resolve_key
     from memd.index.search import open_readonly
     from memd.job.context import make_context
+    from memd.ledger.lookup import session_known
     from memd.logs.events import cli_defaults, get_logger
 
     cli_defaults()  # a fast command: logging is set up only off the hook path
     home = get_home(ctx)
+    if session is not None:  # an id or a unique prefix; in any project (its transcript lives under its cwd's key)
+        _, session = session_known(home, session)
     pkey = resolve_key(key, cwd)
     ensure_search_db(home)
     jctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.recall"))

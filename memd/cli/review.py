@@ -39,17 +39,18 @@ def _where(c: dict[str, Any]) -> str:
 
 def _context(ctx: click.Context) -> Any:
     from memd import settings as st
+    from memd.cli import cli_logging
     from memd.job.context import make_context
-    from memd.logs.events import configure, get_logger
+    from memd.logs.events import get_logger
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.memd.log_level, stderr_level="warning")
+    cli_logging(home, s.memd.log_level)
     return make_context(home, s, log=get_logger("memd.review"))
 
 
 def _list(ctx: click.Context, as_json: bool) -> None:
-    from memd.clock import system_clock
+    from memd.clock import local_text, system_clock
     from memd.history.provenance import age_text
     from memd.write import proposals
 
@@ -67,7 +68,7 @@ def _list(ctx: click.Context, as_json: bool) -> None:
         for c in r["changes"]:
             click.echo(f"  {c['action']:<7} {c['name']} ({_where(c)}, {c['file']})")
         if r["check"]:
-            click.echo(f"  ⚠ refused at {r['check'].get('time')}: {r['check'].get('reason')}")
+            click.echo(f"  ⚠ refused at {local_text(r['check'].get('time'))}: {r['check'].get('reason')}")
 
 
 @main.group("review", invoke_without_command=True)

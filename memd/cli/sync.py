@@ -20,11 +20,11 @@ from memd.errors import UsageError
 
 def _setup(ctx: click.Context) -> tuple[Any, Any]:
     from memd import settings as st
-    from memd.logs.events import configure
+    from memd.cli import cli_logging
 
     home = get_home(ctx)
     s = st.load(home.settings_file)
-    configure(home, level=s.memd.log_level, stderr_level="error")
+    cli_logging(home, s.memd.log_level, "error")
     return home, s
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from memd import __version__, state
 from memd import settings as st
-from memd.clock import system_clock
+from memd.clock import duration_text, local_text, system_clock
 from memd.daemon import registry
 from memd.tree import Home
 
@@ -187,11 +187,26 @@ def _ledger_lines(lg: dict[str, Any]) -> list[str]:
     if held:
         longest = max((h.get("waiting_seconds") or 0) for h in held)
         out.append(f"held back: {lg.get('held_back_count', len(held))} session(s) wait for a tool call's result "
-                   f"(longest {longest // 60} min); reading goes on once the conversation moves past it")  # fmt: skip
+                   f"(longest {duration_text(longest)}); reading goes on once the conversation moves past it")  # fmt: skip
     unknown = lg.get("unknown_record_types") or {}
     if unknown:
         out.append("unrecognised record types: " + ", ".join(f"{t} ×{n}" for t, n in list(unknown.items())[:5]))
     return out
+
+
+def _job_table(jobs: dict[str, Any]) -> list[str]:
+    """One row a job: its last run (local time), outcome, how long it took, what is due, its last failure."""
+    from memd.table import render as table  # noqa: PLC0415 - start-up
+
+    rows = []
+    for name, j in jobs.items():
+        last = j["last_runs"][0] if j["last_runs"] else {}
+        fail = j["last_failure"]
+        ms = last.get("duration_ms")
+        rows.append([name, local_text(last.get("started_at")), last.get("outcome") or ("running" if last else "-"),
+                     "-" if ms is None else duration_text(ms / 1000), j["due"],
+                     f"{local_text(fail['started_at'])} {(fail['error'] or '')[:60]}".rstrip() if fail else "-"])  # fmt: skip
+    return table(["JOB", "LAST RUN", "OUTCOME", "TOOK", "DUE", "LAST FAILURE"], rows, right=(3, 4))
 
 
 def render(d: dict[str, Any]) -> str:
@@ -199,7 +214,7 @@ def render(d: dict[str, Any]) -> str:
     out = []
     dm = d["daemon"]
     if dm["running"]:
-        out.append(f"daemon: running (pid {dm.get('pid')}, since {dm.get('since')}, memd {dm.get('version')})")
+        out.append(f"daemon: running (pid {dm.get('pid')}, since {local_text(dm.get('since'))}, memd {dm.get('version')})")
     else:
         out.append("daemon: not running (start it with `memd run`, or `memd install` for a service)")
     out.append(f"home: {d['home']}")
@@ -235,16 +250,7 @@ def render(d: dict[str, Any]) -> str:
         out.append(f"model last 7 days: {wk['calls']} calls, {wk['tokens']:,} tokens, {cost} at the prices of "
                    f"{wk['prices_as_of']} (`memd cost`)")  # fmt: skip
     out.append("")
-    out.append(f"{'JOB':<8} {'LAST RUN':<26} {'OUTCOME':<11} {'MS':>6}  DUE  LAST FAILURE")
-    for name, j in d["jobs"].items():
-        last = j["last_runs"][0] if j["last_runs"] else {}
-        fail = j["last_failure"]
-        ms = last.get("duration_ms")
-        out.append(
-            f"{name:<8} {last.get('started_at') or '-':<26} {last.get('outcome') or ('running' if last else '-'):<9} "
-            f"{'-' if ms is None else ms:>6}  {j['due']:>3}  "
-            f"{(fail['started_at'] + ' ' + (fail['error'] or '')[:60]) if fail else '-'}"
-        )
+    out.extend(_job_table(d["jobs"]))
     if d["warnings"]:
         out.append("")
         out.append(f"warnings ({len(d['warnings'])}):")

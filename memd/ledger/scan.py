@@ -51,7 +51,7 @@ def scan_home(home: Home, *, key: str | None = None, progress: bool = False, log
         bar = _bar(todo) if progress else None
         workers = _workers(todo)
         results = (
-            _ingest_parallel(home, todo, workers, log)
+            _ingest_parallel(home, todo, workers, log, None if bar is None else bar.update)
             if workers > 1
             else ledger.ingest_many(conn, todo, iso(system_clock()), log)
         )
@@ -60,10 +60,10 @@ def scan_home(home: Home, *, key: str | None = None, progress: bool = False, log
             totals["bytes"] += r.bytes_read
             totals["records"] += r.records
             totals["problems"] += len(r.problems)
-            if bar is not None:
+            if bar is not None and workers == 1:
                 bar.update(_size(sf))
         if bar is not None:
-            bar.render_finish()
+            bar.finish()
         q = "SELECT COUNT(*) FROM sessions WHERE is_subagent=0" + (" AND key=?" if key else "")
         totals["sessions"] = conn.execute(q, (key,) if key else ()).fetchone()[0]
         return totals
@@ -97,6 +97,10 @@ def _ingest_batch(args: tuple[Home, list[SessionFile]]) -> list[ledger.IngestRes
 _WORKER_CONN: dict[str, Any] = {}
 
 
+def _ingest_numbered(job: tuple[int, tuple[Home, list[SessionFile]]]) -> tuple[int, list[ledger.IngestResult]]:
+    return job[0], _ingest_batch(job[1])
+
+
 def _batches(todo: list[SessionFile], workers: int) -> list[list[int]]:
     """Indexes of `todo`, biggest session first, in batches of up to WORKER_BATCH_BYTES (and at
     least four a worker): the pool stays busy to the end, and a worker commits once per batch
@@ -117,14 +121,21 @@ def _batches(todo: list[SessionFile], workers: int) -> list[list[int]]:
     return out
 
 
-def _ingest_parallel(home: Home, todo: list[SessionFile], workers: int, log: Any) -> list[ledger.IngestResult]:
-    """Sessions spread over `workers` processes, in batches, biggest first."""
+def _ingest_parallel(home: Home, todo: list[SessionFile], workers: int, log: Any,
+                     on_batch: Callable[[int], None] | None = None) -> list[ledger.IngestResult]:  # fmt: skip
+    """Sessions spread over `workers` processes, in batches, biggest first; `on_batch(bytes)` as
+    each batch is done (the progress bar), whatever the order they finish in."""
 
     batches = _batches(todo, workers)
     import multiprocessing as mp  # noqa: PLC0415 - start-up: multiprocessing only for a parallel first scan
     ctx = mp.get_context("fork")
+    done: list[Any] = [None] * len(batches)
     with ctx.Pool(workers) as pool:
-        done = pool.map(_ingest_batch, [(home, [todo[i] for i in b]) for b in batches], chunksize=1)
+        jobs = [(n, (home, [todo[i] for i in b])) for n, b in enumerate(batches)]
+        for n, results in pool.imap_unordered(_ingest_numbered, jobs, chunksize=1):
+            done[n] = results
+            if on_batch is not None:
+                on_batch(sum(_size(todo[i]) for i in batches[n]))
     out: list[Any] = [None] * len(todo)
     for batch, results in zip(batches, done):
         for i, r in zip(batch, results):
@@ -150,8 +161,6 @@ def _bar(todo: list[SessionFile]) -> Any:
     total = sum(_size(sf) for sf in todo)
     if total < BAR_MIN_BYTES:
         return None
-    import click  # noqa: PLC0415 - start-up: click's progress bar only for a long first scan
+    from memd.ledger.progress import ScanBar  # noqa: PLC0415 - start-up: only for a long first scan
 
-    bar = click.progressbar(length=total, label="reading transcripts", file=sys.stderr)
-    bar.__enter__()
-    return bar
+    return ScanBar(total)

@@ -323,6 +323,8 @@ def test_offline_returns_top_search_hits(home: Home, search: sqlite3.Connection)
 def test_cli_with_the_model(home: Home, api: FakeAnthropic) -> None:
     api.enqueue(json_text({"selected": [P("db-choice"), "memory/prefers-tabs.md"]}), json_text({"selected": [1]}))
     env = memd_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test")
+    line = {"type": "user", "message": {"role": "user", "content": "which database?"}, "uuid": "u9", "sessionId": "s9"}
+    (home.projects / KEY / "s9.jsonl").write_text(json.dumps(line) + "\n")  # --session names a session memd can read
     r = run_memd(home.root, "recall", "which database?", "--project", KEY, "--session", "s9", "--json", "--body", env=env)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)

@@ -32,7 +32,7 @@ def test_demo_runs_on_the_bundled_sample(tmp_path: Path) -> None:
     assert (target / "memory" / "MEMORY.md").exists()
     assert (target / "memory.md").exists()
     # the sample in the repository is untouched
-    assert not (Path(__file__).resolve().parents[2] / "sample" / "home" / "memd").exists()
+    assert not (Path(__file__).resolve().parents[2] / "memd" / "sample_home" / "memd").exists()
 
 
 def test_search_list_show_with_staleness(tmp_path: Path) -> None:
