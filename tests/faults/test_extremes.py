@@ -42,6 +42,7 @@ from memd import settings as st
 from memd.clock import iso
 from memd.history import snapshots as swap
 from memd.history import store
+from memd.index.schema import SCHEMA_VERSION
 from memd.job.context import set_cursor
 from memd.job.runner import run_job
 from memd.memory.scan import scan_dir
@@ -335,7 +336,8 @@ def _damage(db: Path, how: str) -> None:
         db.unlink()
         conn = sqlite3.connect(db)
         conn.executescript("CREATE TABLE memories(x); CREATE TABLE meta(key, value);"
-                           "INSERT INTO meta VALUES('segmenter', 'zwsp-v1'); PRAGMA user_version=1;")  # fmt: skip
+                           "INSERT INTO meta VALUES('segmenter', 'zwsp-v1');"
+                           f"PRAGMA user_version={SCHEMA_VERSION};")  # fmt: skip  (the current version, wrong columns)
         conn.close()
     elif how == "a directory":
         db.unlink()
