@@ -47,6 +47,7 @@ MEMD_FIELDS: list[tuple[str, str, Any]] = [
     ("strongModel", "str", "claude-sonnet-4-6"),
     ("baseUrl", "str", ""),
     ("timeoutSeconds", "int:1..3600", 60),
+    ("recallBudgetMs", "int:200..60000", 1500),  # the prompt hook, from its process's start to its answer
     ("maxRetries", "int:0..20", 4),
     ("dailyTokenBudget", "int:0..1000000000000", 2_000_000),
     ("pollSeconds", "int:1..86400", 5),
@@ -134,6 +135,7 @@ class Memd(NamedTuple):
     strong_model: str
     base_url: str
     timeout_seconds: int
+    recall_budget_ms: int
     max_retries: int
     daily_token_budget: int
     poll_seconds: int

@@ -295,7 +295,7 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
     settings = st.load(home.settings_file)
     if not settings.memory.enabled:
         return None
-    from memd.agent.recall import HOOK_BUDGET_S, recall
+    from memd.agent.recall import recall
     from memd.clock import process_started, system_clock
     from memd.index.search import open_readonly
     from memd.job.context import make_context
@@ -309,7 +309,8 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
         search = open_readonly(home.search_db)
         try:
             result = recall(ctx, search, prompt[:MAX_QUERY_CHARS], project_key=key, session=event.session_id,
-                            bodies=True, provider=provider, deadline=process_started() + HOOK_BUDGET_S)  # fmt: skip
+                            bodies=True, provider=provider,
+                            deadline=process_started() + settings.memd.recall_budget_ms / 1000)  # fmt: skip
         finally:
             search.close()
         moment = clock()

@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # the recall hook imports this module: only what a call needs
 
 JOB = "recall"
 TIMEOUT_S = 8.0  # `memd recall` from the shell
-HOOK_BUDGET_S = 1.5  # the UserPromptSubmit hook with a model, from the process's start to its answer
+HOOK_BUDGET_S = 1.5  # the UserPromptSubmit hook with a model, from the process's start to its answer (memd.recallBudgetMs)
 FALLBACK_RESERVE_S = 0.6  # of the deadline, kept for the keyword ranking, the answer and the exit (a busy machine stretches them)
 # Slack between the SDK's own timeout and the hard deadline, so the SDK
 # normally fails first and the failed call is recorded like any other.

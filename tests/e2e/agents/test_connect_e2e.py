@@ -138,8 +138,10 @@ def test_recall_hook_uses_the_model_claude_code_points_it_at(
     claude: ClaudeInstall, claude_home: Path, tmp_path: Path
 ) -> None:
     """With a key in Claude Code's environment (inherited by hooks), recall asks the small model:
-    the fake answers memd's selector call, and its pick reaches Claude Code's request."""
-    proj, config, _home, _key = _world(tmp_path, claude_home, {})
+    the fake answers memd's selector call, and its pick reaches Claude Code's request. The hook's
+    budget is raised (a busy test machine can spend the default 1.5 s importing the SDK: then the
+    keyword ranking answers, tests/agent/test_recall_budget.py)."""
+    proj, config, _home, _key = _world(tmp_path, claude_home, {"memd": {"recallBudgetMs": 20000}})
     _memd(config, "connect", "claude")
 
     def responder(body: dict[str, Any]) -> Any:
