@@ -20,11 +20,21 @@ a file name or a description is never built from a raw sentence.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from jobs.extract.provenance import sources
-from memd.memory.classify import DONT_KEEP, classify, describe, is_question, name_for, scope_of, sentences
+from memd.memory.classify import (
+    DONT_KEEP,
+    classify,
+    describe,
+    is_chinese,
+    is_question,
+    names_for,
+    scope_of,
+    sentences,
+    statement_digest,
+)
 from memd.memory.operations import Operation, validate_operations
 from memd.redact.redactor import redact
 from memd.transcripts.spans import Piece
@@ -32,7 +42,11 @@ from memd.transcripts.spans import Piece
 
 @dataclass(frozen=True)
 class Found:
-    """One durable statement: what it is, where it belongs, the words to keep, and which turn said it."""
+    """One durable statement: what it is, where it belongs, the words to keep, and which turn said it.
+
+    `statement` is the digest of the statement's normalised text (`classify.statement_digest`): the
+    write path decides "the same statement again" on it, never on the name. `names` are longer names
+    to try, in order, when `name` is taken by a different statement."""
 
     kind: str
     type: str
@@ -41,26 +55,8 @@ class Found:
     description: str
     body: str
     turn: int = 0  # index of the (text, ts) pair it came from
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
+    statement: str = ""
+    names: tuple[str, ...] = ()
 
 
 _HOW = {
@@ -72,9 +68,20 @@ _HOW = {
     ("reference", "project"): "look there first.",
 }
 
+_HOW_ZH = {
+    ("user", "global"): "在每个项目里都记着这一点。",
+    ("user", "project"): "在这个项目里记着这一点。",
+    ("feedback", "global"): "在每个项目里都照此执行。",
+    ("feedback", "project"): "在这个项目里照此执行。",
+    ("project", "project"): "在这个项目里把它当作前提。",
+    ("reference", "project"): "先去那里查。",
+}
+
 
 def find_durable(human_texts: list[tuple[str, str | None]]) -> list[Found]:
-    """Durable statements in (text, timestamp) pairs of human turns, in order, one per name.
+    """Durable statements in (text, timestamp) pairs of human turns, in order, one per distinct
+    statement (a statement said twice is kept once, from its last turn); two distinct statements
+    never share a name.
 
     The text is redacted first: names, descriptions and bodies are all derived from redacted text.
     """
@@ -91,22 +98,50 @@ def find_durable(human_texts: list[tuple[str, str | None]]) -> list[Found]:
             kind, mtype = got
             scope = scope_of(mtype, s)
             desc, rest = describe(s)
-            name = name_for(desc)
-            when = f" ({ts[:10]})" if ts else ""
-            context = _context(said, i)
-            parts = [p for p in (rest, context) if p]
-            why = f"**Why:** the user said so explicitly{when}."
-            how = f"**How to apply:** {_HOW.get((mtype, scope), 'follow it.')}"
-            body = "\n\n".join([*parts, f"{why}\n{how}"])
-            out[name] = Found(kind, mtype, scope, name, desc, body, turn)
-    return list(out.values())
+            digest = statement_digest(s)
+            out.pop(digest, None)
+            names = names_for(desc)
+            out[digest] = Found(kind, mtype, scope, names[0], desc, _body(said, i, rest, ts, mtype, scope), turn,
+                                digest, tuple(names[1:]))  # fmt: skip
+    return _distinct_names(list(out.values()))
 
 
-def _context(said: list[str], i: int) -> str:
+def _body(said: list[str], i: int, rest: str, ts: str | None, mtype: str, scope: str) -> str:
+    """What the description does not say (the rest of the statement, the sentence that prompted it),
+    then why and how to apply it, in the statement's own language."""
+    zh = is_chinese(said[i])
+    when = f"（{ts[:10]}）" if ts and zh else f" ({ts[:10]})" if ts else ""
+    context = _context(said, i, zh)
+    parts = [p for p in (rest, context) if p]
+    if zh:
+        why = f"**为什么：** 用户明确这样说过{when}。"
+        how = f"**怎么用：** {_HOW_ZH.get((mtype, scope), '照此执行。')}"
+    else:
+        why = f"**Why:** the user said so explicitly{when}."
+        how = f"**How to apply:** {_HOW.get((mtype, scope), 'follow it.')}"
+    return "\n\n".join([*parts, f"{why}\n{how}"])
+
+
+def _distinct_names(found: list[Found]) -> list[Found]:
+    """Within one run, a name taken by an earlier statement: the next longer name, else a number."""
+    taken: set[str] = set()
+    out = []
+    for f in found:
+        name = next((n for n in (f.name, *f.names) if n.casefold() not in taken), "")
+        k = 2
+        while not name:
+            name = f"{f.name}-{k}" if f"{f.name}-{k}".casefold() not in taken else ""
+            k += 1
+        taken.add(name.casefold())
+        out.append(replace(f, name=name))
+    return out
+
+
+def _context(said: list[str], i: int, zh: bool = False) -> str:
     """The sentence just before a statement when it is what prompted it ("No, don't return 400 there.")."""
     if i == 0 or classify(said[i - 1]) is not None or is_question(said[i - 1]) or len(said[i - 1]) > 200:
         return ""
-    return f"Said after: “{said[i - 1]}”"
+    return f"起因：“{said[i - 1]}”" if zh else f"Said after: “{said[i - 1]}”"
 
 
 def has_durable(human_texts: list[tuple[str, str | None]]) -> bool:
@@ -123,10 +158,13 @@ class Sourced(Operation):
     for a write path that prefers an operation's sources to the call's."""
 
     sources: tuple[dict[str, Any], ...] = ()
+    statement: str = ""  # digest of the statement's normalised text: what "the same statement" is decided on
+    names: tuple[str, ...] = ()  # longer names to try when `name` is taken by a different statement
 
     @classmethod
-    def of(cls, op: Operation, sources: list[dict[str, Any]]) -> Sourced:
-        return cls(**{f.name: getattr(op, f.name) for f in fields(op)}, sources=tuple(sources))
+    def of(cls, op: Operation, sources: list[dict[str, Any]], found: Found | None = None) -> Sourced:
+        extra = {"statement": found.statement, "names": found.names} if found is not None else {}
+        return cls(**{f.name: getattr(op, f.name) for f in fields(op)}, sources=tuple(sources), **extra)
 
 
 def offline_operations(pieces: list[Piece], session_id: str = "") -> tuple[list[Sourced], list[dict[str, Any]]]:
@@ -141,7 +179,8 @@ def offline_operations(pieces: list[Piece], session_id: str = "") -> tuple[list[
     ]}  # fmt: skip
     accepted, rejected = validate_operations(data, allowed_scopes=("global", "project"))
     refused = {i for i, _ in rejected}
-    origins = [humans[f.turn] for i, f in enumerate(found) if i not in refused]
-    ops = [Sourced.of(op, sources(session_id, [piece])) for op, piece in zip(accepted, origins, strict=True)]
+    kept = [f for i, f in enumerate(found) if i not in refused]
+    origins = [humans[f.turn] for f in kept]
+    ops = [Sourced.of(op, sources(session_id, [piece]), f) for op, piece, f in zip(accepted, origins, kept, strict=True)]
     union = sorted({id(p): p for p in origins}.values(), key=lambda p: p.end)
     return ops, sources(session_id, union)

@@ -8,7 +8,9 @@ Judged on labelled statements by bench/bench_offline.py (figures in bench/RESULT
 
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 
 from memd.memory.names import token_like
 
@@ -180,6 +182,14 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENT.split(text) if len(s.strip()) >= 8 or _CJK.search(s)]
 
 
+def is_chinese(text: str) -> bool:
+    """Whether a statement is written in Chinese (a memory of it is then written in Chinese, issue 26):
+    at least two Chinese characters and no fewer of them than Latin words ("用 pytest 跑测试" is
+    Chinese; "name it 中文 in the docs" is not)."""
+    cjk = len(_CJK.findall(text))
+    return cjk >= max(2, len(re.findall(r"[A-Za-z]+", text)))
+
+
 def is_question(sentence: str) -> bool:
     s = sentence.strip().rstrip("\"')]*_` ")
     if _REQUEST.search(s):
@@ -252,14 +262,60 @@ def _plain(sentence: str) -> str:
     return " ".join(_PLACEHOLDER.sub(" ", sentence).split())
 
 
+# Words that say how a statement was made, not what it is about: a name reads as a person's would
+# ("use-ecto-multi-multi-step-writes", not "now-always-use-ecto.multi-multi-step").
+_NAME_FILLER = frozenset([
+    "now", "from", "going", "forward", "future", "always", "please", "actually", "correction", "repo",
+    "repository", "project", "codebase", "here", "ok", "okay", "fyi", "btw", "heads", "up", "reference",
+    "let", "lets", "each", "every", "whenever", "default",
+])
+
+NAME_WORDS = 5
+
+
+def _name_words(sentence: str) -> list[str]:
+    """The content words a name is made of, in order: no URL, placeholder, key-shaped token, stop word
+    or filler; a run of Chinese characters counts as one word."""
+    sentence = _URL.sub(" ", _plain(sentence))
+    raw = re.findall(r"[A-Za-z0-9][A-Za-z0-9+#.-]*|[\u4e00-\u9fff]{2,}", sentence)
+    words = [w.rstrip(".-").replace(".", "-").lower() for w in raw if not token_like(w)]
+    return [w for w in words if w and w not in _STOP and w not in _NAME_FILLER]
+
+
 def name_for(sentence: str) -> str:
     """Up to five content words of the (redacted) sentence; never a URL, a placeholder or anything
     shaped like a key (a token no detector knows would otherwise become a file name)."""
 
-    sentence = _URL.sub(" ", _plain(sentence))
-    raw = re.findall(r"[A-Za-z0-9][A-Za-z0-9+#.-]*|[\u4e00-\u9fff]{2,}", sentence)
-    words = [w.rstrip(".-").lower() for w in raw if not token_like(w)]
-    return "-".join([w for w in words if w and w not in _STOP][:5]) or "note"
+    return "-".join(_name_words(sentence)[:NAME_WORDS]) or "note"
+
+
+def names_for(sentence: str) -> list[str]:
+    """`name_for`'s name, then the names the write path tries when that one is taken by a different
+    statement: the first four content words with the last one, two, … (where statements that share
+    their opening usually differ: "run-linter-suite-warnings-commit" / "…-push")."""
+    words = _name_words(sentence)
+    out = [name_for(sentence)]
+    for k in range(1, len(words) - NAME_WORDS + 2):
+        name = "-".join(words[: NAME_WORDS - 1] + words[-k:])
+        if name not in out:
+            out.append(name)
+    return out
+
+
+_QUOTES = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "`": "", "*": "", "_": " "})
+
+
+def normalised(text: str) -> str:
+    """A statement as compared for "the same statement again": case, width, quotes, markup,
+    whitespace and the punctuation at its ends do not count; the words and their order do."""
+    s = unicodedata.normalize("NFKC", _plain(text)).translate(_QUOTES).casefold()
+    return " ".join(s.split()).strip(" .!。！,，;；:：-—–")
+
+
+def statement_digest(text: str) -> str:
+    """A short digest of `normalised(text)`, kept in a memory's metadata (`statement`) so a later
+    re-statement is recognised whatever the memory was named."""
+    return hashlib.blake2b(normalised(text).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 def _capital(s: str) -> str:

@@ -18,7 +18,7 @@ are refreshed afterwards.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,9 @@ from memd.memory.change import Change, StaleChange, current_sha
 from memd.memory.check import InvalidMemory as InvalidMemory  # re-exported: the write path's refusals
 from memd.memory.check import check_names
 from memd.memory.check import check_text as check_text
+from memd.memory.classify import normalised
 from memd.memory.file import Memory, delete_memory, render_memory
-from memd.memory.names import child, memory_path
+from memd.memory.names import InvalidName, child, memory_path, slugify
 from memd.memory.operations import log_rejections
 from memd.memory.scan import scan_dir
 from memd.tree import Place
@@ -167,12 +168,18 @@ def plan(
         if op.scope not in cache:
             cache[op.scope] = _index(directory, op.scope, pkey)
         by, bad = cache[op.scope]
+        if provider == "offline" and op.op == "add":
+            same = _same_statement(op, by)
+            if same is not None:  # the same statement again: never overwrite a (maybe hand-edited) file
+                out.unchanged.append(label)
+                ctx.log.info("operation.duplicate", memory=f"{op.scope}:{same.name}", file=_rel(ctx, same.path),
+                             statement_of=label)  # fmt: skip
+                continue
+            op = _free_name(op, by, bad)  # a different statement under a taken name gets a name of its own
+            label = f"{op.scope}:{op.slug}"
         existing = by.get(op.name.casefold()) or by.get(op.slug.casefold())
         if existing is None and op.slug.casefold() in bad:
             out.refused.append((label, "a file of that name exists but cannot be parsed; left in place"))
-            continue
-        if existing is not None and provider == "offline" and op.op == "add":
-            out.unchanged.append(label)  # the same statement again: never overwrite a (maybe hand-edited) file
             continue
         if existing is not None and shown is not None and str(existing.path) not in shown:
             out.refused.append((label, "the model was not shown this memory's current text"))
@@ -190,6 +197,8 @@ def plan(
         own = getattr(op, "sources", None) or sources  # an offline op knows the turn it came from
         if own:
             meta["sources"] = merge_sources(meta.get("sources"), own)
+        if getattr(op, "statement", ""):
+            meta["statement"] = op.statement  # what a later "the same statement again" is decided on
         text = render_memory(op.name, op.description, op.type, op.body, meta)
         path = existing.path if existing is not None else memory_path(directory, op.slug)
         base = current_sha(path) if existing is not None else None
@@ -198,7 +207,45 @@ def plan(
             continue
         changes.append(Change(op.scope, pkey, path.name, "update" if existing is not None else "add", op.name, text,
                               base, label))  # fmt: skip
+        if existing is None:  # a later operation of the call sees this name taken and this statement stored
+            planned = Memory(path, op.name, op.description, op.type or "", op.body, 0.0, 0, op.scope, metadata=meta)
+            by.setdefault(op.name.casefold(), planned)
+            by.setdefault(op.slug.casefold(), planned)
     return changes, {(scope, None if scope == "global" else key) for scope in cache}
+
+
+def _same_statement(op: Any, by: dict[str, Memory]) -> Memory | None:
+    """The memory an offline `add` states again, if any: one whose stored statement digest is the
+    operation's, or (a memory written before digests were kept, or by hand) whose description reads
+    the same once normalised. Never decided on the name: two facts may share their first words."""
+    digest = getattr(op, "statement", "")
+    want = normalised(op.description)
+    for m in {id(m): m for m in by.values()}.values():
+        if (digest and m.metadata.get("statement") == digest) or normalised(m.description) == want:
+            return m
+    return None
+
+
+def _free_name(op: Any, by: dict[str, Memory], bad: set[str]) -> Any:
+    """`op` under the first of its names (its own, then its longer `names`, then `<name>-2`, `-3`, …)
+    that no memory and no unparseable file of the directory holds."""
+
+    def free(name: str) -> str | None:
+        try:
+            slug = slugify(name)
+        except InvalidName:
+            return None
+        taken = name.casefold() in by or slug.casefold() in by or slug.casefold() in bad
+        return None if taken else slug
+
+    candidates = [op.name, *getattr(op, "names", ())]
+    k = 2
+    while True:
+        for name in candidates:
+            slug = free(name)
+            if slug is not None:
+                return op if name == op.name else replace(op, name=name, slug=slug)
+        candidates, k = [f"{op.name}-{k}"], k + 1
 
 
 def apply_changes(

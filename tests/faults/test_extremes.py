@@ -358,7 +358,7 @@ def test_a_damaged_search_db_is_set_aside_and_rebuilt(demo: Path, tmp_path: Path
     r = _run(home, "search", "race", "--project", KEY, "--json")
     _no_traceback(r)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "always-run-tests-race-repo" in [h["name"] for h in json.loads(r.stdout)]
+    assert "run-tests-race" in [h["name"] for h in json.loads(r.stdout)]
     assert list(db.parent.glob("search.sqlite.corrupt-*")) or how == "zero bytes"
     # the writer's own paths: an index run on a damaged database rebuilds it too
     _damage(db, how)
