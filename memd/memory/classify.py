@@ -63,7 +63,8 @@ _ALWAYS_NEVER = re.compile(r"\b(always|never)\b", _I)
 
 # What may stand right before always/never in a rule (else it describes something: "it always crashes").
 _RULE_LEAD = re.compile(
-    r"(^|[;:,—(]|\b(and|but|so|then|please|here|we|i|must|should|to|just|also|you should|you must))\s*$", _I
+    r"(^|[;:,—(]|\b(and|but|so|then|please|here|we|i|must|should|to|just|also|you should|you must)"
+    r"(\s+(now|still|also|really))?)\s*$", _I
 )
 
 _PAST = re.compile(
@@ -81,7 +82,7 @@ _DECISION = re.compile(
     r"use|deploy|release|require|only|don'?t|do not|no longer|never|always|prefer|follow|ship|run|host|keep|"
     r"squash|rebase|tag|vendor|pin)\b"
     r"|\bwe('re| are) (migrating|moving|switching|standardi[sz]ing|phasing out|deprecating|dropping)\b"
-    r"|\bour (convention|policy|contract|rule|standard|process|approach|stack|style)\b|决定|我们(用|使用)",
+    r"|\bour (convention|policy|contract|rule|standard|process|approach|stack|style)\b|(我们|已经|团队)决定|决定了|我们(用|使用)",
     _I,
 )
 
@@ -96,7 +97,7 @@ _SCHEDULE = re.compile(
 
 _PREFER = re.compile(
     r"\bI (really |strongly |much )?(prefer|like|love|hate|dislike|can'?t stand|find)\b|\bI('d| would) rather\b"
-    r"|^prefer\b|(我|我更)(喜欢|习惯|讨厌)",
+    r"|^prefer\b|(我|我更)(喜欢|习惯|讨厌)(?!(第.|这个|那个|你的))",
     _I,
 )
 
@@ -112,9 +113,29 @@ _ONE_OFF_OBJECT = re.compile(
 _DONT_KIND = re.compile(
     r"^(no,?\s+)?(please\s+)?(don'?t|do not) (use|add|write|put|leave|create|mock|commit|push|log|hardcode|"
     r"introduce|rely on|import|print|return|catch|swallow|ignore) (?!(the|this|that|it|these|those|a|an|any\w*|"
-    r"something|everything|more|other|another|one|them|my|your|its)\b)\w+s\b",
+    r"something|everything|more|other|another|one|them|my|your|its)\b)(\w+ )?\w+s\b",
     _I,
 )
+
+# Where something of the project is: "the tests live in spec/, in this project", "our main database is
+# Postgres 15", "the default branch here is develop" (said of the project, not of a moment: no -ing).
+_WHERE = re.compile(
+    r"^(?!.*\b\w+ing\b)(?=.*(\bin this (repo|repository|project|codebase)\b|\bhere\b|^(actually,? )?our\b))"
+    r".*\b(lives?|are|is|go(es)?|sits?)\s+(in|under|at|on|named|called)?\s*[\w./-]+",
+    _I,
+)
+
+# Where a kind of thing is kept: "incidents are written up in Confluence", "feature requests are tracked in
+# GitHub issues", "the architecture doc is docs/architecture.md".
+_KEPT_IN = re.compile(
+    r"\b(are|is) (tracked|kept|logged|filed|written up|documented|managed|recorded)\b.*\b(in|on)\b"
+    r"|\b(docs?|runbook|guide|spec|handbook) (is|are|lives?) (in |at )?[\w-]+/[\w./-]+",
+    _I,
+)
+
+# Chinese markers: a must ("一定要", "必须", "每次都要") and a role ("我是后端工程师").
+_ZH_MUST = re.compile(r"一定要|必须|每次都要|务必")
+_ZH_ROLE = re.compile(r"我是.{0,12}(工程师|开发者?|程序员|设计师|学生|经理|架构师|研究员|运维)")
 
 _ROLE_NOUNS = (
     r"(developer|engineer|programmer|person|designer|scientist|student|maintainer|lead|manager|sre|devops|admin|"
@@ -134,7 +155,8 @@ _ROLE = re.compile(
 
 _POINTER = re.compile(
     r"\b(board|tickets?|docs?|documentation|wiki|dashboard|runbook|tracker|tracked|issues are|jira|linear|notion|"
-    r"confluence|grafana|status page|style ?guide|handbook|playbook|postmortems?|specs?|design docs?)\b",
+    r"confluence|grafana|sentry|error tracking|status page|style ?guide|handbook|playbook|postmortems?|specs?|"
+    r"design docs?)\b",
     _I,
 )
 
@@ -154,6 +176,12 @@ _PROJECT_WORDS = re.compile(
     r"|\bCI\b|\bpipeline\b|\bdeploy(s|ed|ing|ment)?\b|\bstaging\b|\bproduction\b|\bprod\b|\bmigrations?\b"
     r"|\bAPI\b|\bendpoints?\b|\bschema\b|\bMakefile\b|\bmake \w+|\bchangelog\b"
     r"|\b[\w.-]+\.(ya?ml|json|toml|py|go|ts|tsx|js|rs|proto|sql|md|cfg|ini)\b|\b\w+/\w+[\w/]*\b"
+    r"|这个项目|本项目|这个仓库",
+    _I,
+)
+
+_THIS_PROJECT = re.compile(
+    r"\b(this|our) (repo|repository|project|codebase|service|app|monorepo|team|product)\b|\bhere\b|\bwe\b|\bour\b"
     r"|这个项目|本项目|这个仓库",
     _I,
 )
@@ -225,14 +253,18 @@ def classify(sentence: str) -> tuple[str, str] | None:
     general = _GENERAL.search(s)
     if _rule(s) or _STOP_DOING.search(s) or _DONT_KIND.search(s):
         return "rule", "project" if re.search(r"\bwe\b|我们", s, _I) else "feedback"
-    if _ROLE.search(s):
+    if _ROLE.search(s) or _ZH_ROLE.search(s):
         return "role", "user"
     if any(not _ONE_OFF_OBJECT.search(s[m.end() :]) for m in _PREFER.finditer(s)):
         return "preference", "user"  # "I prefer short answers, in every project": still about the user
     if general:
         return "rule", "project" if re.search(r"\bwe\b|我们", s, _I) else "feedback"
-    if _MUST.search(s) or _SCHEDULE.search(s):
+    if _MUST.search(s) or _SCHEDULE.search(s) or _ZH_MUST.search(s):
         return "constraint", "project"
+    if _KEPT_IN.search(s):
+        return "pointer", "reference"
+    if _WHERE.search(s):
+        return "fact", "project"
     return None
 
 
@@ -254,6 +286,8 @@ def scope_of(mtype: str, sentence: str) -> str:
         return "project"
     if _GLOBAL_WORDS.search(sentence):
         return "global"
+    if mtype == "user":  # about the person: only an explicit "this project"/"we" ties it to the project
+        return "project" if _THIS_PROJECT.search(_URL.sub(" ", sentence)) else "global"
     return "project" if _PROJECT_WORDS.search(_URL.sub(" ", sentence)) else "global"
 
 
