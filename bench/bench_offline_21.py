@@ -40,12 +40,12 @@ import json, sys
 from jobs.extract.offline import find_durable, has_durable
 for line in sys.stdin:
     r = json.loads(line)
-    texts = [(r["text"], %r)]
+    texts = [(r["text"], "TS")]
     kept = bool(has_durable(texts))
     found = find_durable(texts) if kept else []
     print(json.dumps({"id": r["id"], "kept": kept, "scopes": [f.scope for f in found],
                       "types": [f.type for f in found], "bodies": [f.body for f in found]}, ensure_ascii=False))
-""" % TS
+""".replace("TS", TS)
 
 
 def load(path: Path) -> list[dict[str, Any]]:
