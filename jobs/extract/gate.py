@@ -6,6 +6,8 @@ text of substance; the gate is a small model answering one word, yes or no.
 
 from __future__ import annotations
 
+import re
+
 from memd.transcripts.spans import Piece, render
 
 GATE_BUDGET_CHARS = 6_000
@@ -37,9 +39,24 @@ def pre_gate(pieces: list[Piece]) -> tuple[bool, str]:
     texts = [t for t, _ in human_texts(pieces) if not t.lstrip().startswith(INTERRUPTED)]
     if not texts:
         return False, "no user text in the span (tool output only)"
-    if max(len(t.strip()) for t in texts) < MIN_SUBSTANCE_CHARS or max(len(t.split()) for t in texts) < 3:
+    if max(_chars(t) for t in texts) < MIN_SUBSTANCE_CHARS or max(_words(t) for t in texts) < 3:
         return False, "no user text of substance"
     return True, ""
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def _words(text: str) -> int:
+    """Words of a text, Chinese and Japanese included (written without spaces: about two characters
+    a word), so "以后提交信息请用中文写" is a statement of substance, not "a word or two" (issue 26)."""
+    return len(_CJK.sub(" ", text).split()) + len(_CJK.findall(text)) // 2
+
+
+def _chars(text: str) -> int:
+    """Length, a CJK character counting two (it carries about as much as two Latin letters and more)."""
+    t = text.strip()
+    return len(t) + len(_CJK.findall(t))
 
 
 def gate_text(pieces: list[Piece], budget: int = GATE_BUDGET_CHARS) -> str:

@@ -163,8 +163,10 @@ class Sourced(Operation):
 
     @classmethod
     def of(cls, op: Operation, sources: list[dict[str, Any]], found: Found | None = None) -> Sourced:
-        extra = {"statement": found.statement, "names": found.names} if found is not None else {}
-        return cls(**{f.name: getattr(op, f.name) for f in fields(op)}, sources=tuple(sources), **extra)
+        base = {f.name: getattr(op, f.name) for f in fields(op)}
+        if found is None:
+            return cls(**base, sources=tuple(sources))
+        return cls(**base, sources=tuple(sources), statement=found.statement, names=found.names)
 
 
 def offline_operations(pieces: list[Piece], session_id: str = "") -> tuple[list[Sourced], list[dict[str, Any]]]:

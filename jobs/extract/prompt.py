@@ -6,6 +6,7 @@ from typing import Any
 
 from jobs.extract.related import rank
 from memd.job.context import JobContext
+from memd.memory.classify import is_chinese
 from memd.memory.file import Memory
 from memd.memory.scan import scan_dir
 
@@ -26,8 +27,12 @@ and reference memories and anything specific to this project.
 You get the new part of a conversation, the indexes of both scopes and the current text of memories that may be \
 affected. Decide what to add, update or delete. Update a memory rather than add a duplicate; keep the user's own \
 edits of a memory unless the conversation contradicts them (the newer word wins). Bodies say what, why and how to \
-apply. Turn relative dates ("tomorrow", "next week") into absolute ones using the dates given. Never store secrets, \
-code listings or one-off task details. If nothing is worth keeping, return no operations.
+apply, with the labels **Why:** and **How to apply:**; the body adds to the description and never repeats it. \
+Write each memory in the user's language: the description, the body and its labels in the language of the \
+statement it comes from (a memory of a Chinese statement has a Chinese description and body, labelled **为什么：** \
+and **怎么用：**); a name stays short kebab-case. Turn relative dates ("tomorrow", "next week") into absolute ones \
+using the dates given. Never store secrets, code listings or one-off task details. If nothing is worth keeping, \
+return no operations.
 
 Answer only with JSON: {"operations": [{"op": "add"|"update"|"delete", "scope": "global"|"project", \
 "name": "...", "description": "...", "type": "user"|"feedback"|"project"|"reference", "body": "...", \
@@ -55,8 +60,20 @@ def prompt_context(ctx: JobContext, key: str, texts: list[tuple[str, str | None]
             parts.append(f"### [{m.scope}] {m.name} ({m.type}) — {m.description}\n\n{m.body.strip()[:4000]}")
     today = ctx.now().date().isoformat()
     dates = sorted({ts[:10] for _, ts in texts if ts})
-    parts.append(f"Today is {today}." + (f" The conversation is from {', '.join(dates)}." if dates else ""))
+    parts.append(f"Today is {today}." + (f" The conversation is from {', '.join(dates)}." if dates else "")
+                 + language_note(texts))  # fmt: skip
     return "\n\n".join(parts), shown
+
+
+def language_note(texts: list[tuple[str, str | None]]) -> str:
+    """A reminder of the user's language when they wrote in Chinese (the system prompt states the rule for
+    every language; this names the one of this conversation, found by the offline rules' own test)."""
+    zh = [t for t, _ in texts if is_chinese(t)]
+    if not zh:
+        return ""
+    some = "Most" if len(zh) * 2 > len(texts) else "Some"
+    return (f" {some} of the user's statements are in Chinese: write the memories that come from them in Chinese "
+            "(description and body, labels **为什么：** and **怎么用：**).")
 
 
 def unseen_targets(ctx: JobContext, key: str, ops: list[Any], shown: set[str],

@@ -56,3 +56,9 @@ def test_render_drops_tool_output_before_what_people_said() -> None:
     out = render(ps, 200)
     assert "first request" in out and "second request" in out and "z" * 10 not in out
     assert out.startswith("[… 1 earlier messages omitted …]")
+
+
+def test_a_chinese_statement_is_text_of_substance() -> None:
+    """Issue 26: written without spaces, a Chinese statement counted as one word and never reached the gate."""
+    assert pre_gate([Piece("human", "以后提交信息请用中文写。", 10, None)])[0]
+    assert not pre_gate([Piece("human", "好的", 10, None)])[0]

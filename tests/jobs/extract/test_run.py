@@ -269,3 +269,33 @@ def test_offline_provider_extracts_deterministically(tmp_path: Path) -> None:
     set_cursor(ctx.conn, "extract", str(TARGET), {"offset": 0, "human_turns": 0}, "x")  # a crash before the cursor moved
     assert run_job(ctx, extract, TARGET).outcome == "ok"
     assert {f: f.read_bytes() for f in (home / "memory").glob("*.md")} == before
+
+
+ZH = [("user", "以后提交信息请用中文写，不要用英文。"), ("assistant", "好的。")]
+
+
+def test_the_extraction_prompt_asks_for_the_users_language(tmp_path: Path) -> None:
+    """Issue 26 point 5: the model is asked to write each memory in the language of its statement, and a
+    conversation in Chinese is named as such in the request the API receives."""
+    home = _home(tmp_path, ZH)
+    reply = ops_reply(op(scope="global", name="commit-messages-in-chinese", type="feedback",
+                         description="提交信息用中文写", body="**为什么：** 用户要求。\n**怎么用：** 每次提交都用中文。"))  # fmt: skip
+    with FakeAnthropic([text("yes"), reply]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        assert run_job(ctx, extract, TARGET).outcome == "ok"
+        _gate, ex = msgs(api)
+    system = json.dumps(ex["system"], ensure_ascii=False)
+    assert "in the user's language" in system and "**为什么：**" in system and "**怎么用：**" in system
+    user = json.dumps(ex["messages"], ensure_ascii=False)
+    assert "statements are in Chinese: write the memories that come from them in Chinese" in user
+    [m] = scan_dir(home / "memory", "global", None).memories
+    assert m.description == "提交信息用中文写" and "**为什么：**" in m.body
+
+
+def test_an_english_conversation_gets_no_language_note(tmp_path: Path) -> None:
+    home = _home(tmp_path, DURABLE)
+    with FakeAnthropic([text("yes"), ops_reply()]) as api:
+        ctx = context(home, make_settings(), fake_url=api.base_url)
+        assert run_job(ctx, extract, TARGET).outcome == "ok"
+        _gate, ex = msgs(api)
+    assert "in Chinese: write" not in json.dumps(ex["messages"], ensure_ascii=False)
