@@ -48,9 +48,22 @@ SESSION_JOBS: tuple[str, ...] = ("extract", "summary")
 DUE_CHECK_SECONDS = 30
 SYNC_TICK_SECONDS = 5  # how often the sync job is asked whether it is due (cheap: two small files)
 STOP_GRACE_SECONDS = 120
+# Workers for jobs that call a model (NEEDS_MODEL: extraction, summaries, dream). A call may hang or
+# trickle up to its deadline (`memd.timeoutSeconds`, per attempt): it holds one worker, and the
+# dispatch runs one job per `<job>:<target>` at a time, so a slow call delays its own target only while
+# the other sessions' jobs take the other workers (issue 21). Jobs that call no model (index, sync)
+# have workers of their own, so neither kind waits behind the other.
+MODEL_WORKERS = 8
+LOCAL_WORKERS = 2
 DAEMON_LOCK_TIMEOUT = 2.0
 EVENT_BATCH_SECONDS = 0.05
 WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
+
+
+def executor_for(job: Any) -> str:
+    """The worker pool a job runs on: its own `EXECUTOR` if it names one (sync: "network"), "model"
+    for a job that may call a model, else "default"."""
+    return str(getattr(job, "EXECUTOR", None) or ("model" if getattr(job, "NEEDS_MODEL", False) else "default"))
 
 
 class EventForwarder:
@@ -157,7 +170,8 @@ class Daemon:
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
         self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(2), "network": ThreadPoolExecutor(1)},  # a slow remote holds up no other job
+            executors={"default": ThreadPoolExecutor(LOCAL_WORKERS), "model": ThreadPoolExecutor(MODEL_WORKERS),
+                       "network": ThreadPoolExecutor(1)},  # a slow remote holds up no other job
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 300},
             timezone="UTC",
         )
@@ -371,7 +385,7 @@ class Daemon:
         with self.mu:
             if self.stop_requested or not self.dispatch.admit(jid, time.monotonic()):
                 return False
-        executor = getattr(registry.get(name), "EXECUTOR", "default")
+        executor = executor_for(registry.get(name))
         self.scheduler.add_job(self._execute, args=(name, target, force), id=jid, replace_existing=True,
                                executor=executor)  # fmt: skip
         return True
