@@ -42,7 +42,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import REPO, pct, start_daemon, write_section
-from tests.fakeapi import FakeAnthropic, Reply, delay, drip, malformed, request_system_text, request_user_text, status, text
+from tests.fakeapi import (
+    FakeAnthropic,
+    Reply,
+    delay,
+    drip,
+    malformed,
+    request_system_text,
+    request_user_text,
+    status,
+    text,
+)
 from tests.jobkit import write_session
 
 SECTION_TITLE = "## Soak: statement → memory with a failing model and kill -9 (issue 21)"
