@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     lat = [mon.seen[f] - t for f, t in faulty.items() if f in mon.seen]
     faults = sum(v for k, v in model.counts.items() if k != "ok")
     calls = sum(model.counts.values())
-    row = (f"| {len(written)} | {len(files)} | {len(lost)} | {len(dup)} | {pct(lat, 50):.1f} s | {pct(lat, 95):.1f} s | "
+    row = (f"| {len(written)} | {len(files)} | {len(lost)} | {len(dup)} | {pct(lat, 0.5) if lat else 0:.1f} s | {pct(lat, 0.95) if lat else 0:.1f} s | "
            f"{max(lat) if lat else 0:.1f} s | {kills} | {calls} ({faults / max(1, calls):.0%} faults: "
            f"{', '.join(f'{k} {v}' for k, v in sorted(model.counts.items()))}) |")  # fmt: skip
     cmd = (f".venv/bin/python bench/soak_extract.py --minutes {args.minutes:g} --writers {args.writers} "
