@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drain", type=float, default=180.0, help="at most this long for the rest after the writers stop")
     ap.add_argument("--seed", type=int, default=21)
     ap.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
+    ap.add_argument("--label", default="this tree", help="what the row is called (e.g. the revision measured)")
     args = ap.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="memd-soak-"))
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     lat = [mon.seen[f] - t for f, t in faulty.items() if f in mon.seen]
     faults = sum(v for k, v in model.counts.items() if k != "ok")
     calls = sum(model.counts.values())
-    row = (f"| {len(written)} | {len(files)} | {len(lost)} | {len(dup)} | {pct(lat, 0.5) if lat else 0:.1f} s | {pct(lat, 0.95) if lat else 0:.1f} s | "
+    row = (f"| {args.label} | {len(written)} | {len(files)} | {len(lost)} | {len(dup)} | {pct(lat, 0.5) if lat else 0:.1f} s | {pct(lat, 0.95) if lat else 0:.1f} s | "
            f"{max(lat) if lat else 0:.1f} s | {kills} | {calls} ({faults / max(1, calls):.0%} faults: "
            f"{', '.join(f'{k} {v}' for k, v in sorted(model.counts.items()))}) |")  # fmt: skip
     cmd = (f".venv/bin/python bench/soak_extract.py --minutes {args.minutes:g} --writers {args.writers} "
@@ -221,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         "Latency: from the append to the memory file on disk (polled every 0.25 s), for the statements written "
         "while faults and kills were on. Measured on this shared 2-core machine under the other engineers' "
         "load: absolute times are this machine's, not a reference's.", "",
-        "| statements | memories | lost | duplicated | p50 | p95 | max | kill -9 | model calls |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| daemon | statements | memories | lost | duplicated | p50 | p95 | max | kill -9 | model calls |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         row,
     ])  # fmt: skip
     print(out)
