@@ -31,6 +31,7 @@ from memd.memory.classify import (
     is_chinese,
     is_question,
     names_for,
+    project_names,
     scope_of,
     sentences,
     statement_digest,
@@ -78,14 +79,16 @@ _HOW_ZH = {
 }
 
 
-def find_durable(human_texts: list[tuple[str, str | None]]) -> list[Found]:
+def find_durable(human_texts: list[tuple[str, str | None]], project_key: str = "") -> list[Found]:
     """Durable statements in (text, timestamp) pairs of human turns, in order, one per distinct
     statement (a statement said twice is kept once, from its last turn); two distinct statements
     never share a name.
 
     The text is redacted first: names, descriptions and bodies are all derived from redacted text.
+    `project_key` (the memory key) lets a rule that names its project ("in spotter we …") go there.
     """
     out: dict[str, Found] = {}
+    projects = project_names(project_key)
     for turn, (raw, ts) in enumerate(human_texts):
         text = redact(raw)
         if DONT_KEEP.search(text):
@@ -96,7 +99,7 @@ def find_durable(human_texts: list[tuple[str, str | None]]) -> list[Found]:
             if got is None:
                 continue
             kind, mtype = got
-            scope = scope_of(mtype, s)
+            scope = scope_of(mtype, s, projects)
             desc, rest = describe(s)
             digest = statement_digest(s)
             out.pop(digest, None)
@@ -169,12 +172,13 @@ class Sourced(Operation):
         return cls(**base, sources=tuple(sources), statement=found.statement, names=found.names)
 
 
-def offline_operations(pieces: list[Piece], session_id: str = "") -> tuple[list[Sourced], list[dict[str, Any]]]:
+def offline_operations(pieces: list[Piece], session_id: str = "",
+                       project_key: str = "") -> tuple[list[Sourced], list[dict[str, Any]]]:  # fmt: skip
     """The offline provider's operations, validated like a model's, each with the turn its statement
     came from; and the sources of the whole call (the union of those turns)."""
 
     humans = [p for p in pieces if p.kind == "human"]
-    found = find_durable([(p.text, p.ts) for p in humans])
+    found = find_durable([(p.text, p.ts) for p in humans], project_key)
     data = {"operations": [
         {"op": "add", "scope": f.scope, "name": f.name, "description": f.description, "type": f.type, "body": f.body}
         for f in found

@@ -175,7 +175,7 @@ def _operations(
 
     if offline:
         from jobs.extract.offline import offline_operations  # noqa: PLC0415 - start-up
-        ops, union = offline_operations(plan.pieces, session_id)
+        ops, union = offline_operations(plan.pieces, session_id, plan.memory_key)
         return ops, [], None, "offline", union
     ops, rejected, shown = _model_operations(ctx, plan)
     from jobs.extract.provenance import sources, typed  # noqa: PLC0415 - start-up

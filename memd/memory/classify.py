@@ -279,13 +279,29 @@ def _type_of_remembered(s: str, url: bool) -> str:
     return "project"
 
 
-def scope_of(mtype: str, sentence: str) -> str:
+def project_names(key: str) -> list[str]:
+    """What a user may call the project of memory key `key` (a path with "/" turned into "-"): its last
+    one, two or three dash-separated parts ("-home-dev-my-app" → "app", "my-app", "dev-my-app"), each of
+    at least three letters."""
+    parts = [p for p in key.strip("-").split("-") if p]
+    return [n for n in ("-".join(parts[-k:]) for k in (1, 2, 3) if len(parts) >= k) if len(n) >= 3]
+
+
+def _names_project(sentence: str, projects: list[str]) -> bool:
+    """The sentence says which project it is about by name: "in spotter we …", "for spotter, always …"."""
+    return any(re.search(rf"\b(in|for|of|on|at)\s+{re.escape(n)}\b", sentence, _I) for n in projects)
+
+
+def scope_of(mtype: str, sentence: str, projects: list[str] | None = None) -> str:
     """User and feedback memories not tied to this project go to the global drawer (§3.2); an explicit
-    "in every project" wins over any project word in the same sentence."""
+    "in every project" wins over any project word in the same sentence, and naming the project
+    (`projects`: what it may be called, `project_names`) ties a rule to it."""
     if mtype in ("project", "reference"):
         return "project"
     if _GLOBAL_WORDS.search(sentence):
         return "global"
+    if projects and _names_project(sentence, projects):
+        return "project"
     if mtype == "user":  # about the person: only an explicit "this project"/"we" ties it to the project
         return "project" if _THIS_PROJECT.search(_URL.sub(" ", sentence)) else "global"
     return "project" if _PROJECT_WORDS.search(_URL.sub(" ", sentence)) else "global"

@@ -85,3 +85,24 @@ def test_a_statement_said_twice_in_one_span_is_kept_once_and_distinct_ones_never
     names = [f.name for f in found]
     assert len(found) == 3 and len(set(names)) == 3, names
     assert names == ["run-strict-linter-suite-warnings", "run-strict-linter-suite-push", "run-strict-linter-suite-release"]
+
+
+def test_a_rule_that_names_its_project_goes_to_the_project(tmp_path: Path) -> None:
+    """Issue 21: "in spotter we now always use Ecto.Multi …" became a global memory."""
+    home = tmp_path / "home"
+    key = "-home-dev-spotter"
+    write_session(home / "projects" / key / "s1.jsonl",
+                  [("user", "In spotter, always use Ecto.Multi for multi-step writes."), ("assistant", "OK."),
+                   ("user", "In spotter we now always run mix format before committing."), ("assistant", "OK."),
+                   ("user", "In Python, always use f-strings."), ("assistant", "OK.")])  # fmt: skip
+    ingest(home)
+    ctx = context(home, make_settings(memd={"provider": "offline"}))
+    try:
+        assert run_job(ctx, extract, Place.session(key, "s1"), force=True).outcome == "ok"
+    finally:
+        ctx.conn.close()
+    proj = {m.description for m in scan_dir(home / "projects" / key / "memory", "project", key).memories}
+    glob = {m.description for m in scan_dir(home / "memory", "global", None).memories}
+    assert proj == {"In spotter, always use Ecto.Multi for multi-step writes.",
+                    "In spotter we now always run mix format before committing."}, (proj, glob)  # fmt: skip
+    assert glob == {"In Python, always use f-strings."}
