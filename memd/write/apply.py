@@ -221,8 +221,9 @@ def _same_statement(op: Any, by: dict[str, Memory]) -> Memory | None:
     digest = getattr(op, "statement", "")
     want = normalised(op.description)
     for m in {id(m): m for m in by.values()}.values():
-        if (digest and m.metadata.get("statement") == digest) or normalised(m.description) == want:
-            return m
+        stored = m.metadata.get("statement")
+        if (digest and stored == digest) or (not stored and normalised(m.description) == want):
+            return m  # a memory that keeps its digest is judged on it alone (its description may be cut short)
     return None
 
 

@@ -106,3 +106,13 @@ def test_a_rule_that_names_its_project_goes_to_the_project(tmp_path: Path) -> No
     assert proj == {"In spotter, always use Ecto.Multi for multi-step writes.",
                     "In spotter we now always run mix format before committing."}, (proj, glob)  # fmt: skip
     assert glob == {"In Python, always use f-strings."}
+
+
+def test_two_long_statements_with_the_same_cut_description_are_two_memories(tmp_path: Path) -> None:
+    """A description is cut at 150 characters; the digest of the whole statement still tells them apart."""
+    home = tmp_path / "home"
+    lead = "Remember that the nightly export job of the billing service " + "writes its files to the shared bucket " * 4
+    _extract(home, "s1", [lead + "under exports/daily."])
+    _extract(home, "s2", [lead + "under exports/weekly."])
+    got = _project(home)
+    assert len(got) == 2 and len(set(got.values())) == 1, got
