@@ -55,7 +55,12 @@ def test_hung_calls_of_other_sessions_do_not_stop_this_ones_extraction(tmp_path:
             wait_for(lambda: memory.is_dir() and scan_dir(memory, "project", FREE).memories, 120)
             hung = [r for r in api.requests() if "HANGS" in json.dumps(r["body"])]
             assert len(hung) <= len(HUNG)  # at most one call each: none has been answered or retried
-            finished = [r for r in log_records(home) if r.get("event") == "job.finished" and r.get("job") == "extract"]
-            assert [r["target"] for r in finished] == [f"session:{FREE}:s"]  # the hung ones are still running
+
+            def finished() -> list[str]:
+                return [r["target"] for r in log_records(home) if r.get("event") == "job.finished"
+                        and r.get("job") == "extract"]  # fmt: skip
+
+            wait_for(finished, 60)  # the memory is on disk before the run's last line is logged
+            assert finished() == [f"session:{FREE}:s"]  # the hung ones are still running
     [m] = scan_dir(home / "projects" / FREE / "memory", "project", FREE).memories
     assert m.name == "deploys-on-fridays"
