@@ -168,7 +168,7 @@ def plan(
         if op.scope not in cache:
             cache[op.scope] = _index(directory, op.scope, pkey)
         by, bad = cache[op.scope]
-        if provider == "offline" and op.op == "add":
+        if provider == "offline" and op.op == "add" and getattr(op, "statement", ""):  # offline extraction
             same = _same_statement(op, by)
             if same is not None:  # the same statement again: never overwrite a (maybe hand-edited) file
                 out.unchanged.append(label)
@@ -180,6 +180,9 @@ def plan(
         existing = by.get(op.name.casefold()) or by.get(op.slug.casefold())
         if existing is None and op.slug.casefold() in bad:
             out.refused.append((label, "a file of that name exists but cannot be parsed; left in place"))
+            continue
+        if existing is not None and provider == "offline" and op.op == "add":
+            out.unchanged.append(label)  # `memd remember` offline (it refuses a taken name itself): never overwrite
             continue
         if existing is not None and shown is not None and str(existing.path) not in shown:
             out.refused.append((label, "the model was not shown this memory's current text"))
@@ -215,10 +218,10 @@ def plan(
 
 
 def _same_statement(op: Any, by: dict[str, Memory]) -> Memory | None:
-    """The memory an offline `add` states again, if any: one whose stored statement digest is the
-    operation's, or (a memory written before digests were kept, or by hand) whose description reads
-    the same once normalised. Never decided on the name: two facts may share their first words."""
-    digest = getattr(op, "statement", "")
+    """The memory an offline extraction's `add` states again, if any: one whose stored statement digest
+    is the operation's, or (a memory written before digests were kept, or by hand) whose description
+    reads the same once normalised. Never decided on the name: two facts may share their first words."""
+    digest = op.statement
     want = normalised(op.description)
     for m in {id(m): m for m in by.values()}.values():
         stored = m.metadata.get("statement")
