@@ -58,11 +58,13 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     after_index(ctx.home, target, ctx.settings)  # hand edits become the user's commit when memd.git is on
     from memd.write.apply import refresh_scope  # noqa: PLC0415 - start-up
     result = refresh_scope(ctx, scope, key)
-    record_problems(ctx, str(target), [(str(p.path), p.reason) for p in result.problems], result.index_warning)
+    reported = [*result.problems, *result.notes]  # a file without front matter is a memory, said so (§14)
+    record_problems(ctx, str(target), [(str(p.path), p.reason) for p in reported], result.index_warning)
     for p in result.problems:
         ctx.log.warning("memory.unreadable", file=str(p.path), reason=p.reason)
     details = {"memories": result.memories, "problems": len(result.problems), "changed": result.changed,
-               "drawer": result.drawer_mode, "temp_files_swept": swept}  # fmt: skip
+               "drawer": result.drawer_mode, "temp_files_swept": swept,
+               "no_front_matter": len(result.notes), "index_run": result.index_run}  # fmt: skip
     return RunResult("ok", details=details)
 
 

@@ -146,10 +146,10 @@ def refresh_known(ctx: JobContext, ref: Place, memories: list[Memory]) -> None:
 
     s = ctx.settings
     directory = ref.memory_dir(ctx.home)
-    from memd.index.refresh import write_if_changed  # noqa: PLC0415 - start-up
-    from memd.index.render import render_drawer, render_memory_index  # noqa: PLC0415 - start-up
+    from memd.index.refresh import write_if_changed, write_index  # noqa: PLC0415 - start-up
+    from memd.index.render import render_drawer  # noqa: PLC0415 - start-up
     if s.memory.index_consolidation.enabled:
-        write_if_changed(directory / "MEMORY.md", render_memory_index(memories).text)
+        write_index(directory / "MEMORY.md", memories)  # lines memd did not write are kept (§14)
     if ref.kind == "global" and s.memory.global_.enabled:
         drawer = render_drawer(memories, max_bytes=int(s.memory.global_.max_bytes), today=ctx.now().date(), tz=UTC)
         write_if_changed(ctx.home.drawer_render, drawer.text)
@@ -328,9 +328,8 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
         staged.copied.files.extend(written)
         final = final_memories(memories, rendered, directory)
         if ctx.settings.memory.index_consolidation.enabled:
-            from memd.index.refresh import write_if_changed  # noqa: PLC0415 - start-up
-            from memd.index.render import render_memory_index  # noqa: PLC0415 - start-up
-            write_if_changed(staging / "MEMORY.md", render_memory_index(final).text)
+            from memd.index.refresh import write_index  # noqa: PLC0415 - start-up
+            write_index(staging / "MEMORY.md", final)  # the snapshot keeps the old one; foreign lines stay (§14)
         swap.seal(staged)
         from memd.history import treecopy  # noqa: PLC0415 - start-up
         if treecopy.signature(directory) != sig0:

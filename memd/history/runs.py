@@ -41,8 +41,7 @@ from memd.history.store import (
     new_run_id,
     write_run_info,
 )
-from memd.history.writes import UndoConflict, undo_write
-from memd.index.refresh import refresh_place
+from memd.history.writes import UndoConflict, refresh_recorded, undo_write
 from memd.locks import acquire
 from memd.logs.events import lazy_logger
 from memd.memory.names import is_candidate_name
@@ -184,7 +183,7 @@ def undo(
             recover_scope(home, ref, logger)
             raise
 
-        refresh_place(home, settings, ref, now.date())
+        refresh_recorded(home, settings, ref, now)
         prune(home, ref, int(settings.memd.history_keep))
     logger.info("dream.undone", scope=str(ref), run=new_id, undo_of=chosen["run"], **{k: len(v) for k, v in changes.items()})
     return info
@@ -199,7 +198,7 @@ def _undo_write(home: Home, settings: Settings, ref: Place, chosen: dict[str, An
     except UndoConflict as exc:
         raise HistoryError(str(exc)) from None
 
-    refresh_place(home, settings, ref, now.date())
+    refresh_recorded(home, settings, ref, now)
     prune(home, ref, int(settings.memd.history_keep))
     logger.info("write.undone", scope=str(ref), run=info.get("run"), undo_of=chosen["run"])
     return info

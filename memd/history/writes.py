@@ -130,6 +130,25 @@ class Recorder:
             self._entry = None
 
 
+def refresh_recorded(home: Home, settings: Any, place: Place, now: datetime) -> Any:
+    """`refresh_place`, with a rewrite of a MEMORY.md that holds lines memd did not write (Claude
+    Code's auto-memory, `/memory`, a hand edit) kept as a write run of job `index` (SPEC §14):
+    `memd undo` brings the file's bytes back. A MEMORY.md that is memd's own output untouched is
+    derived from the memory files, whose runs already cover it, and records nothing."""
+    from memd.index.refresh import refresh_place  # noqa: PLC0415 - start-up
+
+    rec = Recorder(home, place, "index", "MEMORY.md rebuilt beside lines memd did not write", now)
+    try:
+        result = refresh_place(home, settings, place, now.date(), record=rec.before)
+    except BaseException:
+        rec.discard()
+        raise
+    info = rec.commit()
+    if info is not None:
+        result.index_run = info["run"]
+    return result
+
+
 class UndoConflict(Exception):
     """A file a run changed was changed again since: undoing would lose that change."""
 

@@ -8,7 +8,12 @@ see no spurious events). Callers hold the directory's lock; nothing here locks.
 
 from __future__ import annotations
 
+import errno
+import os
 import stat
+import tempfile
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
@@ -17,8 +22,8 @@ from typing import Any
 import structlog
 
 from memd.discovery import list_memory_dirs
-from memd.fsutil import UnusableFile, atomic_write, kind_of, read_regular
-from memd.index.render import render_drawer, render_memory_index
+from memd.fsutil import PRIVATE_FILE, UnusableFile, atomic_write, fsync_dir, kind_of, read_regular
+from memd.index.render import IndexRender, render_drawer, render_memory_index
 from memd.index.writer import SearchIndex, SyncStats
 from memd.memory.file import Memory
 from memd.memory.names import INDEX_NAME
@@ -34,6 +39,7 @@ class RefreshResult:
     """What one directory's refresh found and did."""
 
     problems: list[Problem] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)  # files used, with a word (no front matter)
     index_warning: str | None = None
     changed: bool = False
     index_written: bool = False
@@ -41,6 +47,7 @@ class RefreshResult:
     drawer_mode: str | None = None
     search: SyncStats | None = None
     memories: int = 0
+    index_run: str | None = None  # the history run that kept MEMORY.md's bytes before its rewrite
 
 
 def _current_bytes(path: Path) -> bytes | None:
@@ -73,6 +80,138 @@ def write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
+Record = Callable[[Path], None]  # keeps a file's bytes in the history before memd replaces it
+INDEX_ATTEMPTS = 5  # merges retried when an agent keeps writing MEMORY.md under memd
+
+
+def _check_replaceable(path: Path) -> int | None:
+    """The mode of the regular file at `path`, None when absent; a link or a non-file refused."""
+    if path.is_symlink():
+        raise OSError(f"{path}: is a symlink; not replaced")
+    try:
+        mode = path.lstat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not stat.S_ISREG(mode):
+        raise UnusableFile(f"{path}: {kind_of(mode)}, not a regular file; not replaced")
+    return stat.S_IMODE(mode)
+
+
+def _exchange(tmp: Path, path: Path) -> bool:
+    """Swap `tmp` and `path` in one step (Linux `renameat2(RENAME_EXCHANGE)`); False where the
+    system or the file system cannot, so the caller falls back to compare-then-rename."""
+    import ctypes  # noqa: PLC0415 - start-up: only when an index is written
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(tmp), at_fdcwd, os.fsencode(path), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(path))
+
+
+def _temp_copy(path: Path, data: bytes, mode: int) -> Path:
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(name, mode)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(name)
+        raise
+    return Path(name)
+
+
+def _put(path: Path, data: bytes, live: bytes | None, mode: int) -> tuple[bytes | None, bool]:
+    """Replace `path` (believed to hold `live`) with `data`. Returns (None, True) when done; else
+    the bytes an agent wrote there meanwhile and whether `data` went in anyway (the swap did).
+
+    The swap is atomic and hands back the file it replaced, so a write between memd's read and
+    its rename is seen, not lost. A new file is linked in place only if still absent.
+    """
+    tmp = _temp_copy(path, data, mode)
+    try:
+        if live is None:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return _current_bytes(path) or b"", False
+        elif _exchange(tmp, path):
+            replaced = read_regular(tmp, follow=False)
+            if replaced != live:
+                return replaced, True
+        else:
+            now = _current_bytes(path)
+            if now != live:
+                return (b"" if now is None else now), False
+            os.replace(tmp, path)
+    finally:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fsync_dir(path.parent)
+    return None, True
+
+
+@dataclass(frozen=True)
+class IndexWrite:
+    render: IndexRender
+    written: bool
+    merges: int = 0  # agent writes found under memd's own and merged in
+
+
+def write_index(path: Path, memories: Sequence[Memory], *, record: Record | None = None) -> IndexWrite:
+    """MEMORY.md from `memories`, keeping every line memd did not write (SPEC §14).
+
+    Read, merge (`render_memory_index(existing=…)`), swap in; if the file changed between the
+    read and the swap (Claude Code's auto-memory or `/memory` writing it), merge what it wrote
+    and swap again. When the file holds lines memd did not write, `record` keeps its bytes in
+    the history first, so the rewrite is undoable. The file's mode is kept (0600 when new).
+    """
+    mode = _check_replaceable(path)
+    live = source = _current_bytes(path)
+    recorded = wrote = False
+    merges = 0
+    while True:
+        existing = None if source is None else source.decode("utf-8", "surrogateescape")
+        rendered = render_memory_index(memories, existing=existing)
+        data = rendered.text.encode("utf-8", "surrogateescape")
+        if data == live:
+            return IndexWrite(rendered, written=wrote, merges=merges)
+        if rendered.foreign and record is not None and not recorded:
+            record(path)
+            recorded = True
+        seen, went_in = _put(path, data, live, PRIVATE_FILE if mode is None else mode)
+        wrote = wrote or went_in
+        if seen is None:
+            return IndexWrite(rendered, written=True, merges=merges)
+        merges += 1
+        if merges >= INDEX_ATTEMPTS:
+            raise OSError(f"{path}: changed under memd {merges} times in a row; left for the next run")
+        log.info("index.merged_agent_write", path=str(path), attempt=merges)
+        source, live = seen, (data if went_in else seen)
+
+
+def _write_index(path: Path, memories: Sequence[Memory], result: RefreshResult, record: Record | None) -> IndexRender:
+    try:
+        done = write_index(path, memories, record=record)
+    except OSError as exc:
+        result.problems.append(Problem(path, f"index not written: {exc.strerror or exc}"))
+        log.warning("view.write_failed", path=str(path), what="index", error=str(exc))
+        return render_memory_index(memories)
+    result.index_written = done.written
+    if done.written:
+        log.info("view.written", path=str(path), what="index", kept=done.render.kept, merges=done.merges)
+    return done.render
+
+
 def _write_view(path: Path, text: str, result: RefreshResult, what: str) -> bool:
     try:
         written = write_if_changed(path, text)
@@ -97,12 +236,14 @@ def _render_views(
     tz: tzinfo | None,
     write_index: bool,
     write_drawer: bool,
+    record: Record | None = None,
 ) -> None:
     """MEMORY.md of the directory, and for the drawer its injection render."""
-    rendered = render_memory_index(memories)
-    result.index_warning = rendered.warning
     if write_index and directory.is_dir():
-        result.index_written = _write_view(directory / INDEX_NAME, rendered.text, result, "index")
+        rendered = _write_index(directory / INDEX_NAME, memories, result, record)
+    else:
+        rendered = render_memory_index(memories)
+    result.index_warning = rendered.warning
     if scope == "global" and write_drawer and (directory.is_dir() or home.drawer_render.exists()):
         drawer = render_drawer(memories, max_bytes=max_bytes_drawer, today=today, tz=tz)
         result.drawer_mode = drawer.mode
@@ -122,9 +263,11 @@ def _scan_and_render(
     write_drawer: bool,
     max_file_bytes: int,
     known: dict[str, Memory] | None = None,
+    record: Record | None = None,
 ) -> tuple[list[Memory], RefreshResult]:
     scanned = scan_dir(directory, scope, key, max_bytes=max_file_bytes, known=known)
-    result = RefreshResult(problems=list(scanned.problems), memories=len(scanned.memories))
+    result = RefreshResult(problems=list(scanned.problems), memories=len(scanned.memories),
+                           notes=list(scanned.notes))  # fmt: skip
     _render_views(
         home,
         scope,
@@ -136,6 +279,7 @@ def _scan_and_render(
         tz=tz,
         write_index=write_index,
         write_drawer=write_drawer,
+        record=record,
     )
     return scanned.memories, result
 
@@ -153,6 +297,7 @@ def refresh_dir(
     write_index: bool = True,
     write_drawer: bool = True,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    record: Record | None = None,
 ) -> RefreshResult:
     """Refresh one memory directory: MEMORY.md, the drawer render (global only), search rows.
 
@@ -160,7 +305,9 @@ def refresh_dir(
     clock (`memd.clock`), so an injected `today` and the mtimes agree;
     `write_index`/`write_drawer` follow `indexConsolidation.enabled` and
     `global.enabled` (§8). The search DB is always kept current. Pass an open
-    `index` to reuse a connection; otherwise one is opened for this call.
+    `index` to reuse a connection; otherwise one is opened for this call. `record` (a history
+    recorder's `before`) is called before a MEMORY.md holding lines memd did not write is
+    rewritten (`write_index`).
     """
     owned = index is None
     db = SearchIndex.for_home(home) if index is None else index
@@ -177,6 +324,7 @@ def refresh_dir(
             write_drawer=write_drawer,
             max_file_bytes=max_file_bytes,
             known=db.known(scope, key),
+            record=record,
         )
         result.search = db.sync({(scope, key): memories})
     finally:
@@ -244,12 +392,12 @@ def refresh_all(
     return results
 
 
-def refresh_place(home: Home, settings: Settings, place: Any, today: date) -> Any:
+def refresh_place(home: Home, settings: Settings, place: Any, today: date, *, record: Record | None = None) -> Any:
     """One memory directory's indexes as the settings want them (§6, §8): the one refresh entry
     (jobs, the history's undo, migrations, sync) and the one place that reads those settings."""
     return refresh_dir(
         home, place.kind, place.key, place.memory_dir(home),
         max_bytes_drawer=int(settings.memory.global_.max_bytes), today=today,
         write_index=bool(settings.memory.index_consolidation.enabled),
-        write_drawer=bool(settings.memory.global_.enabled),
+        write_drawer=bool(settings.memory.global_.enabled), record=record,
     )  # fmt: skip

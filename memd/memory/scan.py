@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,47 @@ class Problem:
 class ScanResult:
     memories: list[Memory] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)  # memories read with a word: no front matter
+
+
+@dataclass(frozen=True)
+class Bare:
+    """A memory read from a file without front matter, and the note that says so."""
+
+    memory: Memory
+    note: Problem
+
+
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$")
+
+
+def bare_memory(path: Path, text: str, *, mtime: float, size: int, scope: str, project_key: str | None) -> Bare:
+    """A topic file without front matter as a memory of its own (SPEC §14): Claude Code's docs
+    write `debugging.md` so, and its auto-memory and `/memory` share the folder.
+
+    Named from its file name (unique in the directory, and what the agent's index links to);
+    described by its first heading, else its first line; typed `project` in a project, `user`
+    in the drawer. memd never rewrites such a file to add front matter: only a write through
+    the write path (an edit, an extraction's update) does, and that is a history run.
+    """
+    body = text.removeprefix("\ufeff").strip()
+    lines = [ln.strip() for ln in body.split("\n") if ln.strip()]
+    heading = next((m.group(1) for ln in lines[:20] if (m := _HEADING.match(ln))), None)
+    first = next((ln for ln in lines if not _HEADING.match(ln)), None)
+    description = " ".join((heading or first or path.stem).split())[:200]
+    kind = "project" if scope == "project" else "user"
+    memory = Memory(path=path, name=path.stem, description=description, type=kind, body=body, mtime=mtime,
+                    size=size, scope=scope, project_key=project_key)  # fmt: skip
+    return Bare(memory, bare_note(memory))
+
+
+def bare_note(memory: Memory) -> Problem:
+    return Problem(memory.path, f"no front matter: indexed as a {memory.type} memory named {memory.name!r} "
+                                "(from its file name); add front matter to name and type it")  # fmt: skip
+
+
+def _front_matter_at_start(data: bytes) -> bool:
+    return data.removeprefix(b"\xef\xbb\xbf").startswith(b"---")
 
 
 def _human_size(n: int) -> str:
@@ -59,7 +101,7 @@ def _load_entry(
     project_key: str | None,
     max_bytes: int,
     known: Mapping[str, Memory] | None = None,
-) -> Memory | Problem | None:
+) -> Memory | Problem | Bare | None:
     """One directory entry as a Memory, a Problem, or None when it is not a candidate.
 
     `known` holds memories parsed before (the search index's rows): one whose size
@@ -78,7 +120,7 @@ def _load_entry(
         return Problem(path, "not a regular file")
     cached = known.get(entry.path) if known else None
     if cached is not None and cached.size == st.st_size and cached.mtime == st.st_mtime:
-        return cached
+        return _cached(path, cached)
     if st.st_size > max_bytes:
         return Problem(path, f"too large ({_human_size(st.st_size)} > {_human_size(max_bytes)} cap); not read")
     try:
@@ -92,7 +134,23 @@ def _load_entry(
     try:
         return parse_memory(path, data, mtime=st.st_mtime, size=len(data), scope=scope, project_key=project_key)
     except MemoryParseError as exc:
-        return Problem(path, exc.reason)
+        if _front_matter_at_start(data):
+            return Problem(path, exc.reason)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return Problem(path, exc.reason)
+        return bare_memory(path, text, mtime=st.st_mtime, size=len(data), scope=scope, project_key=project_key)
+
+
+def _cached(path: Path, cached: Memory) -> Memory | Bare:
+    """A memory reused from the search index's row; a file without front matter keeps its note
+    (a peek at its first bytes, not a parse)."""
+    try:
+        head = read_at_most(path, 8)
+    except OSError:
+        return cached
+    return cached if _front_matter_at_start(head) else Bare(cached, bare_note(cached))
 
 
 def _flag_duplicates(memories: list[Memory]) -> list[Problem]:
@@ -142,6 +200,9 @@ def scan_dir(
         loaded = _load_entry(entry, scope, project_key, max_bytes, known)
         if isinstance(loaded, Memory):
             result.memories.append(loaded)
+        elif isinstance(loaded, Bare):
+            result.memories.append(loaded.memory)
+            result.notes.append(loaded.note)
         elif isinstance(loaded, Problem):
             result.problems.append(loaded)
     result.problems.extend(_flag_duplicates(result.memories))

@@ -24,8 +24,7 @@ from typing import Any
 
 from memd.clock import iso
 from memd.fsutil import atomic_write, ensure_private_dir
-from memd.history.writes import Recorder
-from memd.index.refresh import refresh_place
+from memd.history.writes import Recorder, refresh_recorded
 from memd.job.context import JobContext
 from memd.memory import readonly
 from memd.memory.change import Change, StaleChange, current_sha
@@ -365,6 +364,7 @@ def refresh(ctx: JobContext, touched: set[tuple[str, str | None]]) -> None:
 
 
 def refresh_scope(ctx: JobContext, scope: str, key: str | None) -> Any:
-    """One directory's indexes, through the one refresh entry (`memd.index.refresh.refresh_place`)."""
+    """One directory's indexes, through the one refresh entry (`memd.index.refresh.refresh_place`);
+    a MEMORY.md holding lines memd did not write is rewritten as a history run."""
 
-    return refresh_place(ctx.home, ctx.settings, Place.memory(None if scope == "global" else key), ctx.now().date())
+    return refresh_recorded(ctx.home, ctx.settings, Place.memory(None if scope == "global" else key), ctx.now())

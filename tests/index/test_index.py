@@ -25,6 +25,7 @@ from memd.tree import Home
 # 2024-05-10 12:00 UTC
 NOON = datetime(2024, 5, 10, 12, 0, tzinfo=UTC).timestamp()
 TODAY = date(2024, 5, 12)
+LAST = -3  # memd's last index line: then a blank line and the end marker of memd's block
 
 
 def mem(
@@ -64,7 +65,7 @@ def test_index_lines_grouped_by_type_in_spec_order() -> None:
     out = render_memory_index(memories)
     assert out.warning is None
     assert out.entries == 5
-    body = out.text.split("\n", 2)[2]  # after the generated-by header and blank line
+    body = out.text.split("\n", 2)[2].rsplit("\n\n<!-- end of memd's index", 1)[0] + "\n"  # header to end marker
     assert body == (
         "## User\n\n"
         "- [role](role.md) — senior backend engineer\n\n"
@@ -91,23 +92,23 @@ def test_index_empty_dir() -> None:
 
 
 def test_index_escapes_link_text_and_odd_file_names() -> None:
-    line = render_memory_index([mem("a]b[c", file="my notes (v2).md")]).text.splitlines()[-1]
+    line = render_memory_index([mem("a]b[c", file="my notes (v2).md")]).text.splitlines()[LAST]
     assert line == r"- [a\]b\[c](<my notes (v2).md>) — about a]b[c"
 
 
 def test_index_description_truncated_to_line_budget() -> None:
     long = "word " * 100
     out = render_memory_index([mem("x", description=long)], max_line_chars=80)
-    line = out.text.splitlines()[-1]
+    line = out.text.splitlines()[LAST]
     assert len(line) <= 80
     assert line.endswith("…")
     assert line.startswith("- [x](x.md) — word word")
     short = render_memory_index([mem("x", description="fits")], max_line_chars=80)
-    assert short.text.splitlines()[-1] == "- [x](x.md) — fits"
+    assert short.text.splitlines()[LAST] == "- [x](x.md) — fits"
 
 
 def test_index_description_newlines_are_flattened() -> None:
-    line = render_memory_index([mem("x", description="one\ntwo\n\tthree")]).text.splitlines()[-1]
+    line = render_memory_index([mem("x", description="one\ntwo\n\tthree")]).text.splitlines()[LAST]
     assert line == "- [x](x.md) — one two three"
 
 

@@ -418,13 +418,13 @@ def test_refresh_project_does_not_touch_drawer(home: Home) -> None:
 
 def test_refresh_reports_problems_and_keeps_indexing(home: Home) -> None:
     g = home.global_memory
-    (g / "broken.md").write_text("no front matter")
+    (g / "broken.md").write_text("---\nname: [unclosed\n---\n")
     (g / "MEMORY.md").symlink_to(home.root / "elsewhere.md")
     res = refresh_dir(home, "global", None, g, today=date(2024, 5, 12))
     reasons = {p.path.name: p.reason for p in res.problems}
-    assert "no front matter" in reasons["broken.md"]
+    assert "front matter" in reasons["broken.md"]
     assert "not written" in reasons["MEMORY.md"]
-    assert (g / "broken.md").read_text() == "no front matter"
+    assert (g / "broken.md").read_text() == "---\nname: [unclosed\n---\n"
     assert (g / "MEMORY.md").is_symlink() and not (home.root / "elsewhere.md").exists()
     assert res.drawer_written  # the other views still happen
     with SearchIndex.for_home(home) as idx:

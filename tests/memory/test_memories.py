@@ -245,12 +245,12 @@ def test_scan_hostile_directory(tmp_path: Path) -> None:
 
     result = scan_dir(mdir, "project", "k")
 
-    assert [m.name for m in result.memories] == ["alpha", "beta", "alpha"]
+    assert [m.name for m in result.memories] == ["alpha", "beta", "alpha", "d-nofront"]  # no front matter: a memory
     assert all(m.scope == "project" and m.project_key == "k" for m in result.memories)
+    assert [(n.path.name, "no front matter" in n.reason) for n in result.notes] == [("d-nofront.md", True)]
     reasons = {p.path.name: p.reason for p in result.problems}
     assert set(reasons) == {
         "c-dup.md",
-        "d-nofront.md",
         "e-badyaml.md",
         "f-missing.md",
         "g-type.md",
@@ -260,7 +260,6 @@ def test_scan_hostile_directory(tmp_path: Path) -> None:
         "k-dangling.md",
     }
     assert reasons["c-dup.md"] == "duplicate name 'alpha' (also in a-good.md)"
-    assert "no front matter" in reasons["d-nofront.md"]
     assert "bad YAML" in reasons["e-badyaml.md"]
     assert "missing description" in reasons["f-missing.md"]
     assert "unknown type" in reasons["g-type.md"]
