@@ -54,7 +54,7 @@ def test_auto_memory_and_memd_share_the_folder_and_nothing_is_lost(
             tool_use("Write", {"file_path": str(memdir / "flaky_test.md"), "content": FLAKY}, id="toolu_w"),
             tool_use("Read", {"file_path": str(index)}, id="toolu_r"),
             tool_use("Edit", {"file_path": str(index), "old_string": NOTE, "new_string": f"{NOTE}\n{FLAKY_POINTER}"},
-                     id="toolu_e"),  # fmt: skip
+                     id="toolu_e"),
             text("Saved that to memory."),
         )
         run = run_claude(STATEMENT, repo, config, api.url, args=["--allowedTools", "Write,Read,Edit"], claude=claude)
