@@ -317,7 +317,8 @@ def without_hooks(text: str, path: Path, created: list[list[str]] | None) -> str
             text = _drop_hook(text, path, name, *found[0])
             event = _event(text, path, name)
             emptied = True
-        if emptied and event is not None and not event.value.value and (created is None or ["hooks", name] in created):
+        made = created is None or ["hooks"] in created or ["hooks", name] in created
+        if emptied and event is not None and not event.value.value and made:
             hooks = _own(text, path, "hooks", dict)
             assert hooks is not None
             text = jsontext.remove_member(text, hooks.value, name)

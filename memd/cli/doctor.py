@@ -83,6 +83,28 @@ def shared_with_claude(home: Any) -> bool:
     return looks_like_claude_home(home.root)
 
 
+def check_auto_memory(home: Any) -> Check:
+    """Whether Claude Code's own auto-memory writes the memory folders memd maintains (SPEC §14).
+    Both writing is supported (memd keeps every line and file of the other's), so this is said, not failed."""
+    if not shared_with_claude(home):
+        return Check("auto-memory", True, "not a Claude Code home: memd alone writes its memory folders")
+    from memd.agent.connect import AUTO_MEMORY, auto_memory_on
+
+    try:
+        text = home.settings_file.read_text(encoding="utf-8") if home.settings_file.is_file() else None
+    except (OSError, UnicodeDecodeError):
+        text = None
+    if os.environ.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY", "").strip() not in ("", "0", "false"):
+        return Check("auto-memory", True, "Claude Code's auto-memory is off here (CLAUDE_CODE_DISABLE_AUTO_MEMORY): "
+                     "memd alone writes projects/*/memory/")  # fmt: skip
+    if not auto_memory_on(text):
+        return Check("auto-memory", True, f"Claude Code's auto-memory is off ({AUTO_MEMORY}: false): memd alone "
+                     "writes projects/*/memory/")  # fmt: skip
+    return Check("auto-memory", True, f"both write projects/*/memory/: Claude Code's auto-memory is on ({AUTO_MEMORY} "
+                 "not false) and memd keeps every line and file of its own there (README, \"Beside Claude Code's own "
+                 "memory\"); `memd connect claude --auto-memory off` leaves memory to memd")  # fmt: skip
+
+
 def check_provider(home: Any, call: bool) -> Check:
     from memd import settings as st
 
@@ -213,7 +235,7 @@ def check_links(home: Any) -> Check:
 
 
 CHECKS: list[Callable[..., Check]] = [check_home, check_private_files, check_links, check_settings, check_service,
-                                      check_locks]  # fmt: skip
+                                      check_locks, check_auto_memory]  # fmt: skip
 
 
 @command("doctor")
