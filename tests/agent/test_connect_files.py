@@ -62,7 +62,7 @@ CASES = {
     "empty object": ("{}", 0o644),
     "byte order mark": ("\ufeff" + json.dumps(OTHERS, indent=2) + "\n", 0o644),
     "hooks of others": (json.dumps({"hooks": {"SessionStart": [{"matcher": "startup", "hooks": [
-        {"type": "command", "command": "other-tool start"}]}], "Stop": []}}, indent=2) + "\n", 0o644),  # fmt: skip
+        {"type": "command", "command": "other-tool start"}]}], "Stop": []}}, indent=2) + "\n", 0o644),
     "empty hooks kept": ('{\n  "hooks": {}\n}\n', 0o644),
 }
 
