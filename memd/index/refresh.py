@@ -144,6 +144,10 @@ def _put(path: Path, data: bytes, live: bytes | None, mode: int) -> tuple[bytes 
                 os.link(tmp, path)
             except FileExistsError:
                 return _current_bytes(path) or b"", False
+            except OSError:  # a file system without hard links: the compare-then-rename of the fallback
+                if _current_bytes(path) is not None:
+                    return _current_bytes(path) or b"", False
+                os.replace(tmp, path)
         elif _exchange(tmp, path):
             replaced = read_regular(tmp, follow=False)
             if replaced != live:

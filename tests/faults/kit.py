@@ -27,7 +27,7 @@ import jobs.extract as extract
 import jobs.summary as summary
 from memd import settings as st
 from memd.cli import main
-from memd.index.render import DRAWER_HEADER, DRAWER_TITLE, INDEX_HEADER
+from memd.index.render import DRAWER_HEADER, DRAWER_TITLE, INDEX_END_PREFIX, INDEX_HEADER
 from memd.index.search import open_readonly
 from memd.job.context import JobContext
 from memd.ledger import store as ledger
@@ -411,7 +411,10 @@ def index_problems(text: str, where: str) -> list[str]:
         lines = lines[1:]
     if not lines or lines[0] != INDEX_HEADER:
         return [f"{where}: does not start with the generated header"]
-    bad = [ln for ln in lines[1:] if ln and not ln.startswith("## ") and not INDEX_LINE.match(ln)]
+    end = next((i for i, ln in enumerate(lines) if ln.startswith(INDEX_END_PREFIX)), None)
+    if end is None:
+        return [f"{where}: no end marker after memd's block (cut short?)"]
+    bad = [ln for ln in lines[1:end] if ln and not ln.startswith("## ") and not INDEX_LINE.match(ln)]
     return [f"{where}: malformed line {bad[0]!r}"] if bad else []
 
 

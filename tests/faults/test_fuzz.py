@@ -39,7 +39,7 @@ from memd import settings as st_mod
 from memd import state
 from memd.discovery import discover_sessions
 from memd.index.refresh import refresh_dir
-from memd.index.render import INDEX_HEADER, index_line
+from memd.index.render import INDEX_END_PREFIX, INDEX_HEADER, index_line, linked_files
 from memd.job.runner import run_job
 from memd.ledger import store as ledger
 from memd.ledger.sessions import session_json
@@ -302,14 +302,21 @@ def test_fuzzed_memory_files_are_reported_never_fatal_and_never_touched(files: d
         for name, data in written.items():
             if name != "MEMORY.md":
                 assert (d / name).read_bytes() == data, f"{name} was modified"
-        index = (d / "MEMORY.md").read_bytes().decode("utf-8")
-        assert index.startswith(INDEX_HEADER) or index.startswith("> ")
+        whole = (d / "MEMORY.md").read_bytes().decode("utf-8", "surrogateescape")
+        assert whole.startswith(INDEX_HEADER) or whole.startswith("> ")
+        index, marker, kept = whole.partition(INDEX_END_PREFIX)
+        assert marker, "memd's block ends in its end marker"
+        if "MEMORY.md" in written:  # a MEMORY.md of someone else's: every line of it kept (§14)
+            given = written["MEMORY.md"].decode("utf-8", "surrogateescape")
+            assert all(line in kept for line in given.split("\n") if line and INDEX_HEADER not in line)
         # One line per memory (§2.3): no line break of any kind inside a line, whatever the file names hold.
         broken = [ln for ln in index.split("\n") if ln and ln.splitlines() != [ln]]
         assert not broken, broken
         lines = [ln for ln in index.split("\n") if ln.startswith("- ")]
-        assert len(lines) == len(res.memories)
-        assert sorted(lines) == sorted(index_line(m) for m in res.memories)
+        linked = linked_files(kept.split("\n")[1:])  # a memory a kept line links to gets no second line
+        mine = [m for m in res.memories if m.path.name not in linked]
+        assert len(lines) == len(mine)
+        assert sorted(lines) == sorted(index_line(m) for m in mine)
         assert result.memories == len(res.memories)
 
 
