@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import os
 import stat
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
+from jobs import dream
 from memd.history.writes import Recorder
+from memd.index import refresh
 from memd.index.refresh import write_index
 from memd.index.render import INDEX_END_PREFIX, INDEX_HEADER, render_memory_index
+from memd.job.runner import run_job
 from memd.memory.scan import scan_dir
 from memd.tree import Home, Place
+from tests.jobs.dream.helpers import KEY as DREAM_KEY
+from tests.jobs.dream.helpers import TARGET, make_ctx, mk_settings, offline_scope
 from tests.write.kit import KEY, cli, cli_json, memory_dir, settings, write_memory
 
 NOTE = "The flaky test is tests/test_hooks.py::test_timeout; rerun it once before debugging."
@@ -114,7 +122,7 @@ def test_a_write_by_the_agent_between_read_and_swap_is_kept(tmp_path: Path) -> N
     write_memory(home, "keep", "Kept.")
     index = d / "MEMORY.md"
     index.write_text(STOCK)
-    rec = Recorder(Home(home), Place.project(KEY), "index", "test", __import__("datetime").datetime.now())
+    rec = Recorder(Home(home), Place.project(KEY), "index", "test", datetime.now(UTC))
     late = "- [Late](late.md) — written by the agent while memd was merging\n"
 
     def agent_writes_then_record(path: Path) -> None:
@@ -140,3 +148,33 @@ def test_crlf_and_undecodable_bytes_of_the_agents_lines_are_kept(tmp_path: Path)
     assert index.read_bytes().endswith(raw)
     once = index.read_bytes()
     assert not write_index(index, scan_dir(d, "project", KEY).memories).written and index.read_bytes() == once
+
+
+def test_a_dream_keeps_the_agents_lines_of_memory_md(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    d = offline_scope(home)
+    (d / "MEMORY.md").write_text(f"{NOTE}\n- [Debugging](debugging.md) — how to debug\n")
+    (d / "debugging.md").write_text(DEBUGGING)
+    assert run_job(make_ctx(home, mk_settings()), dream, TARGET, force=True).outcome == "ok"
+    text = (d / "MEMORY.md").read_text()
+    assert f"{NOTE}\n- [Debugging](debugging.md) — how to debug\n" in text and "tabs" in text
+    assert (d / "debugging.md").read_text() == DEBUGGING and DREAM_KEY in str(d)
+
+
+def test_without_an_atomic_exchange_the_compare_before_rename_keeps_the_agents_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(refresh, "_exchange", lambda tmp, path: False)  # a system without renameat2
+    home, d = _project(tmp_path)
+    write_memory(home, "keep", "Kept.")
+    index = d / "MEMORY.md"
+    index.write_text(STOCK)
+    late = "- [Late](late.md) — written by the agent while memd was merging\n"
+
+    def agent_writes(path: Path) -> None:
+        with path.open("a") as fh:
+            fh.write(late)
+
+    done = write_index(index, scan_dir(d, "project", KEY).memories, record=agent_writes)
+    assert done.written and done.merges == 1
+    assert STOCK in index.read_text() and index.read_text().endswith(late)
