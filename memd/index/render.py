@@ -18,14 +18,12 @@ Two renders, two budgets:
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, tzinfo
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import unquote
 
 from memd.memory.file import TYPES
 
@@ -162,6 +160,8 @@ def _memory_lines(memories: Sequence[Memory], max_line_chars: int) -> list[str]:
 
 def block_digest(lines: Sequence[str]) -> str:
     """The check value the end marker carries: memd's block exactly as memd wrote it."""
+    import hashlib  # noqa: PLC0415 - start-up: the recall hook imports this module for staleness_note
+
     return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
@@ -224,6 +224,8 @@ def split_existing(text: str | None, generated: frozenset[str] = frozenset()) ->
 def linked_files(lines: Iterable[str]) -> set[str]:
     """The file names the Markdown links of `lines` point to (`[x](debugging.md)`, `<…>` or
     percent-encoded), so a memory a kept line already indexes is not indexed twice."""
+    from urllib.parse import unquote  # noqa: PLC0415 - start-up: the recall hook imports this module
+
     out: set[str] = set()
     for line in lines:
         for angle, plain in _LINK_TARGET.findall(line):
