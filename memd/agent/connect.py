@@ -405,11 +405,9 @@ def without_server(text: str, path: Path, created: list[list[str]] | None) -> st
     old = jsontext.member(text, servers.value, SERVER)
     if old is None or not is_memd_server(old.value.value):
         return text
-    text = jsontext.remove_member(text, servers.value, SERVER)
-    servers = _own(text, path, "mcpServers", dict)
-    if servers is not None and not servers.value.value and ["mcpServers"] in (created or []):
-        text = jsontext.remove_member(text, _root(text, path), "mcpServers")
-    return text
+    if len(jsontext.members(text, servers.value.start)) == 1 and ["mcpServers"] in (created or []):
+        return jsontext.remove_member(text, _root(text, path), "mcpServers")  # one splice: no second pass
+    return jsontext.remove_member(text, servers.value, SERVER)
 
 
 # --------------------------------------------------------------------------- custom commands

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -63,6 +64,8 @@ def loads(text: str) -> Any:
 def same(a: str, b: str) -> bool:
     """Whether two JSON texts hold the same members in the same order, duplicates and number
     spellings included: they differ at most in whitespace."""
+    if a == b:
+        return True
     try:
         return bool(_RAW.decode(a) == _RAW.decode(b))
     except (ValueError, RecursionError):
@@ -97,21 +100,39 @@ def _value_at(text: str, i: int) -> Value:
     return Value(i, end, value)
 
 
+def _expect(text: str, i: int, chars: str, what: str) -> None:
+    if i >= len(text) or text[i] not in chars:
+        raise JSONTextError(f"{where(text, i)}: expected {what}")
+
+
 def members(text: str, start: int) -> list[Member]:
-    """The members of the object whose `{` is at `start`, with their positions."""
+    """The members of the object whose `{` is at `start`, with their positions (checked strictly)."""
+    return list(_members(text, start))
+
+
+@lru_cache(maxsize=4)  # a few texts: each may be a 46 MB .claude.json and its values
+def _members(text: str, start: int) -> tuple[Member, ...]:
+    """Cached per text: an edit makes a new text, so a cached answer is never stale, and the
+    several questions one edit asks of a 46 MB file cost one pass over it, not one each."""
     out: list[Member] = []
     i = _skip(text, start + 1)
-    if text[i] == "}":
-        return out
+    if i < len(text) and text[i] == "}":
+        return ()
     while True:
-        key, after = scanstring(text, i + 1)
+        _expect(text, i, '"', "a property name in double quotes")
+        try:
+            key, after = scanstring(text, i + 1)
+        except ValueError as exc:
+            raise JSONTextError(f"{where(text, i)}: {exc}") from None
         colon = _skip(text, after)
+        _expect(text, colon, ":", "':' after a property name")
         value = _value_at(text, _skip(text, colon + 1))
         out.append(Member(key, i, value))
         i = _skip(text, value.end)
+        _expect(text, i, ",}", "',' or '}'")
         if text[i] == "}":
-            return out
-        i = _skip(text, i + 1)  # the comma
+            return tuple(out)
+        i = _skip(text, i + 1)
 
 
 def items(text: str, start: int) -> list[Value]:
@@ -129,10 +150,27 @@ def items(text: str, start: int) -> list[Value]:
         i = _skip(text, i + 1)
 
 
+def _close(text: str, start: int, found: tuple[Member, ...]) -> int:
+    """The position just after the `}` of the object at `start` whose members are `found`."""
+    return _skip(text, found[-1].value.end if found else start + 1) + 1
+
+
+@lru_cache(maxsize=2)
 def top(text: str) -> Value:
-    """The top-level value of a whole strict JSON text (a BOM before it is allowed)."""
-    loads(text.lstrip("\ufeff"))  # strictness over the whole text, and one clear error
-    return _value_at(text, _skip(text, 1 if text.startswith("\ufeff") else 0))
+    """The top-level value of a whole strict JSON text (a BOM before it is allowed); an object is
+    read member by member (one pass, and its members are then known), anything else whole."""
+    i = _skip(text, 1 if text.startswith("\ufeff") else 0)
+    if i >= len(text):
+        raise JSONTextError(f"{where(text, i)}: no JSON value")
+    if text[i] == "{":
+        found = _members(text, i)
+        value = Value(i, _close(text, i, found), {m.key: m.value.value for m in found})
+    else:
+        value = _value_at(text, i)
+    rest = _skip(text, value.end)
+    if rest < len(text):
+        raise JSONTextError(f"{where(text, rest)}: extra data after the JSON value")
+    return value
 
 
 def member(text: str, obj: Value, key: str) -> Member | None:
