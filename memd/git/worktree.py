@@ -156,8 +156,8 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
         fsync_dir(live)
     rec.commit()  # no git commit here: the sync or import that called this commits itself
     if settings is not None and done:
-        from memd.index.refresh import refresh_place  # noqa: PLC0415 - start-up
-        refresh_place(home, settings, place, system_clock().date())
+        from memd.history.writes import refresh_recorded  # noqa: PLC0415 - start-up
+        refresh_recorded(home, settings, place, system_clock())
     return done
 
 

@@ -18,8 +18,7 @@ from typing import Any
 
 from memd.discovery import list_project_keys, session_cwd
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
-from memd.history.writes import Recorder
-from memd.index.refresh import refresh_place
+from memd.history.writes import Recorder, refresh_recorded
 from memd.keys import memory_key_for_session
 from memd.locks import LockBusy, acquire
 from memd.memory.names import is_candidate_name
@@ -110,7 +109,7 @@ def move_memories(home: Home, settings: Settings, src_key: str, dst_key: str, no
             after_run(home, place, info, settings)  # one commit per scope's run when memd.git is on
             infos += [info] if info is not None else []
         for place in (src, dst):
-            refresh_place(home, settings, place, now.date())
+            refresh_recorded(home, settings, place, now)  # a MEMORY.md shared with the agent: a history run
     return {"from": src_key, "to": dst_key, "run": out.run_id if infos else None, "moved": moved, "same": same}
 
 
