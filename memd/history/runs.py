@@ -210,6 +210,10 @@ def _choose_run(home: Home, ref: Place, run_id: str | None) -> dict[str, Any]:
         raise HistoryError(f"no history for {ref} (memd has not changed it yet)")
     good = [r for r in runs if r.get("kind") != "damaged"]
     if run_id is None:
+        # A MEMORY.md kept beside the agent's lines is rewritten after each write as a run of its own (job
+        # `index`); plain `memd undo` means the write, so those are undone by their id only.
+        runs = [r for r in runs if r.get("job") != "index"] or runs
+        good = [r for r in good if r.get("job") != "index"] or good
         latest = max(runs, key=lambda r: r["run"])  # run ids sort by time
         if latest.get("kind") == "damaged":
             raise HistoryError(f"the latest run of {ref}, {latest['run']}: {latest['reason']}; undo an earlier run "

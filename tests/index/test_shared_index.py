@@ -178,3 +178,18 @@ def test_without_an_atomic_exchange_the_compare_before_rename_keeps_the_agents_w
     done = write_index(index, scan_dir(d, "project", KEY).memories, record=agent_writes)
     assert done.written and done.merges == 1
     assert STOCK in index.read_text() and index.read_text().endswith(late)
+
+
+def test_plain_undo_after_remember_in_a_shared_folder_undoes_the_remember(tmp_path: Path) -> None:
+    home, d = _project(tmp_path)
+    (d / "MEMORY.md").write_text(STOCK)
+    r = cli_json(home, "remember", "We decided that migrations ship a day before the code.", "--project", KEY)
+    path = home / r["file"]
+    assert path.exists() and STOCK in (d / "MEMORY.md").read_text()
+    jobs = [x.get("job") for x in cli_json(home, "history", "--project", KEY)]
+    assert "index" in jobs  # the shared MEMORY.md's rewrite is a run of its own...
+    undo = cli(home, "undo", "--project", KEY)
+    assert undo.returncode == 0, undo.stderr
+    assert not path.exists()  # ...but plain `memd undo` undoes the remember
+    text = (d / "MEMORY.md").read_text()
+    assert STOCK in text and path.name not in text
