@@ -4,6 +4,11 @@ The thin I/O layer around the pure renders of `memd.index.render` (SPEC §6): sc
 directory, render, and write each file only when its text changed, so an
 unchanged directory costs a scan and no writes (and watchers of those files
 see no spurious events). Callers hold the directory's lock; nothing here locks.
+
+MEMORY.md is shared with the agent (SPEC §14, Claude Code's auto-memory and `/memory`): `write_index`
+keeps every line memd did not write, swaps the new file in with an atomic exchange and merges a
+write the agent made between memd's read and its swap; a caller that passes `record` (a history
+recorder's `before`) makes such a rewrite undoable.
 """
 
 from __future__ import annotations
