@@ -279,12 +279,15 @@ def status(home: Home, settings: Settings) -> dict[str, Any]:
     try:
         g = json.loads((home.memd_dir / "gitmem.json").read_text(encoding="utf-8"))
         out["refused"] = [{"file": v.get("file"), "reason": v.get("reason"), "since": v.get("since")}
-                          for v in (g.get("refused") or {}).values() if isinstance(v, dict)]  # fmt: skip
+                          for v in (g.get("refused") or {}).values()
+                          if isinstance(v, dict) and not v.get("incoming")]  # fmt: skip
         out["not_synced"] = [{"key": k, "identity": v.get("identity"), "synced_key": v.get("shadowed_by")}
                              for k, v in sorted((g.get("projects") or {}).items())
                              if isinstance(v, dict) and v.get("shadowed_by")]  # fmt: skip
     except (OSError, ValueError, AttributeError):
         pass
+    from memd.git.quarantine import summary  # noqa: PLC0415 - start-up
+    out["quarantined"] = summary(home)
     git = Git(home.memd_dir / "git")  # the repository (`Repo`), read without its lock
     if on and (git.git_dir / "HEAD").is_file():
         try:
@@ -296,6 +299,15 @@ def status(home: Home, settings: Settings) -> dict[str, Any]:
         except GitError as exc:
             out["last_error"] = out["last_error"] or str(exc)
     return out
+
+
+def render_quarantine(s: dict[str, Any]) -> str | None:
+    """The `memd status` line for incoming files kept aside (`memd.git.quarantine`), or None."""
+    q = s.get("quarantined") or {}
+    if not q.get("count"):
+        return None
+    return (f"quarantined: {q['count']} incoming file(s) kept aside (from a sync or an import; no agent reads them): "
+            f"{q['dir']}")  # fmt: skip
 
 
 def render_status(s: dict[str, Any]) -> str:
