@@ -72,7 +72,8 @@ class Git:
         env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_VARS}
         env["GIT_DIR"] = str(self.git_dir)
         env["GIT_TERMINAL_PROMPT"] = "0"  # a daemon never waits on a password prompt
-        env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=20")
+        env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=20 -o ServerAliveInterval=10 "
+                       "-o ServerAliveCountMax=3")  # a server that stops answering is dropped after 30 s
         env["LC_ALL"] = "C"
         env.update(extra or {})
         return env

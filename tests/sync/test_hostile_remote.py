@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -81,7 +84,7 @@ def test_incoming_files_that_fail_a_write_s_checks_are_kept_aside_and_status_say
     assert "secret" in next(e["reason"] for e in log if e["file"] == "token.md")
     assert "sk-ant-api03" not in _everything_but_quarantine(b).decode("utf-8", "replace")  # index, search, history
     r = run_memd(b.root, "status", env=memd_env(**GIT_ENV))
-    assert f"quarantined: 5 incoming file(s) kept aside" in r.stdout and str(q) in r.stdout
+    assert "quarantined: 5 incoming file(s) kept aside" in r.stdout and str(q) in r.stdout
     assert "not committed" not in r.stdout  # they are the remote's, not a local refusal
     # the next syncs leave the remote's files alone (absence here is no deletion) and keep nothing else aside
     in_sync(b, "desk", monkeypatch)
@@ -109,3 +112,34 @@ def test_a_remote_commit_deleting_every_memory_of_a_scope_is_held(tmp_path: Path
     push_as_attacker(remote, tmp_path, {}, delete=("global/one.md",))
     in_sync(a, "laptop", monkeypatch)
     assert set(memory_files(a, None)) == {"two.md", "three.md"}
+
+
+def test_a_git_remote_that_accepts_and_never_answers_is_given_up_when_idle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A loopback listener that accepts and sends nothing: the fetch is given up after the idle bound
+    (here 2 s instead of 30 s), not after the 300 s overall one; the git lock is free again."""
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    held: list[socket.socket] = []
+
+    def accept_and_say_nothing() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(srv.accept()[0])
+
+    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
+    a = make_home(tmp_path, "a", f"git://127.0.0.1:{srv.getsockname()[1]}/memory.git")
+    memd_write(a, None, "one.md", text("one", "1"))
+    monkeypatch.setattr(sync, "NETWORK_IDLE_SECONDS", 2.0, raising=False)
+    try:
+        with pytest.raises(sync.SyncError, match="no answer for 2 s"):
+            in_sync(a, "laptop", monkeypatch)
+    finally:
+        srv.close()
+        for c in held:
+            c.close()
+    assert held  # it did connect: the bound is the idle one
+    st = sync.status(a, settings_of(a))
+    assert "unreachable" in st["last_error"] and st["ahead"] == 1
