@@ -117,8 +117,8 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
     if not writes:
         return []
     live = place.memory_dir(home)
-    if live.is_symlink():
-        log.warning("git.symlink_skipped", dir=str(live))
+    if link := home.memory_link(place.key):
+        log.warning("git.symlink_skipped", dir=str(live), link=str(link))
         return []
     from memd.clock import system_clock  # noqa: PLC0415 - start-up
     writes = _vetted(home, place, writes, f"{job}: {reason}", aside)

@@ -238,6 +238,8 @@ def _preflight(home: Home, settings: Settings, by_place: dict[Place, dict[str, A
         why = readonly.reason(home, settings, place.kind, place.key)
         if why:
             raise UsageError(f"{place}: {why}; nothing was imported")
+        if link := home.memory_link(place.key):
+            raise UsageError(f"{link}: is a symlink; memd never writes through one; nothing was imported")
         live = place.memory_dir(home)
         for p in ([live.parent] if not place.is_global else []) + [live]:
             if p.is_symlink() or (p.exists() and not p.is_dir()):

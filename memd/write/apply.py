@@ -161,9 +161,9 @@ def plan(
             out.read_only += 1
             out.note = f"read-only: {locked}"
             continue
-        if op.scope == "project" and directory.is_symlink():
-            # Like discovery (tree.list_memory_dirs): a linked project memory directory is not followed.
-            out.refused.append((label, "the project's memory directory is a symlink; not followed"))
+        if link := ctx.home.memory_link(pkey):
+            # Like discovery (tree.list_memory_dirs): a linked memory directory (or projects/) is not followed.
+            out.refused.append((label, f"{link} is a symlink; memd never writes through one"))
             continue
         if op.scope not in cache:
             cache[op.scope] = _index(directory, op.scope, pkey)
@@ -278,8 +278,8 @@ def apply_changes(
         if locked:
             raise readonly.ReadOnlyError(f"read-only: {locked}")
         directory = c.place.memory_dir(ctx.home)
-        if c.scope == "project" and directory.is_symlink():
-            raise StaleChange(f"{directory} is a symlink; not followed")
+        if link := ctx.home.memory_link(c.key if c.scope == "project" else None):
+            raise StaleChange(f"{link} is a symlink; memd never writes through one")
         path = child(directory, c.file)
         now = current_sha(path)
         if now != c.base:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memd.memory.check import InvalidMemory, check_names
 from memd.memory.change import Change
+from memd.memory.check import InvalidMemory, check_names
 from memd.memory.file import render_memory, write_memory
 from memd.memory.names import fold_name, hidden_char
 from memd.memory.operations import validate_operations
@@ -50,5 +50,5 @@ def test_width_and_case_are_folded_before_names_are_compared(tmp_path: Path) -> 
     write_memory(home.global_memory, "tabs", render_memory("tabs", "tabs", "user", "Use tabs.", {}))
     edit = Change("global", None, "other.md", "add", "ｔａｂｓ", render_memory("ｔａｂｓ", "look-alike", "user", "x", {}),
                   None)  # fmt: skip
-    with pytest.raises(InvalidMemory, match="already used by tabs.md"):
+    with pytest.raises(InvalidMemory, match=r"already used by tabs\.md"):
         check_names(home, [edit])
