@@ -78,7 +78,7 @@ def _check_search_db(ctx: JobContext) -> None:
         set_aside(ctx.home.search_db, why)
 
 
-TEMP_MAX_AGE_SECONDS = 600
+TEMP_MAX_AGE_SECONDS = 60  # atomic_write takes milliseconds: older than a minute, a kill left it
 
 
 def sweep_temp_files(directory: Path, now: float, only: str = ".") -> int:
