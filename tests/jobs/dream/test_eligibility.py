@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -119,3 +120,19 @@ def test_session_scan_is_one_cheap_query_over_10k_sessions(home: Path) -> None:
     assert got[Place("global")] == sum(1 for r in rows if r[3] and r[4] > iso(now - timedelta(hours=24)))
     assert got[Place("project", "-p1")] == sum(1 for r in rows if r[0] == "-p1" and r[3])
     assert took < 0.5, took
+
+
+def test_a_scope_whose_memories_are_dated_2099_becomes_due_minhours_after_it_was_first_seen(home: Path) -> None:
+    """Issue 23: a future mtime is clamped to when it was first found, and kept; not to every look's now."""
+    d = mdir(home)
+    p = write_mem(d, "a", "alpha", "project", "alpha body")
+    future = datetime(2099, 1, 1, tzinfo=UTC).timestamp()
+    os.utime(p, (future, future))
+    s = mk_settings(dream={"minHours": 24, "minSessions": 1})
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=48)
+    write_session(home, KEY, "s1", t0 + timedelta(hours=47))
+    ingest(home)
+    ok, why = due_decisions(make_ctx(home, s, now=t0), [TARGET])[TARGET]
+    assert not ok and "0.0/24 hours" in why, why
+    ok, why = due_decisions(make_ctx(home, s, now=t0 + timedelta(hours=25)), [TARGET])[TARGET]
+    assert ok, why
