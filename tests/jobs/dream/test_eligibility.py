@@ -136,3 +136,17 @@ def test_a_scope_whose_memories_are_dated_2099_becomes_due_minhours_after_it_was
     assert not ok and "0.0/24 hours" in why, why
     ok, why = due_decisions(make_ctx(home, s, now=t0 + timedelta(hours=25)), [TARGET])[TARGET]
     assert ok, why
+
+
+def test_a_transcript_dated_2099_counts_once_and_never_blocks_the_scope(home: Path) -> None:
+    write_mem(mdir(home), "a", "alpha", "project", "alpha body", age_h=24 * 20)
+    write_session(home, KEY, "s-future", datetime(2099, 1, 1, tzinfo=UTC))
+    ingest(home)
+    s = mk_settings(dream={"minHours": 24, "minSessions": 1})
+    now = datetime.now(UTC) + timedelta(minutes=1)
+    ok, why = due_decisions(make_ctx(home, s, now=now), [TARGET])[TARGET]
+    assert ok, why
+    ctx = make_ctx(home, s, now=now)
+    set_cursor(ctx.conn, "dream", str(TARGET), {"last": iso(now), "run": None}, iso(now))
+    ok, why = due_decisions(make_ctx(home, s, now=now + timedelta(hours=30)), [TARGET])[TARGET]
+    assert not ok and "0/1 sessions" in why, why  # counted once, before the consolidation
