@@ -51,6 +51,7 @@ from memd.git.layout import (
     resolve_identity,
 )
 from memd.git.plumbing import blob_sha
+from memd.git.quarantine import keep_aside
 from memd.git.repo import Repo
 from memd.git.worktree import write_live
 from memd.locks import acquire
@@ -152,9 +153,11 @@ class Imported:
     swept: int = 0  # stale temporaries of a killed import or sync removed first
 
 
-def _read_archive(src: IO[bytes]) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _read_archive(src: IO[bytes]) -> tuple[dict[str, Any], dict[str, bytes], dict[str, int]]:
+    """(manifest, files, sizes of the regular files over MAX_FILE_BYTES: never read)."""
     manifest: dict[str, Any] | None = None
     files: dict[str, bytes] = {}
+    big: dict[str, int] = {}
     total = 0
     try:
         with tarfile.open(fileobj=src, mode="r|*") as tar:
@@ -162,7 +165,10 @@ def _read_archive(src: IO[bytes]) -> tuple[dict[str, Any], dict[str, bytes]]:
                 if n >= MAX_MEMBERS:
                     raise NotAnExport(f"more than {MAX_MEMBERS} entries (memd.sync.transfer.MAX_MEMBERS): "
                                       "not a memd export; nothing was imported")  # fmt: skip
-                if not member.isfile() or member.size > MAX_FILE_BYTES:
+                if not member.isfile():
+                    continue
+                if member.size > MAX_FILE_BYTES:
+                    big[member.name] = member.size
                     continue
                 total += member.size
                 if total > MAX_IMPORT_BYTES:
@@ -183,7 +189,7 @@ def _read_archive(src: IO[bytes]) -> tuple[dict[str, Any], dict[str, bytes]]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("scopes"), list):
         raise NotAnExport(f"not a memd export: no {MANIFEST_NAME} of format {FORMAT}")
     _check_manifest(manifest)
-    return manifest, files
+    return manifest, files, big
 
 
 def _check_manifest(manifest: dict[str, Any]) -> None:
@@ -282,21 +288,25 @@ def import_(home: Home, src: IO[bytes], settings: Settings, *, source: str = "im
     """Bring an export's memories into this home (see the module docstring)."""
 
     now = time.time() if now is None else now
-    manifest, files = _read_archive(src)
+    manifest, files, big = _read_archive(src)
     targets = _targets(home, manifest["scopes"])
     host = "".join(c if c.isascii() and (c.isalnum() or c == "-") else "-"
                    for c in str(manifest.get("host") or "import"))[:40] or "import"  # fmt: skip
     mtimes = {p: clamp_mtime(m.get("mtime_ns"), int(now * 1e9))
               for p, m in (manifest.get("files") or {}).items() if isinstance(m, dict)}  # fmt: skip
     res = Imported()
-    by_place: dict[Place, dict[str, tuple[bytes, int | None]]] = {}
-    for path, data in sorted(files.items()):
+    by_place: dict[Place, dict[str, tuple[bytes | None, int | None]]] = {}
+    entries: dict[str, bytes | None] = {**files, **dict.fromkeys(big)}
+    sizes: dict[tuple[Place, str], int] = {}
+    for path, data in sorted(entries.items()):
         d, _, name = path.rpartition("/")
         if d not in targets or not is_memory_name(name):
             res.skipped.append(path)
             continue
         mt = mtimes.get(path)
         by_place.setdefault(targets[d], {})[name] = (data, mt if isinstance(mt, int) else None)
+        if path in big:
+            sizes[targets[d], name] = big[path]
     places = sorted(by_place, key=lambda p: p.sort_key)
     timeout = float(settings.memd.lock_timeout_seconds)
     with acquire(home, places, timeout=timeout):
@@ -308,6 +318,11 @@ def import_(home: Home, src: IO[bytes], settings: Settings, *, source: str = "im
             stamps: dict[str, int] = {}
             taken = set(os.listdir(live)) if live.is_dir() else set()
             for name, (data, mt) in sorted(by_place[place].items()):
+                if data is None:  # over the cap: never read, noted where status counts it
+                    res.quarantined.append(keep_aside(home, place, name, None, f"{sizes[place, name]} "
+                                                      f"bytes, over {MAX_FILE_BYTES} (not read)", f"{source} from {host}",
+                                                      iso(system_clock())))  # fmt: skip
+                    continue
                 target = live / name
                 cur = target.read_bytes() if target.is_file() and not target.is_symlink() else None
                 if cur == data:

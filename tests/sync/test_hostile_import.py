@@ -81,14 +81,18 @@ def test_stale_temporaries_are_swept_times_clamped_bad_files_kept_aside_and_the_
     os.utime(other, (time.time() - 3600, time.time() - 3600))
     files = {f"global/m{i:02d}.md": text(f"m{i:02d}", f"memory {i}").encode() for i in range(30)}
     files |= {"global/future.md": text("future", "f").encode(), "global/past.md": text("past", "p").encode(),
-              "global/nofm.md": b"", "global/bin.md": b"\x00\x01binary"}  # fmt: skip
+              "global/nofm.md": b"", "global/bin.md": b"\x00\x01binary",
+              "global/big.md": text("big", "x" * (2 << 20)).encode()}  # fmt: skip
     a = archive(tmp_path / "a.tar", files, mtimes={"global/future.md": 2**80, "global/past.md": -(2**62)})
     r = imp(h, a)
     assert r.returncode == 0, r.stderr
     assert not old.exists() and young.exists() and other.exists()
     assert len(r.stdout.splitlines()) <= 6 and "m17.md" not in r.stdout, r.stdout
-    assert "kept aside 2 file(s)" in r.stdout and "removed 1 temporary file(s)" in r.stdout
+    assert "kept aside 3 file(s)" in r.stdout and "removed 1 temporary file(s)" in r.stdout
     assert (h.global_memory / "past.md").stat().st_mtime_ns >= 0
     assert (h.global_memory / "future.md").stat().st_mtime <= time.time() + 1
     assert not (h.global_memory / "nofm.md").exists() and not (h.global_memory / "bin.md").exists()
     assert (h.memd_dir / "quarantine" / "global" / "bin.md").read_bytes() == b"\x00\x01binary"
+    log = [json.loads(line) for line in (h.memd_dir / "quarantine" / "log.jsonl").read_text().splitlines()]
+    assert [e["kept"] for e in log if e["file"] == "big.md"] == [""]  # over the cap: noted, never read
+    assert not (h.global_memory / "big.md").exists()
