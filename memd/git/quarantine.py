@@ -58,9 +58,16 @@ def keep_aside(home: Home, place: Place, name: str, data: bytes | None, reason: 
 def summary(home: Home) -> dict[str, Any]:
     """For `memd status`: how many incoming files were kept aside, and where. Cheap: one small file read."""
     root = quarantine_dir(home)
+    seen: set[tuple[str, str, str]] = set()
     try:
         with open(root / LOG, "rb") as fh:
-            count = sum(1 for line in fh if line.strip())
+            for line in fh:
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(e, dict):  # the same file kept aside twice (an import repeated) counts once
+                    seen.add((str(e.get("scope")), str(e.get("file")), str(e.get("kept") or e.get("reason"))))
     except OSError:
-        count = 0
-    return {"count": count, "dir": str(root)}
+        pass
+    return {"count": len(seen), "dir": str(root)}

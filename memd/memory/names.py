@@ -143,8 +143,20 @@ def hidden_char(name: str) -> str | None:
 
     A name holding one reads like another name (`keep\u200bme` beside `keep me`) or shows reordered;
     memd refuses it wherever a name comes in (a model's answer, an edit, a synced or imported file)."""
-    m = _HIDDEN.search(name)
-    return f"U+{ord(m.group()):04X}" if m else None
+    for m in _HIDDEN.finditer(name):
+        i = m.start()
+        if m.group() in _JOINERS and 0 < i < len(name) - 1 and _script_letter(name[i - 1]) and _script_letter(name[i + 1]):
+            continue  # ZWNJ/ZWJ inside a word of a script that needs them (Persian `می‌خواهم`, Indic conjuncts)
+        return f"U+{ord(m.group()):04X}"
+    return None
+
+
+_JOINERS = "\u200c\u200d"
+
+
+def _script_letter(c: str) -> bool:
+    """A letter or combining mark of a non-Latin script: where a zero-width joiner or non-joiner shapes words."""
+    return not c.isascii() and (c.isalpha() or unicodedata.category(c).startswith("M"))
 
 
 def fold_name(name: str) -> str:

@@ -30,7 +30,7 @@ def test_a_name_with_an_invisible_or_bidi_character_is_refused(name: str) -> Non
 
 
 def test_ordinary_names_in_any_script_pass() -> None:
-    for name in ("keep me", "Straße", "数据库", "café au lait", "עברית"):
+    for name in ("keep me", "Straße", "数据库", "café au lait", "עברית", "می\u200cخواهم", "क्\u200dष"):
         accepted, rejected = _add(name)
         assert accepted and not rejected, name
         assert hidden_char(name) is None
