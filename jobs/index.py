@@ -39,11 +39,13 @@ def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
 def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     if target.kind == "global":
         directory, scope, key = ctx.home.global_memory, "global", None
+        if directory.is_symlink():  # never written through (as a link at memd/): MEMORY.md would land elsewhere
+            return RunResult("skipped", f"{directory} is a symlink; not followed")
         ensure_private_dir(directory)
     else:
         directory, scope, key = ctx.home.project_memory(target.key or ""), "project", target.key
-        if directory.is_symlink():  # as in discovery (tree.list_memory_dirs): not followed out of the tree
-            return RunResult("skipped", "the memory directory is a symlink; not followed")
+        if link := ctx.home.memory_link(key):  # as in discovery (tree.list_memory_dirs): not followed out of the tree
+            return RunResult("skipped", f"{link} is a symlink; not followed")
         if not directory.is_dir():
             return RunResult("skipped", "no memory directory")
     swept = sweep_temp_files(directory, ctx.now().timestamp())
@@ -80,7 +82,7 @@ def _check_search_db(ctx: JobContext) -> None:
         set_aside(ctx.home.search_db, why)
 
 
-TEMP_MAX_AGE_SECONDS = 600
+TEMP_MAX_AGE_SECONDS = 60  # atomic_write takes milliseconds: older than a minute, a kill left it
 
 
 def sweep_temp_files(directory: Path, now: float, only: str = ".") -> int:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 # Field specs: (dotted path, kind, default). Kinds: bool, int:<lo>..<hi> (an integer in that range,
-# both ends included), share (a number from 0 to 1), str (at most MAX_STR characters), choice:<a|b>.
+# both ends included), share (a number from 0 to 1), str (at most MAX_STR characters), choice:<a|b>,
+# url (empty or http(s)://, no white space or control character), model (a model name: no path, no control).
 # Every number has a range (issue 16): a value JSON accepts but memd cannot use — 2^63 tokens,
 # 10^400 hours, a 10^20-second timeout — falls back to its default with the usual one-line warning
 # instead of overflowing SQLite, a float conversion or a timer later.
@@ -43,9 +44,9 @@ MEMORY_FIELDS: list[tuple[str, str, Any]] = [
 # memd's own settings live under "memd" in the same file; all optional (§8.2).
 MEMD_FIELDS: list[tuple[str, str, Any]] = [
     ("provider", "choice:auto|anthropic|offline", "auto"),
-    ("smallModel", "str", "claude-haiku-4-5"),
-    ("strongModel", "str", "claude-sonnet-4-6"),
-    ("baseUrl", "str", ""),
+    ("smallModel", "model", "claude-haiku-4-5"),
+    ("strongModel", "model", "claude-sonnet-4-6"),
+    ("baseUrl", "url", ""),
     ("timeoutSeconds", "int:1..3600", 60),
     ("recallBudgetMs", "int:200..60000", 1500),  # the prompt hook, from its process's start to its answer
     ("maxRetries", "int:0..20", 4),
@@ -66,6 +67,8 @@ MEMD_FIELDS: list[tuple[str, str, Any]] = [
 T = TypeVar("T")
 
 MAX_STR = 4096  # a model name, a URL, a git remote: longer is a mistake, not a setting
+_URL = re.compile(r"https?://[^\x00-\x20\x7f/?#]+(?:[/?#][^\x00-\x20\x7f]*)?")  # kind `url`: no space, no control character
+_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}", re.ASCII)  # kind `model`: no separator, no control
 MAX_FILE_BYTES = 1 << 20  # settings.json over 1 MiB is refused like one that does not parse (fails closed)
 
 
@@ -278,6 +281,14 @@ def check_value(kind: str, value: Any) -> str | None:
         if not isinstance(value, str):
             return "not a string"
         return None if len(value) <= MAX_STR else f"over {MAX_STR:,} characters"
+    if kind == "url":  # the Messages API's address: http(s) only (a `file:///etc/passwd` is no API)
+        if not isinstance(value, str):
+            return "not a string"
+        return None if value == "" or _URL.fullmatch(value) else "not an http(s) URL"
+    if kind == "model":  # a model name goes into a request and a log line: no path, no control characters
+        if not isinstance(value, str):
+            return "not a string"
+        return None if _MODEL.fullmatch(value) and ".." not in value else "not a model name"
     if kind.startswith("choice:"):
         options = kind[len("choice:") :].split("|")
         return None if value in options else f"not one of {', '.join(options)}"

@@ -85,6 +85,13 @@ class Home:
     def project_memory(self, key: str) -> Path:
         return self.projects / key / "memory"
 
+    def memory_link(self, key: str | None) -> Path | None:
+        """The first symlink on the way to a memory directory (`memory/`; `projects/`, `projects/<key>/`,
+        its `memory/`), or None. memd never writes through one: the files would land outside the home,
+        as a link at `memd/` is refused (`fsutil.ensure_own_dir`)."""
+        steps = [self.global_memory] if key is None else [self.projects, self.projects / key, self.project_memory(key)]
+        return next((p for p in steps if os.path.islink(p)), None)
+
     def summary_file(self, key: str, session_id: str) -> Path:
         return self.projects / key / session_id / "session-memory" / "summary.md"
 

@@ -145,3 +145,22 @@ def test_a_broken_file_with_no_last_good_refuses_model_jobs(tmp_path: Path) -> N
 def test_strict_json_is_noticed() -> None:
     assert st.parse_text('{"memory": {}}').strict_json
     assert not st.parse_text('{"memory": {}, // note\n}').strict_json
+
+
+def test_config_check_refuses_a_non_http_base_url_and_a_model_name_with_a_path_field_by_field(tmp_path: Path) -> None:
+    """Issue 23: `baseUrl: file:///etc/passwd` and a model `../../x\\n` are each one line, and fall back."""
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({"memd": {
+        "baseUrl": "file:///etc/passwd", "smallModel": "../../x\n", "strongModel": "claude-sonnet-4-6\u202e"}}))
+    r = _memd(home, "config", "--check")
+    assert r.returncode == 5
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert any("memd.baseUrl" in line and "not an http(s) URL" in line for line in lines), r.stderr
+    assert any("memd.smallModel" in line and "not a model name" in line for line in lines), r.stderr
+    assert any("memd.strongModel" in line for line in lines), r.stderr
+    data = json.loads(_memd(home, "config", "--json").stdout)
+    assert (data["memd"]["baseUrl"], data["memd"]["smallModel"]) == ("", "claude-haiku-4-5")
+    (home / "settings.json").write_text(json.dumps({"memd": {"baseUrl": "http://127.0.0.1:8080",
+                                                              "strongModel": "claude-3-5-sonnet@20240620"}}))
+    assert _memd(home, "config", "--check").returncode == 0

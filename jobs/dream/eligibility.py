@@ -168,8 +168,27 @@ def baseline_of(ctx: JobContext, target: Place) -> Baseline:
     if last is not None:
         return Baseline(last, True, failed, run_id)
     oldest = oldest_memory_mtime(scope_ref(target).memory_dir(ctx.home))
-    at = None if oldest is None else min(datetime.fromtimestamp(oldest, UTC), now)
+    at = None if oldest is None else datetime.fromtimestamp(oldest, UTC)
+    if at is not None and at > now:
+        at = _first_seen(ctx, target, cur, now, at)
     return Baseline(at, False, failed, run_id)
+
+
+def _first_seen(ctx: JobContext, target: Place, cur: dict[str, Any], now: datetime, dated: datetime) -> datetime:
+    """A never-dreamed scope whose every memory is dated in the future (2099): its baseline is when that
+    was first found, kept in the cursor (`first_seen`), so minHours count from then. Taking "now" at
+    each look instead would keep the scope at 0 hours, never due."""
+    seen = _when(cur.get("first_seen"))
+    if seen is not None and seen <= now:
+        return seen
+    import sqlite3  # noqa: PLC0415 - start-up
+    try:
+        set_cursor(ctx.conn, NAME, str(target), {**cur, "first_seen": iso(now),
+                                                  "clamped_from": {"memory_mtime": iso(dated)}}, iso(now))  # fmt: skip
+        ctx.log.warning("dream.time_clamped", target=str(target), was={"memory_mtime": iso(dated)}, now=iso(now))
+    except sqlite3.Error:
+        pass  # a read-only look (`memd status`): clamped for this answer only
+    return now
 
 
 def _clamp(ctx: JobContext, target: Place, cur: dict[str, Any], now: datetime, last: datetime | None,

@@ -178,8 +178,22 @@ def _operations(
         ops, union = offline_operations(plan.pieces, session_id, plan.memory_key)
         return ops, [], None, "offline", union
     ops, rejected, shown = _model_operations(ctx, plan)
+    ops = _without_mass_deletes(ctx, ops, shown)
     from jobs.extract.provenance import sources, typed  # noqa: PLC0415 - start-up
     return ops, rejected, shown, "anthropic", sources(session_id, typed(plan.pieces))
+
+
+def _without_mass_deletes(ctx: JobContext, ops: list[Any], shown: set[str]) -> list[Any]:
+    """An answer deleting every memory it was shown (or more than `memd.dreamMaxDeleteShare` of them)
+    loses its deletions, with one warning; its adds and updates stand. Dream's limit, for extraction."""
+    from memd.memory.deletions import too_many_deleted  # noqa: PLC0415 - start-up
+    deletes = [o for o in ops if getattr(o, "op", None) == "delete"]
+    why = too_many_deleted(len(shown), len(deletes), float(ctx.settings.memd.dream_max_delete_share))
+    if why is None:
+        return ops
+    ctx.log.warning("extraction.deletions_refused", count=len(deletes), shown=len(shown),
+                    reason=f"the answer {why.replace('of the scope ', '')} it was shown")  # fmt: skip
+    return [o for o in ops if getattr(o, "op", None) != "delete"]
 
 
 def _model_operations(ctx: JobContext, plan: Plan) -> tuple[list[Any], list[tuple[int, str]], set[str]]:

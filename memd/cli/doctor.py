@@ -212,9 +212,9 @@ def check_db(path: Any, what: str) -> Check:
 
 
 def check_links(home: Any) -> Check:
-    """The one rule for links (README, "Files memd writes"): memd's own directory (`memd/`) is
-    never followed through a link, so one there is a failure; the user's `memory/` and
-    `projects/` may be links, and this check says where they lead (memd writes there)."""
+    """The one rule for links (README, "Symlinks and special files"): memd never writes through a link,
+    in its own directory (`memd/`) nor to memory (`memory/`, `projects/`, issue 23): either is a failure,
+    and this check says where the link leads."""
     from memd.fsutil import own_links
 
     inside = own_links(home.memd_dir)
@@ -223,6 +223,11 @@ def check_links(home: Any) -> Check:
                      + "; memd refuses to follow links in its own directory",
                      f"replace it with a real directory: mv {inside[0]} {inside[0]}.link && mkdir -m 700 {inside[0]}")  # fmt: skip
     led = [f"{p.name}/ → {os.path.realpath(p)}" for p in (home.global_memory, home.projects) if os.path.islink(p)]
+    if led:
+        first = home.global_memory if os.path.islink(home.global_memory) else home.projects
+        return Check("links", False, "; ".join(led) + ": memd never writes memory through a link (it would land "
+                     "outside the home)", f"replace it with a real directory: mv {first} {first}.link && mkdir -m 700 "
+                     f"{first} && cp -a {first}.link/. {first}/")  # fmt: skip
     try:
         skipped = [f"projects/{e.name}/memory" for e in os.scandir(home.projects)
                    if e.is_dir() and os.path.islink(os.path.join(e.path, "memory"))]  # fmt: skip

@@ -235,12 +235,14 @@ def show_cmd(ctx: click.Context, name: str, key: str | None, cwd: str | None, gl
     now = system_clock()
     age = max(0, int(now.timestamp() - m.mtime))
     data = {**memory_json(m, home, now), "body": m.body, "age_seconds": age, "sources": sources_of(m),
-            "merged_from": merged_from(m)}  # fmt: skip
+            "merged_from": merged_from(m), "future_dated": m.mtime > now.timestamp() + 60}  # fmt: skip
     if as_json:
         json_out(data)
         return
     if data["stale"]:
         click.echo(f"⚠ {data['stale']}\n")
+    if m.mtime > now.timestamp() + 60:  # clamped to now above: say so rather than show a bare "0 min"
+        click.echo(f"⚠ dated in the future ({_when(m.mtime)}): a wrong clock or a hand-set time; its age is taken as 0\n")
     echo(f"# {m.name}  ({m.type}, {data['file']})\n{m.description}\n")
     echo(m.body.rstrip())
     click.echo("")

@@ -56,11 +56,15 @@ def _list(ctx: click.Context, as_json: bool) -> None:
 
     now = system_clock()
     rows = [_row(p, now) for p in proposals.list_proposals(get_home(ctx))]
+    damaged = proposals.damaged_proposals(get_home(ctx))
     if as_json:
-        json_out(rows)
+        json_out(rows + [{"id": d["id"], "damaged": d["reason"]} for d in damaged])
         return
+    for d in damaged:  # never hidden: the user sees it and can drop it
+        click.echo(f"{d['id']}  damaged: {d['reason']} (`memd review reject {d['id']}` drops it)")
     if not rows:
-        click.echo("no proposals waiting")
+        if not damaged:
+            click.echo("no proposals waiting")
         return
     for r in rows:
         age = age_text(r["age_seconds"]) if r["age_seconds"] is not None else "?"

@@ -123,13 +123,23 @@ def import_cmd(ctx: click.Context, file: str, as_json: bool) -> None:
         with fh:
             r = import_(home, fh, s, source=file)
     if as_json:
-        json_out({"written": r.written, "unchanged": r.unchanged, "conflicts": r.conflicts, "skipped": r.skipped})
+        json_out({"written": r.written, "unchanged": r.unchanged, "conflicts": r.conflicts, "skipped": r.skipped,
+                  "quarantined": r.quarantined, "swept": r.swept})  # fmt: skip
         return
     n = sum(len(v) for v in r.written.values())
     click.echo(f"imported {n} file(s) into {len(r.written)} scope(s); {r.unchanged} already here")
-    for scope, files in sorted(r.written.items()):
-        click.echo(f"  {scope}: {', '.join(files)}")
-    for c in r.conflicts:
+    for scope, files in sorted(r.written.items()):  # a summary, not every name (`--json` has them)
+        click.echo(f"  {scope}: {len(files)} file(s)" + (f" ({', '.join(files)})" if len(files) <= 5 else ""))
+    for c in r.conflicts[:5]:
         click.echo(f"  kept both versions: {c['path']} (the imported one is {c['copy']})")
+    if len(r.conflicts) > 5:
+        click.echo(f"  kept both versions of {len(r.conflicts) - 5} more (`--json` lists them)")
+    if r.quarantined:
+        from memd.git.quarantine import quarantine_dir
+
+        click.echo(f"  kept aside {len(r.quarantined)} file(s) that fail a memory's checks (no agent reads them): "
+                   f"{quarantine_dir(home)}")  # fmt: skip
+    if r.swept:
+        click.echo(f"  removed {r.swept} temporary file(s) a killed import or sync left")
     if r.skipped:
         click.echo(f"  skipped {len(r.skipped)} entr{'y' if len(r.skipped) == 1 else 'ies'} that are not memories")

@@ -240,6 +240,9 @@ def render(d: dict[str, Any]) -> str:
     if (d.get("sync") or {}).get("git"):
         from memd.sync.run import render_status  # noqa: PLC0415 - start-up
         out.append(render_status(d["sync"]))
+    if ((d.get("sync") or {}).get("quarantined") or {}).get("count"):
+        from memd.sync.run import render_quarantine  # noqa: PLC0415 - start-up
+        out.append(render_quarantine(d["sync"]) or "")
     m = d["model"]
     out.append(f"model today: {m['calls']} calls, {m['input_tokens']} in / {m['output_tokens']} out tokens"
                f" (cache read {m['cache_read_tokens']}), budget {m['budget']}")  # fmt: skip

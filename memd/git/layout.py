@@ -95,12 +95,16 @@ def split_path(path: str) -> tuple[str, str] | None:
     return None
 
 
+REGULAR_MODES = frozenset({"100644", "100755"})
+
+
 def dir_files(entries: Entries, d: str) -> dict[str, str]:
-    """The memory files of one directory of a tree: name → object id."""
+    """The memory files of one directory of a tree: name → object id. Only regular files are
+    memories: a symlink (120000) or a gitlink (160000) someone pushed is never one."""
     out: dict[str, str] = {}
-    for p, (_mode, sha) in entries.items():
+    for p, (mode, sha) in entries.items():
         sp = split_path(p)
-        if sp is not None and sp[0] == d:
+        if sp is not None and sp[0] == d and mode in REGULAR_MODES:
             out[sp[1]] = sha
     return out
 

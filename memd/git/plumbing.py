@@ -72,7 +72,8 @@ class Git:
         env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_VARS}
         env["GIT_DIR"] = str(self.git_dir)
         env["GIT_TERMINAL_PROMPT"] = "0"  # a daemon never waits on a password prompt
-        env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=20")
+        env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=20 -o ServerAliveInterval=10 "
+                       "-o ServerAliveCountMax=3")  # a server that stops answering is dropped after 30 s
         env["LC_ALL"] = "C"
         env.update(extra or {})
         return env
@@ -130,6 +131,27 @@ class Git:
             out[sha] = raw[nl + 1 : nl + 1 + size]
             pos = nl + 1 + size + 1
         return out
+
+    def sizes(self, shas: Iterable[str]) -> dict[str, int]:
+        """Each object's size without reading it (`cat-file --batch-check`); a missing object is absent."""
+        want = sorted(set(shas))
+        if not want:
+            return {}
+        out: dict[str, int] = {}
+        raw = self.run("cat-file", "--batch-check", input="".join(f"{s}\n" for s in want).encode()).stdout
+        for line in raw.decode("ascii", "replace").splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[2].isdigit():
+                out[parts[0]] = int(parts[2])
+        return out
+
+    def cat_capped(self, shas: Iterable[str], cap: int) -> tuple[dict[str, bytes], dict[str, int]]:
+        """(blobs of at most `cap` bytes, sizes of the larger or missing ones, never read: -1 when missing).
+        An incoming 200 MB blob is never read into memory."""
+        want = set(shas)
+        sizes = self.sizes(want)
+        small = {s for s in want if 0 <= sizes.get(s, -1) <= cap}
+        return self.cat(small), {s: sizes.get(s, -1) for s in want - small}
 
     def read_ref(self, ref: str) -> str | None:
         """A ref's value from the files (a loose ref, else packed-refs): no process for the hot path."""

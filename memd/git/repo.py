@@ -288,12 +288,16 @@ class Repo:
         """
         live = place.memory_dir(self.home)
         files = dir_files(tree, d)
-        blobs = self.git.cat(files.values())
+        from memd.git.layout import MAX_FILE_BYTES  # noqa: PLC0415 - start-up
+        blobs, too_big = self.git.cat_capped(files.values(), MAX_FILE_BYTES)
         writes: dict[str, bytes | None] = {}
         taken = set(files)
         with contextlib.suppress(OSError):
             taken |= set(os.listdir(live))
         for name, sha in sorted(files.items()):
+            if sha in too_big:
+                log.warning("git.object_too_large", file=f"{d}/{name}", object=sha, bytes=too_big[sha])
+                continue
             cur = read_capped(live / name) if (live / name).is_file() else None
             if cur is None:
                 writes[name] = blobs[sha]
@@ -302,9 +306,14 @@ class Repo:
                 taken.add(other)
                 writes[other] = blobs[sha]
         identity = self.state["projects"][place.key or ""]["identity"]
-        return write_live(self.home, place, writes, job="sync",
+        aside: list[dict[str, str]] = []
+        done = write_live(self.home, place, writes, job="sync",
                           reason=f"memories of {identity} from the repository (first linked on this machine)",
-                          settings=settings)  # fmt: skip
+                          settings=settings, aside=aside)  # fmt: skip
+        for ev in aside:  # kept aside, still in the tree: its absence here is no deletion (`scan_place`)
+            self.state["refused"][f"{d}/{ev['file']}"] = {"file": ev["kept"] or ev["file"], "reason": ev["reason"],
+                                                          "since": ev["time"], "incoming": True}  # fmt: skip
+        return done
 
 
 def _dir_stamp(home: Home, key: str) -> int:

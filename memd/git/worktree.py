@@ -55,6 +55,8 @@ def scan_place(d: str, live: Path, new: Entries, wanted: set[str] | None, puts: 
     for name in sorted(names - exclude):
         path = f"{d}/{name}"
         if name not in present:
+            if (refused.get(path) or {}).get("incoming"):
+                continue  # kept aside when it arrived (`memd.git.quarantine`): absent here is no deletion
             if path in new:
                 del new[path]
                 out.changed.append(path)
@@ -102,9 +104,12 @@ def _now_iso() -> str:
 
 def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job: str, reason: str,
                settings: Settings | None = None, extra: dict[str, Any] | None = None,
-               mtimes: dict[str, int] | None = None) -> list[str]:  # fmt: skip
+               mtimes: dict[str, int] | None = None, aside: list[dict[str, str]] | None = None) -> list[str]:  # fmt: skip
     """Write (bytes) or delete (None) memory files of one live directory as one history run.
 
+    Every file written comes from elsewhere (a remote, a tar, the repository): each must pass
+    the checks of any memd write (`memd.memory.incoming.vet`); one that fails is kept aside
+    (`memd.git.quarantine`, its event appended to `aside`) and never reaches the live directory.
     The caller holds the place's scope lock. The run is undoable like any write
     (`memd undo`); it is not committed to git here (the caller commits).
     """
@@ -112,10 +117,13 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
     if not writes:
         return []
     live = place.memory_dir(home)
-    if live.is_symlink():
-        log.warning("git.symlink_skipped", dir=str(live))
+    if link := home.memory_link(place.key):
+        log.warning("git.symlink_skipped", dir=str(live), link=str(link))
         return []
     from memd.clock import system_clock  # noqa: PLC0415 - start-up
+    writes = _vetted(home, place, writes, f"{job}: {reason}", aside)
+    if not writes:
+        return []
     from memd.history.writes import Recorder  # noqa: PLC0415 - start-up
     rec = Recorder(home, place, job, reason, system_clock(), extra=extra or {})
     done: list[str] = []
@@ -159,6 +167,23 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
         from memd.history.writes import refresh_recorded  # noqa: PLC0415 - start-up
         refresh_recorded(home, settings, place, system_clock())
     return done
+
+
+def _vetted(home: Home, place: Place, writes: dict[str, bytes | None], source: str,
+            aside: list[dict[str, str]] | None) -> dict[str, bytes | None]:  # fmt: skip
+    """`writes` without the incoming files that fail `vet`, which are kept aside instead."""
+    from memd.git.quarantine import keep_aside  # noqa: PLC0415 - start-up
+    from memd.memory.incoming import vet  # noqa: PLC0415 - start-up
+    out: dict[str, bytes | None] = {}
+    for name, data in writes.items():
+        why = None if data is None else vet(name, data)
+        if why is None:
+            out[name] = data
+            continue
+        ev = keep_aside(home, place, name, data, why, source, _now_iso())
+        if aside is not None:
+            aside.append(ev)
+    return out
 
 
 @dataclass

@@ -29,7 +29,7 @@ import structlog
 from memd.discovery import list_memory_dirs
 from memd.fsutil import PRIVATE_FILE, UnusableFile, atomic_write, fsync_dir, kind_of, read_regular
 from memd.index.render import IndexRender, render_drawer, render_memory_index
-from memd.index.writer import SearchIndex, SyncStats
+from memd.index.writer import SearchIndex, SyncStats, sweep_stale_view_temps
 from memd.memory.file import Memory
 from memd.memory.names import INDEX_NAME
 from memd.memory.scan import DEFAULT_MAX_FILE_BYTES, Problem, scan_dir
@@ -222,6 +222,7 @@ def _write_index(path: Path, memories: Sequence[Memory], result: RefreshResult, 
 
 
 def _write_view(path: Path, text: str, result: RefreshResult, what: str) -> bool:
+    sweep_stale_view_temps(path, datetime.now(UTC).timestamp())  # a killed earlier write's leftovers (I/O edge)
     try:
         written = write_if_changed(path, text)
     except OSError as exc:

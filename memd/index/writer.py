@@ -295,3 +295,26 @@ __all__ = [
     "SearchIndex",
     "SyncStats",
 ]
+
+
+STALE_VIEW_TMP_SECONDS = 60.0  # atomic_write finishes in milliseconds: a temporary this old was left by a kill
+
+
+def sweep_stale_view_temps(view: Path, now: float) -> int:
+    """Remove `atomic_write`'s temporaries of one view (`.<view name>.<random>.tmp` beside it: `.MEMORY.md.…`,
+    the drawer render's `.memory.md.…`) older than STALE_VIEW_TMP_SECONDS: what a `kill -9` during an
+    index write left. Called each time a view is written; memd's own naming only, never a link."""
+    prefix = f".{view.name}."
+    removed = 0
+    try:
+        entries = [e for e in os.scandir(view.parent) if e.name.startswith(prefix) and e.name.endswith(".tmp")]
+    except OSError:
+        return 0
+    for e in entries:
+        with suppress(OSError):
+            if e.is_file(follow_symlinks=False) and now - e.stat(follow_symlinks=False).st_mtime > STALE_VIEW_TMP_SECONDS:
+                os.unlink(e.path)
+                removed += 1
+    if removed:
+        log.warning("view.stale_temporaries_removed", view=str(view), count=removed)
+    return removed

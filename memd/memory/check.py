@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from memd.errors import UsageError
 from memd.memory.answer import Caps
 from memd.memory.file import Memory, MemoryParseError, parse_memory
+from memd.memory.names import fold_name
 from memd.memory.operations import validate_operations
 from memd.memory.scan import scan_dir
 from memd.tree import Home, Place
@@ -62,7 +63,7 @@ def check_names(home: Home, changes: Sequence[Change]) -> None:
     for c in changes:
         if c.place not in by_dir:
             res = scan_dir(c.place.memory_dir(home), c.scope, c.key)
-            by_dir[c.place] = {m.name.casefold(): m.path.name for m in res.memories}
+            by_dir[c.place] = {fold_name(m.name): m.path.name for m in res.memories}
     for c in changes:  # the files these changes replace or delete no longer hold their old names
         names = by_dir[c.place]
         for k in [k for k, f in names.items() if f == c.file]:
@@ -72,7 +73,7 @@ def check_names(home: Home, changes: Sequence[Change]) -> None:
             continue
         m = check_text(c.text, c.file)
         names = by_dir[c.place]
-        other = names.get(m.name.casefold())
+        other = names.get(fold_name(m.name))
         if other is not None and other != c.file:
             raise InvalidMemory(f"{c.file}: the name {m.name!r} is already used by {other}")
-        names[m.name.casefold()] = c.file
+        names[fold_name(m.name)] = c.file

@@ -130,3 +130,36 @@ def child(directory: Path, file: str) -> Path:
             or not file.endswith(".md") or file == "MEMORY.md" or len(file.encode("utf-8", "surrogatepass")) > 255):
         raise ValueError(f"not a memory file name: {file!r}")
     return directory / file
+
+
+# Characters that make two names look alike or reorder what a terminal shows: C0/C1 controls, the bidi
+# embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069, LRM/RLM/ALM), zero-width ones
+# (U+200B–U+200D, U+2060, U+FEFF) and the soft hyphen. None belongs in a memory's name.
+_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
+def hidden_char(name: str) -> str | None:
+    """The first control, bidi or zero-width character of `name` as `U+XXXX`, or None.
+
+    A name holding one reads like another name (`keep\u200bme` beside `keep me`) or shows reordered;
+    memd refuses it wherever a name comes in (a model's answer, an edit, a synced or imported file)."""
+    for m in _HIDDEN.finditer(name):
+        i = m.start()
+        if m.group() in _JOINERS and 0 < i < len(name) - 1 and _script_letter(name[i - 1]) and _script_letter(name[i + 1]):
+            continue  # ZWNJ/ZWJ inside a word of a script that needs them (Persian `می‌خواهم`, Indic conjuncts)
+        return f"U+{ord(m.group()):04X}"
+    return None
+
+
+_JOINERS = "\u200c\u200d"
+
+
+def _script_letter(c: str) -> bool:
+    """A letter or combining mark of a non-Latin script: where a zero-width joiner or non-joiner shapes words."""
+    return not c.isascii() and (c.isalpha() or unicodedata.category(c).startswith("M"))
+
+
+def fold_name(name: str) -> str:
+    """What two names are compared by: width and compatibility forms folded (NFKC: `ＭＥＭＯＲＹ` is
+    `MEMORY`), then case (`Straße` is `STRASSE`), runs of white space as one space."""
+    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memd.memory.answer import Caps, ModelOutputError
-from memd.memory.names import InvalidName, _path_like, slugify, token_like
+from memd.memory.names import InvalidName, _path_like, hidden_char, slugify, token_like
 from memd.redact.redactor import find_secrets, redact
 
 __all__ = [
@@ -183,6 +183,8 @@ def _check_name(raw: Any, op: str, caps: Caps) -> tuple[str, str] | str:
         return f"{op} without a name"
     if "\x00" in raw or _CONTROL.search(raw.strip()):
         return "name contains control characters"
+    if hidden := hidden_char(raw.strip()):
+        return f"name contains an invisible or bidi character ({hidden})"
     if not _encodable(raw):
         return "name is not valid Unicode (a lone surrogate)"
     name = " ".join(raw.split())

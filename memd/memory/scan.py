@@ -22,7 +22,7 @@ from pathlib import Path
 from memd.fsutil import read_at_most
 from memd.logs.events import lazy_logger
 from memd.memory.file import Memory, MemoryParseError, parse_memory
-from memd.memory.names import is_candidate_name
+from memd.memory.names import fold_name, is_candidate_name
 
 log = lazy_logger("memd.memories")  # the scan's events keep the logger name they always had
 
@@ -160,7 +160,7 @@ def _flag_duplicates(memories: list[Memory]) -> list[Problem]:
     first: dict[str, Memory] = {}
     problems: list[Problem] = []
     for mem in memories:
-        key = mem.name.casefold()
+        key = fold_name(mem.name)
         if key in first:
             other = first[key].path.name
             other = other if other.isprintable() else repr(other)  # a reason is one line, whatever the file name holds

@@ -16,8 +16,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-from memd.git.layout import GLOBAL_DIR, MANIFEST, dir_files, dump_manifest, free_name, merge_manifests, split_path
+from memd.clock import iso, system_clock
+from memd.git.layout import (
+    GLOBAL_DIR,
+    MANIFEST,
+    REGULAR_MODES,
+    dir_files,
+    dump_manifest,
+    free_name,
+    merge_manifests,
+    split_path,
+)
 from memd.git.plumbing import REF, REMOTE_REF, Entries, SyncError, blob_sha, message
+from memd.git.quarantine import keep_aside
 from memd.git.repo import Repo
 from memd.git.worktree import write_live
 from memd.job.context import make_context
@@ -51,6 +62,9 @@ def integrate(repo: Repo, settings: Settings, result: dict[str, Any]) -> None:
         if MANIFEST in ours_t or MANIFEST in theirs_t:
             puts[MANIFEST] = union
             merged.entries[MANIFEST] = ("100644", blob_sha(union))
+    if _hold_mass_deletions(ours_t, merged, float(settings.memd.dream_max_delete_share), result):
+        ff = False  # our tree keeps what the remote deleted: a merge commit, not a fast-forward
+    _warn_skipped(merged.entries, ours_t, result)
     for ev in merged.events:
         log.warning("sync.conflict", **ev)
     kept = _apply(repo, settings, ours_t, merged, theirs, base, result)
@@ -75,7 +89,41 @@ def integrate(repo: Repo, settings: Settings, result: dict[str, Any]) -> None:
 
 
 def _changed(a: Entries, b: Entries) -> list[str]:
-    return sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p) and split_path(p))
+    """Memory files that differ between two trees; only regular files are memories (`REGULAR_MODES`)."""
+    return sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p) and split_path(p)
+                  and (b[p][0] if p in b else a[p][0]) in REGULAR_MODES)  # fmt: skip
+
+
+def _warn_skipped(merged: Entries, ours: Entries, result: dict[str, Any]) -> None:
+    """A symlink (120000), a gitlink (160000) or anything else that is not a regular file is no memory:
+    skipped, with one warning for the whole sync; the sync goes on."""
+    odd = sorted(p for p, (mode, sha) in merged.items()
+                 if mode not in REGULAR_MODES and ours.get(p) != (mode, sha))  # fmt: skip
+    if odd:
+        result["skipped"] = odd
+        log.warning("sync.entries_skipped", count=len(odd), entries=[f"{p} ({merged[p][0]})" for p in odd[:10]],
+                    reason="not regular files: never memories")  # fmt: skip
+
+
+def _hold_mass_deletions(ours: Entries, merged: Merged, max_share: float, result: dict[str, Any]) -> bool:
+    """A remote commit deleting all of a scope, or more than `memd.dreamMaxDeleteShare` of it, is held:
+    our tree keeps those files (they stay here and are pushed back), one warning line says why. The
+    user deletes them here, one by one or with `memd forget`, if that was meant. True when any is held."""
+    from memd.memory.deletions import too_many_deleted  # noqa: PLC0415 - start-up
+    held = False
+    for d in sorted({sp[0] for p in ours if (sp := split_path(p))}):
+        before, after = dir_files(ours, d), dir_files(merged.entries, d)
+        gone = sorted(set(before) - set(after))
+        why = too_many_deleted(len(before), len(gone), max_share)
+        if why is None:
+            continue
+        for name in gone:
+            merged.entries[f"{d}/{name}"] = ours[f"{d}/{name}"]
+        ev = {"kind": "deletions-held", "path": d, "note": f"the remote {why}; kept here (delete them here if meant)"}
+        result["conflicts"].append(ev)
+        log.warning("sync.deletions_held", dir=d, deleted=len(gone), of=len(before), reason=why)
+        held = True
+    return held
 
 
 def _apply(repo: Repo, settings: Settings, ours_t: Entries, merged: Merged, theirs: str, base: str | None,
@@ -92,7 +140,8 @@ def _apply(repo: Repo, settings: Settings, ours_t: Entries, merged: Merged, thei
             sha = merged.entries.get(path, ("", ""))[1] or None
             by_place.setdefault(dirs[d], {})[name] = sha
     _check_writable(home, settings, list(by_place))
-    blobs = repo.git.cat(s for files in by_place.values() for s in files.values() if s)
+    from memd.git.layout import MAX_FILE_BYTES  # noqa: PLC0415 - start-up
+    blobs, too_big = repo.git.cat_capped((s for files in by_place.values() for s in files.values() if s), MAX_FILE_BYTES)
     kept: list[Place] = []
     events_by_dir: dict[str, list[dict[str, str]]] = {}
     for ev in merged.events:
@@ -103,8 +152,14 @@ def _apply(repo: Repo, settings: Settings, ours_t: Entries, merged: Merged, thei
         ours_files = dir_files(ours_t, d)
         taken = set(dir_files(merged.entries, d))
         writes: dict[str, bytes | None] = {}
+        aside: list[dict[str, str]] = []
         local_kept = False
         for name, sha in sorted(files.items()):
+            if sha in too_big:  # never read: a 200 MB blob stays in git, noted in quarantine
+                aside.append(keep_aside(home, place, name, None, f"object {sha} of {too_big[sha]} bytes, over "
+                                        f"{MAX_FILE_BYTES} (left in the repository, not read)",
+                                        f"sync with {result['remote']}", iso(system_clock())))  # fmt: skip
+                continue
             try:
                 cur = (live / name).read_bytes() if (live / name).is_file() and not (live / name).is_symlink() else None
             except OSError:
@@ -112,7 +167,7 @@ def _apply(repo: Repo, settings: Settings, ours_t: Entries, merged: Merged, thei
             cur_sha = None if cur is None else blob_sha(cur)
             if cur_sha == sha:
                 continue
-            if cur_sha == ours_files.get(name):
+            if cur_sha == ours_files.get(name) or (cur is None and (repo.state["refused"].get(f"{d}/{name}") or {}).get("incoming")):
                 writes[name] = None if sha is None else blobs[sha]
             elif sha is not None:  # a local version our commit does not hold: keep it, put theirs beside it
                 host = repo.git.host_of(f"{d}/{name}", theirs, base)
@@ -128,13 +183,24 @@ def _apply(repo: Repo, settings: Settings, ours_t: Entries, merged: Merged, thei
         if evs:
             reason += "; kept both versions of " + ", ".join(e["path"].rsplit("/", 1)[1] for e in evs)
         done = write_live(home, place, writes, job="sync", reason=reason, settings=settings,
-                          extra={"conflicts": evs} if evs else None)  # fmt: skip
+                          extra={"conflicts": evs} if evs else None, aside=aside)  # fmt: skip
+        _record_aside(repo, d, aside, result)
         if done:
             result["applied"][str(place)] = done
         result.setdefault("proposals", []).extend(_propose(home, settings, place, evs))
         if local_kept:
             kept.append(place)
     return kept
+
+
+def _record_aside(repo: Repo, d: str, aside: list[dict[str, str]], result: dict[str, Any]) -> None:
+    """Files kept aside stay in our tree as the remote has them, absent here (the next commit takes their
+    absence for no deletion: `refused` marks them incoming); the sync's result and `memd status` count them."""
+    for ev in aside:
+        repo.state["refused"][f"{d}/{ev['file']}"] = {"file": ev["kept"] or ev["file"], "reason": ev["reason"],
+                                                      "since": ev["time"], "incoming": True}  # fmt: skip
+    if aside:
+        result.setdefault("quarantined", []).extend(aside)
 
 
 def _listdir(path: Path) -> list[str]:

@@ -53,6 +53,8 @@ from memd.settings import Settings
 from memd.tree import Home, Place
 
 if TYPE_CHECKING:
+    import subprocess
+
     from memd.git.repo import Repo
 
 log = lazy_logger("memd.sync")
@@ -62,7 +64,10 @@ MAX_ROUNDS = 4
 AFTER_WRITE_SECONDS = 10.0
 BACKOFF_BASE_SECONDS = 15.0
 BACKOFF_MAX_SECONDS = 3600.0
-NETWORK_TIMEOUT_SECONDS = 300.0
+NETWORK_TIMEOUT_SECONDS = 300.0  # a whole fetch or push, however busy
+NETWORK_IDLE_SECONDS = 30.0  # a remote that sends nothing for this long (git://, ssh or http) is given up
+# git's own bounds where it has one: http's low-speed limit (bytes/s over seconds).
+_NETWORK_CONFIG = ("-c", "http.lowSpeedLimit=1", "-c", f"http.lowSpeedTime={int(NETWORK_IDLE_SECONDS)}")
 
 
 
@@ -241,9 +246,65 @@ def _set_remote(repo: Repo, remote: str) -> None:
         g.run("config", "--replace-all", f"remote.{REMOTE}.fetch", f"+refs/heads/*:refs/remotes/{REMOTE}/*")
 
 
+def network_git(git: Git, *args: str, ok: tuple[int, ...] = (0,), idle: float | None = None,
+                overall: float | None = None) -> subprocess.CompletedProcess[bytes]:  # fmt: skip
+    """One git command that talks to the remote, bounded twice: nothing received for `idle` seconds
+    (`NETWORK_IDLE_SECONDS`; git reports progress on stderr while a transfer moves) or `overall`
+    seconds in all, and the process is killed and GitError raised. A `git://` server that accepts
+    and never answers holds the git lock for `idle` seconds, not `overall`."""
+    import selectors  # noqa: PLC0415 - start-up
+    import subprocess  # noqa: PLC0415 - start-up
+    idle = NETWORK_IDLE_SECONDS if idle is None else idle
+    overall = NETWORK_TIMEOUT_SECONDS if overall is None else overall
+    cmd = ["git", "-c", "core.hooksPath=/dev/null", "-c", "gc.autoDetach=false", *_NETWORK_CONFIG, *args]
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=git.env())  # fmt: skip
+    except FileNotFoundError:
+        raise GitError("git is not installed (memd.git needs the `git` command)") from None
+    assert proc.stdout is not None and proc.stderr is not None
+    fd_out, fd_err = proc.stdout.fileno(), proc.stderr.fileno()
+    out: dict[int, bytearray] = {fd_out: bytearray(), fd_err: bytearray()}
+    sel = selectors.DefaultSelector()
+    for f in (proc.stdout, proc.stderr):
+        sel.register(f, selectors.EVENT_READ)
+    start = last = time.monotonic()
+    why = ""
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if now - last >= idle:
+                why = f"no answer for {idle:.0f} s"
+                break
+            if now - start >= overall:
+                why = f"not done within {overall:.0f} s"
+                break
+            for key, _ev in sel.select(timeout=min(1.0, idle)):
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    out[key.fd] += chunk
+                    last = time.monotonic()
+                else:
+                    sel.unregister(key.fileobj)
+    finally:
+        sel.close()
+        if why:
+            proc.kill()
+        rc = proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    if why:
+        raise GitError(f"git {args[0]}: {why}")
+    p = subprocess.CompletedProcess(cmd, rc, bytes(out[fd_out]), bytes(out[fd_err]))
+    if rc not in ok:
+        from memd.git.plumbing import first_line  # noqa: PLC0415 - start-up
+        raise GitError(f"git {args[0]}: {first_line(p.stderr) or f'exit {rc}'}")
+    return p
+
+
 def _fetch(repo: Repo, remote: str) -> None:
     try:
-        repo.git.run("fetch", "--quiet", "--no-tags", "--prune", REMOTE, timeout=NETWORK_TIMEOUT_SECONDS)
+        network_git(repo.git, "fetch", "--progress", "--no-tags", "--prune", REMOTE)
     except GitError as exc:
         raise SyncError(f"{remote}: unreachable ({str(exc).removeprefix('git fetch: ')}); "
                         "local work goes on and the sync is retried") from None  # fmt: skip
@@ -251,7 +312,7 @@ def _fetch(repo: Repo, remote: str) -> None:
 
 def _push(repo: Repo, remote: str) -> str:
     """'ok', or 'rejected' when the remote moved since our fetch (never forced)."""
-    p = repo.git.run("push", "--porcelain", REMOTE, f"{REF}:{REF}", ok=(0, 1, 128), timeout=NETWORK_TIMEOUT_SECONDS)
+    p = network_git(repo.git, "push", "--progress", "--porcelain", REMOTE, f"{REF}:{REF}", ok=(0, 1, 128))
     out = p.stdout.decode("utf-8", "replace")
     if p.returncode == 0:
         return "ok"
@@ -279,12 +340,15 @@ def status(home: Home, settings: Settings) -> dict[str, Any]:
     try:
         g = json.loads((home.memd_dir / "gitmem.json").read_text(encoding="utf-8"))
         out["refused"] = [{"file": v.get("file"), "reason": v.get("reason"), "since": v.get("since")}
-                          for v in (g.get("refused") or {}).values() if isinstance(v, dict)]  # fmt: skip
+                          for v in (g.get("refused") or {}).values()
+                          if isinstance(v, dict) and not v.get("incoming")]  # fmt: skip
         out["not_synced"] = [{"key": k, "identity": v.get("identity"), "synced_key": v.get("shadowed_by")}
                              for k, v in sorted((g.get("projects") or {}).items())
                              if isinstance(v, dict) and v.get("shadowed_by")]  # fmt: skip
     except (OSError, ValueError, AttributeError):
         pass
+    from memd.git.quarantine import summary  # noqa: PLC0415 - start-up
+    out["quarantined"] = summary(home)
     git = Git(home.memd_dir / "git")  # the repository (`Repo`), read without its lock
     if on and (git.git_dir / "HEAD").is_file():
         try:
@@ -296,6 +360,15 @@ def status(home: Home, settings: Settings) -> dict[str, Any]:
         except GitError as exc:
             out["last_error"] = out["last_error"] or str(exc)
     return out
+
+
+def render_quarantine(s: dict[str, Any]) -> str | None:
+    """The `memd status` line for incoming files kept aside (`memd.git.quarantine`), or None."""
+    q = s.get("quarantined") or {}
+    if not q.get("count"):
+        return None
+    return (f"quarantined: {q['count']} incoming file(s) kept aside (from a sync or an import; no agent reads them): "
+            f"{q['dir']}")  # fmt: skip
 
 
 def render_status(s: dict[str, Any]) -> str:

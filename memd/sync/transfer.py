@@ -29,6 +29,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -50,15 +51,23 @@ from memd.git.layout import (
     resolve_identity,
 )
 from memd.git.plumbing import blob_sha
+from memd.git.quarantine import keep_aside
 from memd.git.repo import Repo
 from memd.git.worktree import write_live
 from memd.locks import acquire
+from memd.memory import readonly
+from memd.memory.names import hidden_char
 from memd.settings import Settings
 from memd.tree import Home, Place
 
 MANIFEST_NAME = "memd-export.json"
 FORMAT = 1
-MAX_MEMBERS = 200_000
+MAX_MEMBERS = 20_000  # entries of one archive; named in the refusal (a memory directory holds hundreds)
+MAX_IMPORT_BYTES = 256 * 1024 * 1024  # all memories of one archive together, read before anything is written
+STALE_TMP_SECONDS = 60.0  # a write's temporary older than this belongs to a killed import or sync
+# A project key as memd makes one (`memd.keys.key_for_root`): letters, digits and dashes, one component.
+_KEY = re.compile(r"^[A-Za-z0-9-]{1,255}$")
+_MIN_MTIME_NS = 0  # 1970: an archive's mtime outside [1970, now] is clamped (2^80 ns would be the year 2446)
 
 
 class NotAnExport(UsageError):
@@ -140,18 +149,31 @@ class Imported:
     unchanged: int = 0
     conflicts: list[dict[str, str]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    quarantined: list[dict[str, str]] = field(default_factory=list)  # kept aside (`memd.git.quarantine`)
+    swept: int = 0  # stale temporaries of a killed import or sync removed first
 
 
-def _read_archive(src: IO[bytes]) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _read_archive(src: IO[bytes]) -> tuple[dict[str, Any], dict[str, bytes], dict[str, int]]:
+    """(manifest, files, sizes of the regular files over MAX_FILE_BYTES: never read)."""
     manifest: dict[str, Any] | None = None
     files: dict[str, bytes] = {}
+    big: dict[str, int] = {}
+    total = 0
     try:
         with tarfile.open(fileobj=src, mode="r|*") as tar:
             for n, member in enumerate(tar):
-                if n > MAX_MEMBERS:
-                    raise NotAnExport("too many entries for a memd export")
-                if not member.isfile() or member.size > MAX_FILE_BYTES:
+                if n >= MAX_MEMBERS:
+                    raise NotAnExport(f"more than {MAX_MEMBERS} entries (memd.sync.transfer.MAX_MEMBERS): "
+                                      "not a memd export; nothing was imported")  # fmt: skip
+                if not member.isfile():
                     continue
+                if member.size > MAX_FILE_BYTES:
+                    big[member.name] = member.size
+                    continue
+                total += member.size
+                if total > MAX_IMPORT_BYTES:
+                    raise NotAnExport(f"more than {MAX_IMPORT_BYTES >> 20} MB of files "
+                                      "(memd.sync.transfer.MAX_IMPORT_BYTES); nothing was imported")  # fmt: skip
                 fh = tar.extractfile(member)
                 if fh is None:
                     continue
@@ -166,7 +188,72 @@ def _read_archive(src: IO[bytes]) -> tuple[dict[str, Any], dict[str, bytes]]:
         raise NotAnExport(f"{MANIFEST_NAME} does not parse: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("scopes"), list):
         raise NotAnExport(f"not a memd export: no {MANIFEST_NAME} of format {FORMAT}")
-    return manifest, files
+    _check_manifest(manifest)
+    return manifest, files, big
+
+
+def _check_manifest(manifest: dict[str, Any]) -> None:
+    """Every directory, key and file the manifest names is one memd would make; else one line, nothing written.
+    (A key holding a newline or U+202E would otherwise become a project directory.)"""
+    for s in manifest["scopes"]:
+        if not isinstance(s, dict):
+            raise NotAnExport(f"{MANIFEST_NAME}: a scope is not an object")
+        d = s.get("dir")
+        if d != GLOBAL_DIR and not (isinstance(d, str) and re.fullmatch(rf"{PROJECTS_DIR}/[A-Za-z0-9._-]{{1,100}}", d)):
+            raise NotAnExport(f"{MANIFEST_NAME}: scope directory {str(d)[:80]!r} is not one memd makes")
+        key = s.get("key")
+        if d != GLOBAL_DIR and key is not None and not (isinstance(key, str) and _KEY.fullmatch(key)):
+            raise NotAnExport(f"{MANIFEST_NAME}: project key {str(key)[:80]!r} is not one memd makes")
+    files = manifest.get("files")
+    for path in files if isinstance(files, dict) else {}:
+        d, _, name = str(path).rpartition("/")
+        if not is_memory_name(name) or hidden_char(path) or (d != GLOBAL_DIR and "/" in d.removeprefix(PROJECTS_DIR + "/")):
+            raise NotAnExport(f"{MANIFEST_NAME}: file {str(path)[:80]!r} is not a memory path memd makes")
+
+
+def clamp_mtime(mtime_ns: Any, now_ns: int) -> int | None:
+    """An archive's mtime as a file may get it: an int within [1970, now], else clamped; None when absent."""
+    if not isinstance(mtime_ns, int) or isinstance(mtime_ns, bool):
+        return None
+    return min(max(mtime_ns, _MIN_MTIME_NS), now_ns)
+
+
+def sweep_temporaries(directory: Any, now: float) -> int:
+    """Remove `write_live`'s own temporaries (`.<memory>.md.<random>.tmp`) older than STALE_TMP_SECONDS:
+    what a killed import or sync left. Nothing else is touched. Returns how many were removed."""
+    n = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for e in entries:
+        if not (e.name.startswith(".") and e.name.endswith(".tmp") and is_memory_name(e.name[1:].rsplit(".", 2)[0])):
+            continue
+        try:
+            if e.is_file(follow_symlinks=False) and now - e.stat(follow_symlinks=False).st_mtime > STALE_TMP_SECONDS:
+                os.unlink(e.path)
+                n += 1
+        except OSError:
+            continue
+    return n
+
+
+def _preflight(home: Home, settings: Settings, by_place: dict[Place, dict[str, Any]]) -> None:
+    """Every target checked before anything is written: one line naming what is wrong (exit 2)."""
+    for place, files in by_place.items():
+        why = readonly.reason(home, settings, place.kind, place.key)
+        if why:
+            raise UsageError(f"{place}: {why}; nothing was imported")
+        if link := home.memory_link(place.key):
+            raise UsageError(f"{link}: is a symlink; memd never writes through one; nothing was imported")
+        live = place.memory_dir(home)
+        for p in ([live.parent] if not place.is_global else []) + [live]:
+            if p.is_symlink() or (p.exists() and not p.is_dir()):
+                raise UsageError(f"{p}: not a plain directory (a link or a file); nothing was imported")
+        for name in files:
+            t = live / name
+            if t.is_symlink() or (t.exists() and not t.is_file()):
+                raise UsageError(f"{t}: not a regular file; nothing was imported")
 
 
 def _targets(home: Home, scopes: list[Any]) -> dict[str, Place]:
@@ -196,31 +283,46 @@ def _targets(home: Home, scopes: list[Any]) -> dict[str, Place]:
     return out
 
 
-def import_(home: Home, src: IO[bytes], settings: Settings, *, source: str = "import") -> Imported:
+def import_(home: Home, src: IO[bytes], settings: Settings, *, source: str = "import",
+            now: float | None = None) -> Imported:  # fmt: skip
     """Bring an export's memories into this home (see the module docstring)."""
 
-    manifest, files = _read_archive(src)
+    now = time.time() if now is None else now
+    manifest, files, big = _read_archive(src)
     targets = _targets(home, manifest["scopes"])
-    host = "".join(c if c.isalnum() or c == "-" else "-" for c in str(manifest.get("host") or "import"))[:40] or "import"
-    mtimes = {p: m.get("mtime_ns") for p, m in (manifest.get("files") or {}).items() if isinstance(m, dict)}
+    host = "".join(c if c.isascii() and (c.isalnum() or c == "-") else "-"
+                   for c in str(manifest.get("host") or "import"))[:40] or "import"  # fmt: skip
+    mtimes = {p: clamp_mtime(m.get("mtime_ns"), int(now * 1e9))
+              for p, m in (manifest.get("files") or {}).items() if isinstance(m, dict)}  # fmt: skip
     res = Imported()
-    by_place: dict[Place, dict[str, tuple[bytes, int | None]]] = {}
-    for path, data in sorted(files.items()):
+    by_place: dict[Place, dict[str, tuple[bytes | None, int | None]]] = {}
+    entries: dict[str, bytes | None] = {**files, **dict.fromkeys(big)}
+    sizes: dict[tuple[Place, str], int] = {}
+    for path, data in sorted(entries.items()):
         d, _, name = path.rpartition("/")
         if d not in targets or not is_memory_name(name):
             res.skipped.append(path)
             continue
         mt = mtimes.get(path)
         by_place.setdefault(targets[d], {})[name] = (data, mt if isinstance(mt, int) else None)
+        if path in big:
+            sizes[targets[d], name] = big[path]
     places = sorted(by_place, key=lambda p: p.sort_key)
     timeout = float(settings.memd.lock_timeout_seconds)
     with acquire(home, places, timeout=timeout):
+        _preflight(home, settings, by_place)
         for place in places:
             live = place.memory_dir(home)
+            res.swept += sweep_temporaries(live, now)
             writes: dict[str, bytes | None] = {}
             stamps: dict[str, int] = {}
             taken = set(os.listdir(live)) if live.is_dir() else set()
             for name, (data, mt) in sorted(by_place[place].items()):
+                if data is None:  # over the cap: never read, noted where status counts it
+                    res.quarantined.append(keep_aside(home, place, name, None, f"{sizes[place, name]} "
+                                                      f"bytes, over {MAX_FILE_BYTES} (not read)", f"{source} from {host}",
+                                                      iso(system_clock())))  # fmt: skip
+                    continue
                 target = live / name
                 cur = target.read_bytes() if target.is_file() and not target.is_symlink() else None
                 if cur == data:
@@ -239,7 +341,8 @@ def import_(home: Home, src: IO[bytes], settings: Settings, *, source: str = "im
                 if mt is not None:
                     stamps[name] = mt
             done = write_live(home, place, writes, job="import", reason=f"{source} from {host}", mtimes=stamps,
-                              settings=settings, extra={"conflicts": res.conflicts} if res.conflicts else None)  # fmt: skip
+                              settings=settings, extra={"conflicts": res.conflicts} if res.conflicts else None,
+                              aside=res.quarantined)  # fmt: skip
             if done:
                 res.written[str(place)] = done
         if enabled(settings) and res.written:

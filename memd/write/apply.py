@@ -33,7 +33,7 @@ from memd.memory.check import check_names
 from memd.memory.check import check_text as check_text
 from memd.memory.classify import normalised
 from memd.memory.file import Memory, delete_memory, render_memory
-from memd.memory.names import InvalidName, child, memory_path, slugify
+from memd.memory.names import InvalidName, child, fold_name, memory_path, slugify
 from memd.memory.operations import log_rejections
 from memd.memory.scan import scan_dir
 from memd.tree import Place
@@ -81,7 +81,7 @@ def _index(directory: Path, scope: str, key: str | None) -> tuple[dict[str, Memo
     res = scan_dir(directory, scope, key)
     by: dict[str, Memory] = {}
     for m in res.memories:
-        by.setdefault(m.name.casefold(), m)
+        by.setdefault(fold_name(m.name), m)
         by.setdefault(m.path.stem.casefold(), m)
     bad = {Path(p.path).stem.casefold() for p in res.problems}
     return by, bad
@@ -160,9 +160,9 @@ def plan(
             out.read_only += 1
             out.note = f"read-only: {locked}"
             continue
-        if op.scope == "project" and directory.is_symlink():
-            # Like discovery (tree.list_memory_dirs): a linked project memory directory is not followed.
-            out.refused.append((label, "the project's memory directory is a symlink; not followed"))
+        if link := ctx.home.memory_link(pkey):
+            # Like discovery (tree.list_memory_dirs): a linked memory directory (or projects/) is not followed.
+            out.refused.append((label, f"{link} is a symlink; memd never writes through one"))
             continue
         if op.scope not in cache:
             cache[op.scope] = _index(directory, op.scope, pkey)
@@ -176,7 +176,7 @@ def plan(
                 continue
             op = _free_name(op, by, bad)  # a different statement under a taken name gets a name of its own
             label = f"{op.scope}:{op.slug}"
-        existing = by.get(op.name.casefold()) or by.get(op.slug.casefold())
+        existing = by.get(fold_name(op.name)) or by.get(op.slug.casefold())
         if existing is None and op.slug.casefold() in bad:
             out.refused.append((label, "a file of that name exists but cannot be parsed; left in place"))
             continue
@@ -211,7 +211,7 @@ def plan(
                               base, label))  # fmt: skip
         if existing is None:  # a later operation of the call sees this name taken and this statement stored
             planned = Memory(path, op.name, op.description, op.type or "", op.body, 0.0, 0, op.scope, metadata=meta)
-            by.setdefault(op.name.casefold(), planned)
+            by.setdefault(fold_name(op.name), planned)
             by.setdefault(op.slug.casefold(), planned)
     return changes, {(scope, None if scope == "global" else key) for scope in cache}
 
@@ -238,7 +238,7 @@ def _free_name(op: Any, by: dict[str, Memory], bad: set[str]) -> Any:
             slug = slugify(name)
         except InvalidName:
             return None
-        taken = name.casefold() in by or slug.casefold() in by or slug.casefold() in bad
+        taken = fold_name(name) in by or slug.casefold() in by or slug.casefold() in bad
         return None if taken else slug
 
     candidates = [op.name, *getattr(op, "names", ())]
@@ -277,8 +277,8 @@ def apply_changes(
         if locked:
             raise readonly.ReadOnlyError(f"read-only: {locked}")
         directory = c.place.memory_dir(ctx.home)
-        if c.scope == "project" and directory.is_symlink():
-            raise StaleChange(f"{directory} is a symlink; not followed")
+        if link := ctx.home.memory_link(c.key if c.scope == "project" else None):
+            raise StaleChange(f"{link} is a symlink; memd never writes through one")
         path = child(directory, c.file)
         now = current_sha(path)
         if now != c.base:

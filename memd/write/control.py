@@ -36,6 +36,7 @@ from memd.memory.answer import ModelOutputError, parse_model_json
 from memd.memory.change import Change
 from memd.memory.classify import classify, name_for, scope_of
 from memd.memory.file import Memory
+from memd.memory.names import fold_name
 from memd.memory.operations import Operation, validate_operations
 from memd.memory.scan import scan_dir
 from memd.redact.redactor import find_secrets, redact
@@ -158,7 +159,7 @@ def remember(ctx: JobContext, d: Decision, *, on_wait: Any = None) -> tuple[Any,
     source = {"session": "", "uuids": [], "offsets": [], "ts": iso(ctx.now()), "via": "memd remember"}
     with acquire(ctx.home, [place], timeout=_lock_timeout(ctx), on_wait=on_wait):
         for m in scan_dir(directory, op.scope, pkey).memories:
-            if m.name.casefold() == op.name.casefold() or m.path.stem.lower() == op.slug:
+            if fold_name(m.name) == fold_name(op.name) or m.path.stem.lower() == op.slug:
                 if m.body.strip() == op.body.strip():
                     out = memwrite.Applied(unchanged=[f"{op.scope}:{op.slug}"])
                     return out, m.path
@@ -191,7 +192,7 @@ def find_memory(home: Home, name: str, key: str, scope: str | None = None) -> Me
         if sc == "project" and directory.is_symlink():
             continue
         found = [m for m in scan_dir(directory, sc, k).memories
-                 if name in (m.name, m.path.name, m.path.stem) or m.name.casefold() == name.casefold()]  # fmt: skip
+                 if name in (m.name, m.path.name, m.path.stem) or fold_name(m.name) == fold_name(name)]  # fmt: skip
         if found:
             return found[0]
     where = {"global": "the global drawer", "project": f"project {key}"}.get(scope or "", f"project {key} or the global drawer")

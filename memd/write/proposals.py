@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from memd.clock import iso, parse_iso
 from memd.errors import MemdError, UsageError
-from memd.fsutil import ensure_private_dir, fsync_dir
+from memd.fsutil import ensure_private_dir, fsync_dir, read_regular
 from memd.settings import Settings
 from memd.tree import Home, Place
 
@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # the job context (and the YAML it loads) is imported where a
     from memd.job.context import JobContext  # so that `memd status`, which counts proposals, stays light
 
 DIR_NAME = "proposals"
+PROPOSED_MAX_BYTES = 1 << 20  # a proposed memory file (a body is capped at 16 KB; the whole file far below this)
 INFO = "proposal.json"
 ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
 _UPDATED = re.compile(r"^  updated: .*$", re.MULTILINE)
@@ -91,17 +92,29 @@ class Proposal:
         return parse_iso(str(self.info.get("time") or ""))
 
     def proposed_text(self, n: int) -> str | None:
-        p = self.path / "proposed" / f"{n}.md"
+        """The proposed file's text; a FIFO, a link or anything but a regular file in its place is refused
+        (`ProposalRefused`) without blocking on it or reading through it."""
+        data = self._read(self.path / "proposed" / f"{n}.md")
         try:
-            return p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
+            return None if data is None else data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProposalRefused(f"proposal {self.id}: proposed/{n}.md is not UTF-8 text") from None
 
     def base_text(self, n: int) -> str | None:
         try:
-            return (self.path / "base" / f"{n}.md").read_text(encoding="utf-8", errors="replace")
+            data = self._read(self.path / "base" / f"{n}.md")
+        except ProposalRefused:
+            return None
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    def _read(self, path: Path) -> bytes | None:
+        try:
+            return read_regular(path, PROPOSED_MAX_BYTES, follow=False)
         except FileNotFoundError:
             return None
+        except OSError as exc:  # UnusableFile (FIFO, device, over the cap) or ELOOP (a symlink)
+            why = str(exc) if isinstance(exc, MemdError) else f"{path}: a symlink or unreadable ({exc.strerror})"
+            raise ProposalRefused(f"proposal {self.id}: {why}") from None
 
     def planned(self) -> list[Change]:
         """The proposal as changes for `memwrite.apply_changes`, texts read from `proposed/`."""
@@ -169,6 +182,23 @@ def list_proposals(home: Home) -> list[Proposal]:
         return (p.id[:16], made if isinstance(made, int) else 0, p.id)
 
     return sorted(out, key=order)
+
+
+def damaged_proposals(home: Home) -> list[dict[str, str]]:
+    """Proposal directories whose `proposal.json` cannot be read (id, reason): listed by `memd review`
+    rather than hidden, so the user can look and `memd review reject` them."""
+    try:
+        names = sorted(os.listdir(root(home)))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        if ID_RE.match(name):
+            try:
+                load(home, name)
+            except ProposalError as exc:
+                out.append({"id": name, "reason": str(exc), "path": str(root(home) / name)})
+    return out
 
 
 def summary(home: Home, now: datetime) -> dict[str, Any]:

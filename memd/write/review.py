@@ -25,7 +25,7 @@ from memd.memory.change import StaleChange, sha
 from memd.memory.names import child
 from memd.tree import Home
 from memd.write import apply as memwrite
-from memd.write.proposals import INFO, Proposal, ProposalError, ProposalRefused, diff_text, load, root
+from memd.write.proposals import ID_RE, INFO, Proposal, ProposalError, ProposalRefused, diff_text, load, root
 
 if TYPE_CHECKING:
     from memd.job.context import JobContext
@@ -87,7 +87,14 @@ def accept(ctx: JobContext, pid: str, *, lock_timeout: float,
 
 
 def reject(ctx: JobContext, pid: str) -> Proposal:
-    p = load(ctx.home, pid)
+    """Drop a proposal; a damaged one (its proposal.json unreadable, listed by `memd review`) too."""
+    try:
+        p = load(ctx.home, pid)
+    except ProposalError:
+        path = root(ctx.home) / pid
+        if not (ID_RE.match(pid) and path.is_dir() and not path.is_symlink()):
+            raise
+        p = Proposal(pid, path, {"damaged": True})
     remove(ctx.home, p)
     ctx.log.info("proposal.rejected", proposal=pid, job=p.info.get("job"))
     return p

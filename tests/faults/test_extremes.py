@@ -219,18 +219,22 @@ def test_links_in_memds_own_directories_are_refused_and_nothing_lands_outside(
     fault_report["extremes: links in memd/ refused"] += 1
 
 
-def test_linked_memory_and_projects_are_followed_and_doctor_says_where(tmp_path: Path) -> None:
+def test_linked_memory_and_projects_are_never_written_through_and_doctor_says_where(tmp_path: Path) -> None:
+    """Issue 23: `memory/` and `projects/` as links to elsewhere are refused as a link at `memd/` is."""
     home, outside = _offline_home(tmp_path)
     (outside / "drawer").mkdir()
     shutil.move(str(home / "projects"), outside / "projects")
     os.symlink(outside / "projects", home / "projects")
     os.symlink(outside / "drawer", home / "memory")
-    assert _run(home, "run-now", "extract", "--all", "--force").returncode == 0
-    assert _run(home, "run-now", "index", "--global").returncode == 0
+    before = snapshot(outside)
+    for args in (("run-now", "extract", "--all", "--force"), ("run-now", "index", "--global")):
+        _no_traceback(_run(home, *args))
+    assert snapshot(outside) == before, sorted(set(snapshot(outside)) - set(before))
     r = _run(home, "doctor")
     links = [ln for ln in r.stdout.splitlines() if " links " in ln]
-    assert links and links[0].startswith("ok") and f"memory/ → {outside / 'drawer'}" in links[0], r.stdout
+    assert links and links[0].startswith("FAIL") and f"memory/ → {outside / 'drawer'}" in links[0], r.stdout
     assert f"projects/ → {outside / 'projects'}" in links[0]
+    (home / "memd" / "history").mkdir(parents=True, exist_ok=True)
     os.symlink(outside, home / "memd" / "history" / "global")
     bad = [ln for ln in _run(home, "doctor").stdout.splitlines() if " links " in ln]
     assert bad and bad[0].startswith("FAIL") and "history/global" in bad[0], bad

@@ -47,8 +47,14 @@ def test_export_import_into_an_empty_home_round_trips_byte_for_byte(tmp_path: Pa
     exp.stdout.close()
     assert exp.wait(60) == 0 and imp.returncode == 0, imp.stderr
     before, after = snapshot(src), snapshot(Home(dst))
+    # a file memd cannot parse travels, but is kept aside where no agent reads it (issue 23)
+    broken = before.pop("memory/broken.md")
+    assert (Home(dst).memd_dir / "quarantine" / "global" / "broken.md").read_bytes() == broken[0]
+    assert "1 incoming file(s) kept aside" in run_memd(dst, "status", env=memd_env()).stdout
     assert set(before) == set(after)
     for path, (data, mtime) in before.items():
+        if path == "memory/MEMORY.md":
+            continue  # the source's index lists the unreadable file; the imported home has none
         assert after[path][0] == data, path
         if not path.endswith("MEMORY.md"):
             assert after[path][1] == mtime, path

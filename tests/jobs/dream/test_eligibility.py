@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -119,3 +120,33 @@ def test_session_scan_is_one_cheap_query_over_10k_sessions(home: Path) -> None:
     assert got[Place("global")] == sum(1 for r in rows if r[3] and r[4] > iso(now - timedelta(hours=24)))
     assert got[Place("project", "-p1")] == sum(1 for r in rows if r[0] == "-p1" and r[3])
     assert took < 0.5, took
+
+
+def test_a_scope_whose_memories_are_dated_2099_becomes_due_minhours_after_it_was_first_seen(home: Path) -> None:
+    """Issue 23: a future mtime is clamped to when it was first found, and kept; not to every look's now."""
+    d = mdir(home)
+    p = write_mem(d, "a", "alpha", "project", "alpha body")
+    future = datetime(2099, 1, 1, tzinfo=UTC).timestamp()
+    os.utime(p, (future, future))
+    s = mk_settings(dream={"minHours": 24, "minSessions": 1})
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=48)
+    write_session(home, KEY, "s1", t0 + timedelta(hours=47))
+    ingest(home)
+    ok, why = due_decisions(make_ctx(home, s, now=t0), [TARGET])[TARGET]
+    assert not ok and "0.0/24 hours" in why, why
+    ok, why = due_decisions(make_ctx(home, s, now=t0 + timedelta(hours=25)), [TARGET])[TARGET]
+    assert ok, why
+
+
+def test_a_transcript_dated_2099_counts_once_and_never_blocks_the_scope(home: Path) -> None:
+    write_mem(mdir(home), "a", "alpha", "project", "alpha body", age_h=24 * 20)
+    write_session(home, KEY, "s-future", datetime(2099, 1, 1, tzinfo=UTC))
+    ingest(home)
+    s = mk_settings(dream={"minHours": 24, "minSessions": 1})
+    now = datetime.now(UTC) + timedelta(minutes=1)
+    ok, why = due_decisions(make_ctx(home, s, now=now), [TARGET])[TARGET]
+    assert ok, why
+    ctx = make_ctx(home, s, now=now)
+    set_cursor(ctx.conn, "dream", str(TARGET), {"last": iso(now), "run": None}, iso(now))
+    ok, why = due_decisions(make_ctx(home, s, now=now + timedelta(hours=30)), [TARGET])[TARGET]
+    assert not ok and "0/1 sessions" in why, why  # counted once, before the consolidation

@@ -167,3 +167,21 @@ def test_an_unusable_second_answer_keeps_the_first_and_refuses_only_the_unseen_c
     assert r.outcome == "ok" and r.details["applied"]["added"] == 1 and r.details["applied"]["refused"] == 1
     assert "uv sync" in (home / "projects" / KEY / "memory" / "uses-uv.md").read_text()
     assert Home(home).project_memory(KEY).joinpath("poetry-lock-committed.md").exists()
+
+
+def test_an_answer_deleting_every_memory_it_was_shown_loses_its_deletions(tmp_path: Path) -> None:
+    """Issue 23: dream's whole-scope limit holds for an extraction answer too; its other operations stand."""
+    home = correction_home(tmp_path)
+    with FakeAnthropic([text("yes"), text("{}")]) as api:  # learn what the lookup shows
+        run_job(context(home, make_settings(), fake_url=api.base_url), extract, TARGET)
+    shown = {m.name for m in memories(home) if m.name in json.dumps(strong(api)[0]["messages"])}
+    assert len(shown) >= 2
+    home2 = correction_home(tmp_path / "again")
+    deletes = [op(op="delete", scope="project" if n != "editor-neovim" else "global", name=n, reason="gone")
+               for n in sorted(shown)]  # fmt: skip
+    with FakeAnthropic([text("yes"), ops_reply(*deletes, op(name="uses-poetry", type="project"))]) as api:
+        ctx = context(home2, make_settings(), fake_url=api.base_url)
+        r = run_job(ctx, extract, TARGET)
+    assert r.outcome == "ok", r
+    assert r.details["applied"]["deleted"] == 0 and r.details["applied"]["added"] == 1, r.details
+    assert shown <= {m.name for m in memories(home2)}
