@@ -209,6 +209,7 @@ def write_index(path: Path, memories: Sequence[Memory], *, record: Record | None
 
 
 def _write_index(path: Path, memories: Sequence[Memory], result: RefreshResult, record: Record | None) -> IndexRender:
+    sweep_stale_view_temps(path, datetime.now(UTC).timestamp())  # a killed earlier write's leftovers (I/O edge)
     try:
         done = write_index(path, memories, record=record)
     except OSError as exc:
