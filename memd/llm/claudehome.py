@@ -1,0 +1,84 @@
+"""What memd knows about the user's Claude Code without running it: the binary, the login, the pause.
+
+Read by `memd status` and `memd doctor` (start-up sensitive: standard library only, no process
+started) and by the `claude-code` provider (`memd.llm.claudecode`).
+
+- `find_claude(configured, path)`: the `claude` binary, `memd.claudePath` first, else on PATH.
+- `login_marker(env)`: the file that says Claude Code is logged in: `<config>/.credentials.json`
+  (Linux, Windows) or an `oauthAccount` in `.claude.json` (macOS keeps the token in the
+  keychain, but the account is there too). `<config>` is `CLAUDE_CONFIG_DIR`, else `~/.claude`;
+  `.claude.json` sits in the config directory when `CLAUDE_CONFIG_DIR` is set, else in `~`.
+- The pause: a usage-limit or rate-limit answer names when the limit resets; memd keeps that time
+  in `<memd dir>/claude-code-pause.json` ({"until": ISO, "reason": str}) so every model job of
+  every memd process waits for it without starting Claude Code again, and `memd status` shows it.
+
+Invariant: nothing here writes outside memd's own directory, and nothing raises for a missing or
+damaged file (a pause file that does not parse is no pause).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PAUSE_FILE", "find_claude", "login_marker", "read_pause", "write_pause"]
+
+PAUSE_FILE = "claude-code-pause.json"
+
+
+def find_claude(configured: str = "", path: str | None = None) -> str | None:
+    """The `claude` executable: `configured` (memd.claudePath) if it is one, else `claude` on `path`."""
+    if configured:
+        p = Path(configured).expanduser()
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+        return shutil.which(configured, path=path) if os.sep not in configured else None
+    return shutil.which("claude", path=path)
+
+
+def login_marker(env: Mapping[str, str]) -> str | None:
+    """The file showing a Claude Code login in this environment's home, or None."""
+    home = Path(env.get("HOME") or Path.home())
+    conf = env.get("CLAUDE_CONFIG_DIR")
+    config = Path(conf).expanduser() if conf else home / ".claude"
+    creds = config / ".credentials.json"
+    if creds.is_file() and creds.stat().st_size > 2:
+        return str(creds)
+    state = (config if conf else home) / ".claude.json"
+    try:
+        if state.is_file() and state.stat().st_size < 64 << 20:
+            data = json.loads(state.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and isinstance(data.get("oauthAccount"), dict):
+                return f"{state} (oauthAccount)"
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def read_pause(memd_dir: Path | None, now: datetime) -> dict[str, Any] | None:
+    """The pause still in force at `now` ({"until": datetime, "reason": str}), or None."""
+    if memd_dir is None:
+        return None
+    try:
+        data = json.loads((memd_dir / PAUSE_FILE).read_text(encoding="utf-8"))
+        until = datetime.fromisoformat(str(data["until"]).replace("Z", "+00:00"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if until.tzinfo is None:
+        until = until.replace(tzinfo=UTC)
+    if until <= now:
+        return None
+    return {"until": until, "reason": str(data.get("reason") or "usage limit")}
+
+
+def write_pause(memd_dir: Path, until: datetime, reason: str) -> None:
+    """Record that model calls through Claude Code wait until `until` (atomic, private)."""
+    from memd.fsutil import atomic_write  # noqa: PLC0415 - start-up: only when a limit was hit
+
+    stamp = until.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    atomic_write(memd_dir / PAUSE_FILE, json.dumps({"until": stamp, "reason": reason}) + "\n")
