@@ -82,3 +82,36 @@ def write_pause(memd_dir: Path, until: datetime, reason: str) -> None:
 
     stamp = until.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     atomic_write(memd_dir / PAUSE_FILE, json.dumps({"until": stamp, "reason": reason}) + "\n")
+
+
+RATE_DAYS = 7
+# Model calls a successful run of each job makes: extraction asks the gate, then (on yes) extracts.
+CALLS_PER_RUN = {"extract": 2, "summary": 1, "dream": 1}
+
+
+def calls_per_day(conn: Any, now: datetime, days: int = RATE_DAYS) -> float:
+    """The model calls a day memd's jobs would make at the last `days` days' rate (their runs that
+    did work, whatever the provider: an offline run is what a model run would have been)."""
+    since = (now - _days(days)).astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    rows = conn.execute("SELECT job, COUNT(*) FROM runs WHERE outcome='ok' AND started_at >= ? GROUP BY job",
+                        (since,)).fetchall()  # fmt: skip
+    return sum(CALLS_PER_RUN.get(job, 0) * int(n) for job, n in rows) / days
+
+
+def _days(n: int) -> Any:
+    from datetime import timedelta  # noqa: PLC0415 - start-up
+
+    return timedelta(days=n)
+
+
+def switch_hint(claude_path: str, env: Mapping[str, str], effective: str) -> dict[str, Any] | None:
+    """When a logged-in Claude Code is here and memd does not use it: what `memd status` and
+    `memd doctor` say (memd never switches by itself: the calls count against the user's plan)."""
+    if effective == "claude-code":
+        return None
+    binary = find_claude(claude_path, env.get("PATH"))
+    marker = login_marker(env) if binary else None
+    if binary is None or marker is None:
+        return None
+    return {"binary": binary, "login": marker,
+            "switch": 'set "memd": {"provider": "claude-code"} in the settings file'}  # fmt: skip
