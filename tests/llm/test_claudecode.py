@@ -129,3 +129,25 @@ def test_status_offers_a_logged_in_claude_code_with_its_rate(tmp_path: Path, mon
     data = gather(Home(home), NOW)
     assert data["provider"]["claude_code"] is None and data["provider"]["effective"] == "claude-code"
     assert "model calls paused until 2026-12-02T14:00" in render(data)
+
+
+def test_doctor_says_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.procs import memd_env, run_memd
+
+    exe = _fake_claude(tmp_path / "bin")
+    user = tmp_path / "user"
+    (user / ".claude").mkdir(parents=True)
+    (user / ".claude" / ".credentials.json").write_text('{"claudeAiOauth": {"accessToken": "x"}}')
+    env = memd_env(PATH=f"{exe.parent}:/usr/bin:/bin", HOME=str(user))
+    env.pop("CLAUDE_CONFIG_DIR", None)
+    home = tmp_path / "h"
+    home.mkdir()
+    r = run_memd(home, "doctor", "--json", env=env)
+    (check,) = [c for c in json.loads(r.stdout) if c["name"] == "provider"]
+    assert check["ok"] and "Claude Code is logged in here" in check["detail"] and ".credentials.json" in check["detail"]
+    (home / "settings.json").write_text(json.dumps({"memd": {"provider": "claude-code", "claudePath": str(exe)}}))
+    (check,) = [c for c in json.loads(run_memd(home, "doctor", "--json", env=env).stdout) if c["name"] == "provider"]
+    assert check["ok"] and check["detail"].startswith(f"claude-code at {exe}, login: ")
+    (home / "settings.json").write_text(json.dumps({"memd": {"provider": "claude-code", "claudePath": str(tmp_path / "nope")}}))
+    (check,) = [c for c in json.loads(run_memd(home, "doctor", "--json", env=env).stdout) if c["name"] == "provider"]
+    assert not check["ok"] and "not found" in check["detail"]
