@@ -1,7 +1,9 @@
 """No silent spending (SPEC §8.3): which sessions the model jobs may take up unasked, and the backlog.
 
-A session is *recent* when it was active within `memory.backfillDays` of now (its last record's
-timestamp, else its transcript's modification time). Extraction and summaries take up recent
+A session is *recent* when it was active within `memory.backfillDays` of now: its last record's
+timestamp or its transcript's modification time, whichever is later (Claude Code appends to a
+transcript only while the session lives, so an old session's file keeps its old time; a file
+copied in anew counts as new, which errs towards taking it up, as memd always did). Extraction and summaries take up recent
 sessions only; the others wait, shown by `memd status` as the backlog (sessions, estimated
 tokens, estimated price at the dated price table, `memd.llm.prices`), until `memd backfill`
 moves the horizon back (the `backfill` cursor, {"since": ISO}). A session that comes back to life
@@ -49,13 +51,13 @@ def horizon(days: int, now: datetime, since: datetime | None) -> datetime | None
 
 
 def is_recent(last_ts: str | None, mtime_ns: int | None, edge: datetime | None) -> bool:
-    """Pure: whether a session active at `last_ts` (else at its file's `mtime_ns`) is on this side of `edge`."""
+    """Pure: whether a session last active at `last_ts` or at its file's `mtime_ns` (the later) is
+    on this side of `edge`."""
     if edge is None:
         return True
-    when = parse_iso(last_ts) if last_ts else None
-    if when is None and mtime_ns:
-        when = datetime.fromtimestamp(mtime_ns / 1e9, UTC)
-    return when is None or when >= edge  # a session with no time at all is not held back
+    times = [t for t in (parse_iso(last_ts) if last_ts else None,
+                         datetime.fromtimestamp(mtime_ns / 1e9, UTC) if mtime_ns else None) if t is not None]  # fmt: skip
+    return not times or max(times) >= edge  # a session with no time at all is not held back
 
 
 _ACTIVITY_SQL = """

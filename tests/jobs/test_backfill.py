@@ -21,8 +21,9 @@ KEY = "-work-repo"
 LONG = "Please always run the linter before committing; broken CI costs us hours of waiting. " * 6
 
 
-def _session(home: Path, sid: str, last: datetime | None, turns: int = 4) -> Path:
-    """A transcript whose records are stamped up to `last` (None: no timestamps; the file's mtime is set)."""
+def _session(home: Path, sid: str, last: datetime | None, turns: int = 4, mtime: datetime | None = None) -> Path:
+    """A transcript whose records are stamped up to `last` (None: no timestamps), its file last
+    modified at `mtime` (default `last`, else now)."""
     path = home / "projects" / KEY / f"{sid}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
@@ -36,6 +37,9 @@ def _session(home: Path, sid: str, last: datetime | None, turns: int = 4) -> Pat
                 rec["message"] = {"id": f"m-{sid}-{i}", "role": "assistant", "content": [{"type": "text", "text": "Understood."}],
                                   "usage": {"input_tokens": 10, "output_tokens": 5}}  # fmt: skip
             fh.write(json.dumps(rec) + "\n")
+    if mtime or last:
+        t = (mtime or last).timestamp()  # type: ignore[union-attr]
+        os.utime(path, (t, t))
     return path
 
 
@@ -43,9 +47,8 @@ def _home(tmp_path: Path, now: datetime) -> Path:
     home = tmp_path / "h"
     _session(home, "new", now - timedelta(days=1))
     _session(home, "old", now - timedelta(days=40))
-    stale = _session(home, "undated", None)  # no record times: its file's mtime says when
-    t = (now - timedelta(days=30)).timestamp()
-    os.utime(stale, (t, t))
+    _session(home, "undated", None, mtime=now - timedelta(days=30))  # no record times: its file's mtime says when
+    _session(home, "copied", now - timedelta(days=50), mtime=now - timedelta(hours=1))  # written anew: recent
     ingest(home, now)
     return home
 
@@ -58,14 +61,14 @@ def test_a_first_start_takes_up_only_sessions_active_within_backfill_days(tmp_pa
     home = _home(tmp_path, now)
     ctx = context(home, make_settings(memory=SETTINGS), now=now)
     every = {p.session_id for p in extract.due_all(ctx)}
-    assert every == {"new", "old", "undated"}  # all three would be extracted without the horizon
-    assert [p.session_id for p in extract.due(ctx)] == ["new"]
-    assert {p.session_id for p in summary.due_all(ctx)} == {"new", "old", "undated"}
-    assert [p.session_id for p in summary.due(ctx)] == ["new"]
+    assert every == {"new", "old", "undated", "copied"}  # all would be extracted without the horizon
+    assert {p.session_id for p in extract.due(ctx)} == {"new", "copied"}
+    assert {p.session_id for p in summary.due_all(ctx)} == {"new", "old", "undated", "copied"}
+    assert {p.session_id for p in summary.due(ctx)} == {"new", "copied"}
     wide = context(home, make_settings(memory={**SETTINGS, "backfillDays": 60}), now=now)
-    assert {p.session_id for p in extract.due(wide)} == {"new", "old", "undated"}
+    assert {p.session_id for p in extract.due(wide)} == {"new", "old", "undated", "copied"}
     off = context(home, make_settings(memory={**SETTINGS, "backfillDays": 0}), now=now)
-    assert {p.session_id for p in summary.due(off)} == {"new", "old", "undated"}
+    assert {p.session_id for p in summary.due(off)} == {"new", "old", "undated", "copied"}
 
 
 def test_status_shows_the_backlog_priced_before_anything_is_spent(tmp_path: Path) -> None:
@@ -77,7 +80,7 @@ def test_status_shows_the_backlog_priced_before_anything_is_spent(tmp_path: Path
     assert (b["sessions"], b["extract"], b["summary"]) == (2, 2, 2), b
     assert b["estimated_tokens"] > 0 and b["estimated_usd"] is not None and b["estimated_usd"] > 0
     assert b["horizon"].startswith("2026-11-23") and b["prices_as_of"]
-    assert data["jobs"]["extract"]["due"] == 1 and data["jobs"]["summary"]["due"] == 1
+    assert data["jobs"]["extract"]["due"] == 2 and data["jobs"]["summary"]["due"] == 2
     text = render(data)
     assert "backlog: 2 sessions idle before 2026-11-23" in text and "memd backfill" in text
     assert not (home / "memory").exists()  # nothing was spent or written
@@ -126,6 +129,7 @@ def test_the_pure_rules() -> None:
     assert horizon(0, now, None) is None
     assert is_recent("2026-11-29T00:00:00Z", None, edge) and not is_recent("2026-11-01T00:00:00Z", None, edge)
     assert not is_recent(None, int((now - timedelta(days=9)).timestamp() * 1e9), edge)
+    assert is_recent("2026-11-01T00:00:00Z", int((now - timedelta(days=1)).timestamp() * 1e9), edge)  # the later wins
     assert is_recent(None, None, edge)  # no time at all: not held back
     tokens, usd = estimate([("extract", 4000), ("summary", 4000)], "claude-haiku-4-5", "claude-sonnet-4-6", PriceTable())
     assert tokens == (1500 + 1) + (1000 + 600) * 2 and usd is not None and usd > 0
