@@ -48,6 +48,7 @@ MEMD_FIELDS: list[tuple[str, str, Any]] = [
     ("strongModel", "str", "claude-sonnet-4-6"),
     ("baseUrl", "str", ""),
     ("claudePath", "str", ""),  # provider claude-code: the `claude` binary ("" = found on PATH)
+    ("claudeConcurrency", "int:1..16", 1),  # provider claude-code: calls at once across memd's processes
     ("timeoutSeconds", "int:1..3600", 60),
     ("recallBudgetMs", "int:200..60000", 1500),  # the prompt hook, from its process's start to its answer
     ("maxRetries", "int:0..20", 4),
@@ -138,6 +139,7 @@ class Memd(NamedTuple):
     strong_model: str
     base_url: str
     claude_path: str
+    claude_concurrency: int
     timeout_seconds: int
     recall_budget_ms: int
     max_retries: int

@@ -143,6 +143,7 @@ def llm_config(settings: Settings, memd_dir: Path | None = None) -> Any:
         base_url=m.base_url or None,
         api_key=load_key(memd_dir)[0] if memd_dir is not None else None,
         claude_path=m.claude_path,
+        claude_concurrency=m.claude_concurrency,
         state_dir=str(memd_dir) if memd_dir is not None else None,
         timeout_s=float(m.timeout_seconds),
         max_retries=m.max_retries,

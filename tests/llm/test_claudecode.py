@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from memd import state
 from memd.daemon.status import gather, render
 from memd.llm.claudecode import DEFAULT_LIMIT_WAIT_S, Limited, cli_model, command, limit_wait, read_result
 from memd.llm.claudehome import find_claude, login_marker, read_pause, write_pause
 from memd.llm.client import LLM
 from memd.llm.types import Completion, Failure, LLMConfig, ModelUnavailable
 from memd.tree import Home
+from tests.procs import memd_env, run_memd
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 
@@ -109,8 +111,6 @@ def test_status_offers_a_logged_in_claude_code_with_its_rate(tmp_path: Path, mon
     assert login_marker({"HOME": str(home_dir)}) == f"{home_dir / '.claude.json'} (oauthAccount)"
     home = tmp_path / "h"
     home.mkdir()
-    from memd import state
-
     conn = state.connect(Home(home).state_db)
     for day in range(7):  # 2 extractions and a summary a day: 5 model calls
         ts = (NOW - timedelta(days=day, hours=1)).isoformat().replace("+00:00", "Z")
@@ -131,9 +131,7 @@ def test_status_offers_a_logged_in_claude_code_with_its_rate(tmp_path: Path, mon
     assert "model calls paused until 2026-12-02T14:00" in render(data)
 
 
-def test_doctor_says_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.procs import memd_env, run_memd
-
+def test_doctor_says_the_same(tmp_path: Path) -> None:
     exe = _fake_claude(tmp_path / "bin")
     user = tmp_path / "user"
     (user / ".claude").mkdir(parents=True)

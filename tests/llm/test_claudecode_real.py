@@ -15,9 +15,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import structlog
 
 from jobs import extract
 from memd import settings as st
+from memd import state
 from memd.job.context import JobContext, llm_config, record_call, tokens_today
 from memd.job.runner import run_job
 from memd.llm.claudehome import PAUSE_FILE, read_pause
@@ -139,10 +141,6 @@ def _processes_using(base_url: str) -> list[int]:
 
 
 def _ctx(home: Path, settings: st.Settings, w: dict[str, Path]) -> JobContext:
-    import structlog
-
-    from memd import state
-
     h = Home(home)
     conn = state.connect(h.state_db)
     now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
