@@ -29,6 +29,7 @@ from memd.memory.scan import scan_dir
 from memd.tree import Home, Place
 from tests.fakeapi import FakeAnthropic, delay, op, ops_reply, status, text
 from tests.jobkit import ingest, make_settings, write_session
+from tests.procs import run_memd
 from tests.realclaude import claude_env, claude_memory_key, claude_or_skip
 
 SECRET = "sk-ant-api03-" + "Q" * 40
@@ -178,3 +179,27 @@ def test_a_memory_lands_through_an_extraction_run(world: dict[str, Path], monkey
     sessions = [tuple(r) for r in ctx.conn.execute("SELECT key, session_id FROM sessions")]
     assert sessions == [(key, sid)]
     assert [p.name for p in _transcripts(home)] == [f"{sid}.jsonl"]
+
+
+def test_a_limit_during_an_extraction_defers_it_and_status_shows_the_pause(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    home = world["config"]
+    key, sid = "-work-repo", "s1"
+    write_session(home / "projects" / key / f"{sid}.jsonl",
+                  [("user", "Please always run the linter before committing."), ("assistant", "Understood.")])  # fmt: skip
+    ingest(home)
+    settings = make_settings({"provider": "claude-code", "claudePath": str(world["bin"]), "maxRetries": 2})
+    (home / "settings.json").write_text(json.dumps({"memd": {"provider": "claude-code", "claudePath": str(world["bin"])}}))
+    limit = status(429, error_type="rate_limit_error", message="You've hit your session limit · resets in 3 hours")
+    with FakeAnthropic([limit, limit, limit]) as api:
+        _point(monkeypatch, world, api.base_url)
+        ctx = _ctx(home, settings, world)
+        r = run_job(ctx, extract, Place("session", key, sid))
+        assert r.outcome == "deferred" and "wait until" in r.reason, r
+        assert len(api.message_requests) == 1  # not retried: a retry would spend more of the plan
+        again = run_job(ctx, extract, Place("session", key, sid))
+        assert again.outcome == "deferred" and len(api.message_requests) == 1
+    st_json = json.loads(run_memd(home, "status", "--json", env=dict(os.environ)).stdout)
+    until = datetime.fromisoformat(st_json["provider"]["paused_until"])
+    assert 2.9 < (until - datetime.now(UTC)).total_seconds() / 3600 <= 3.0
+    sessions = json.loads(run_memd(home, "sessions", "--json", env=dict(os.environ)).stdout)
+    assert [s.get("session_id") for s in (sessions if isinstance(sessions, list) else sessions["sessions"])] == [sid]
