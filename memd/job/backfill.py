@@ -66,9 +66,18 @@ FROM sessions s WHERE s.is_subagent = 0
 """
 
 
-def activity(conn: sqlite3.Connection) -> dict[tuple[str, str], tuple[str | None, int | None, int]]:
-    """(key, session) → (last record time, newest file mtime, conversation characters), one query."""
-    return {(k, sid): (ts, mt, int(chars or 0)) for k, sid, ts, mt, chars in conn.execute(_ACTIVITY_SQL)}
+FEW = 64  # up to this many sessions are looked up one by one (the daemon's event path: one session)
+
+
+def activity(conn: sqlite3.Connection, only: list[Place] | None = None) -> dict[tuple[str, str], tuple[str | None, int | None, int]]:
+    """(key, session) → (last record time, newest file mtime, conversation characters): of the
+    sessions in `only` when they are few, else of every session in one query."""
+    if only is not None and len(only) <= FEW:
+        rows = [r for p in only for r in conn.execute(_ACTIVITY_SQL + " AND s.key = ? AND s.session_id = ?",
+                                                       (p.key, p.session_id))]  # fmt: skip
+    else:
+        rows = list(conn.execute(_ACTIVITY_SQL))
+    return {(k, sid): (ts, mt, int(chars or 0)) for k, sid, ts, mt, chars in rows}
 
 
 def current_horizon(conn: sqlite3.Connection, settings: Settings, now: datetime) -> datetime | None:
@@ -80,7 +89,7 @@ def keep_recent(conn: sqlite3.Connection, settings: Settings, now: datetime, due
     edge = current_horizon(conn, settings, now)
     if edge is None or not due:
         return due
-    acts = activity(conn)
+    acts = activity(conn, due)
     return [p for p in due if _recent(acts.get((p.key or "", p.session_id or "")), edge)]
 
 
