@@ -49,15 +49,29 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memd.llm.types import RETRYABLE_STATUS, Completion, Failure, short
+import structlog
 
-__all__ = ["DEFAULT_LIMIT_WAIT_S", "Limited", "call", "cli_model", "command", "limit_wait", "read_result"]
+from memd.llm.types import (
+    RETRYABLE_STATUS,
+    Availability,
+    BudgetExceeded,
+    Completion,
+    Failure,
+    LLMConfig,
+    ModelPaused,
+    short,
+)
+
+__all__ = ["DEFAULT_LIMIT_WAIT_S", "Limited", "attempt", "availability", "call", "cli_model", "command", "limit_wait",
+           "read_result"]
+
+log = structlog.get_logger("memd.llm")
 
 # A limit whose answer names no time: wait this long (hours, not seconds: a subscription's limit
 # resets in hours, and trying every five minutes would only burn more of it).
@@ -313,3 +327,51 @@ def _run(argv: list[str], user: str, cwd: Path, env: dict[str, str], deadline: f
     finally:
         _kill_group(proc)  # anything it left behind in its group goes with it
     return read_result(out.decode("utf-8", "replace"), proc.returncode, err.decode("utf-8", "replace"), model, now)
+
+
+# --- what `memd.llm.client.LLM` asks of this provider -----------------------------------------------
+
+
+def availability(config: LLMConfig, now_epoch: float, budget_spent: Callable[[], BudgetExceeded | None]) -> Availability:
+    """The binary is there, no usage limit waits, today's budget is not spent."""
+    from memd.llm.claudehome import find_claude, read_pause  # noqa: PLC0415 - start-up
+
+    binary = find_claude(config.claude_path)
+    if binary is None:
+        where = config.claude_path or "`claude` on PATH"
+        return Availability(False, f"claude-code: {where} not found (install Claude Code or set memd.claudePath)",
+                            "no-claude")  # fmt: skip
+    state_dir = Path(config.state_dir) if config.state_dir else None
+    pause = read_pause(state_dir, datetime.fromtimestamp(now_epoch, UTC))
+    if pause is not None:
+        return Availability(False, f"claude-code: {pause['reason']}; model calls wait until "
+                                   f"{pause['until'].isoformat(timespec='minutes')}", "paused")  # fmt: skip
+    spent = budget_spent()
+    if spent is not None:
+        return Availability(False, str(spent), "budget")
+    return Availability(True, f"claude-code at {binary}", "ok")
+
+
+def attempt(config: LLMConfig, request: dict[str, Any], timeout: float, now_epoch: float,
+            record: Callable[[str, str], None]) -> Completion | Failure:  # fmt: skip
+    """One call. A usage or rate limit pauses every model job until the time it names (the pause
+    file), is recorded as a failed call (`record(model, error)`) and raises `ModelPaused`: it is
+    not retried, which would only spend more of the plan."""
+    from memd.llm.claudehome import find_claude, write_pause  # noqa: PLC0415 - start-up
+
+    binary = find_claude(config.claude_path) or config.claude_path or "claude"
+    now = datetime.fromtimestamp(now_epoch, UTC)
+    state_dir = Path(config.state_dir) if config.state_dir else None
+    outcome = call(binary, request, timeout, now=now, lock_dir=state_dir, slots=int(config.claude_concurrency))
+    if not isinstance(outcome, Limited):
+        return outcome
+    until = now + timedelta(seconds=outcome.wait_s)
+    if state_dir is not None:
+        try:
+            write_pause(state_dir, until, outcome.message)
+        except OSError as exc:  # the job is deferred either way; only the pause is not kept
+            log.error("model.pause_unrecorded", error=type(exc).__name__)
+    record(str(request["model"]), outcome.message)
+    log.warning("model.paused", provider="claude-code", until=until.isoformat(timespec="seconds"), error=outcome.message)
+    raise ModelPaused(f"{outcome.message}; model calls wait until {until.isoformat(timespec='minutes')}",
+                      until=until.timestamp())  # fmt: skip

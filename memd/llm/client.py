@@ -52,7 +52,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -263,52 +262,16 @@ class LLM:
     # --- internals ---
 
     def _claude_code_availability(self) -> Availability:
-        """claude-code: the binary is there, no usage limit waits, today's budget is not spent."""
-        from datetime import UTC, datetime  # noqa: PLC0415 - start-up
+        from memd.llm import claudecode  # noqa: PLC0415 - start-up
 
-        from memd.llm.claudehome import find_claude, read_pause  # noqa: PLC0415 - start-up
-
-        binary = find_claude(self.config.claude_path)
-        if binary is None:
-            where = self.config.claude_path or "`claude` on PATH"
-            return Availability(False, f"claude-code: {where} not found (install Claude Code or set memd.claudePath)",
-                                "no-claude")  # fmt: skip
-        state_dir = Path(self.config.state_dir) if self.config.state_dir else None
-        pause = read_pause(state_dir, datetime.fromtimestamp(self._clock(), UTC))
-        if pause is not None:
-            return Availability(False, f"claude-code: {pause['reason']}; model calls wait until "
-                                       f"{pause['until'].isoformat(timespec='minutes')}", "paused")  # fmt: skip
-        spent = self._budget_spent()
-        if spent is not None:
-            return Availability(False, str(spent), "budget")
-        return Availability(True, f"claude-code at {binary}", "ok")
+        return claudecode.availability(self.config, self._clock(), self._budget_spent)
 
     def _claude_code_attempt(self, job: str, tier: str, request: dict[str, Any], timeout: float) -> Completion | Failure:
-        """One claude-code call (memd.llm.claudecode); a usage or rate limit pauses every model
-        job until the time it names and raises `ModelPaused` (not retried: it would spend more)."""
-        from datetime import UTC, datetime, timedelta  # noqa: PLC0415 - start-up
-
+        """One claude-code call; a usage or rate limit is recorded and raised as `ModelPaused`."""
         from memd.llm import claudecode  # noqa: PLC0415 - start-up
-        from memd.llm.claudehome import find_claude, write_pause  # noqa: PLC0415 - start-up
 
-        binary = find_claude(self.config.claude_path) or self.config.claude_path or "claude"
-        now = datetime.fromtimestamp(self._clock(), UTC)
-        state_dir = Path(self.config.state_dir) if self.config.state_dir else None
-        outcome = claudecode.call(binary, request, timeout, now=now, lock_dir=state_dir,
-                                  slots=int(self.config.claude_concurrency))  # fmt: skip
-        if not isinstance(outcome, claudecode.Limited):
-            return outcome
-        until = now + timedelta(seconds=outcome.wait_s)
-        if state_dir is not None:
-            try:
-                write_pause(state_dir, until, outcome.message)
-            except OSError as exc:  # the job is deferred either way; only the pause is not kept
-                log.error("model.pause_unrecorded", error=type(exc).__name__)
-        self._record(job, tier, str(request["model"]), None, ok=False, error=outcome.message)
-        log.warning("model.paused", job=job, provider="claude-code", until=until.isoformat(timespec="seconds"),
-                    error=outcome.message)  # fmt: skip
-        raise ModelPaused(f"{outcome.message}; model calls wait until {until.isoformat(timespec='minutes')}",
-                          until=until.timestamp())  # fmt: skip
+        return claudecode.attempt(self.config, request, timeout, self._clock(),
+                                  record=lambda model, err: self._record(job, tier, model, None, ok=False, error=err))  # fmt: skip
 
     def _stopping(self) -> bool:
         return self.should_stop is not None and bool(self.should_stop())
