@@ -15,7 +15,8 @@ from memd.job.backfill import estimate, horizon, is_recent
 from memd.llm.prices import PriceTable
 from memd.tree import Place
 from tests.jobkit import context, ingest, make_settings
-from tests.procs import run_memd
+from tests.jobs.extract.kit import state_rows
+from tests.procs import DaemonProc, FakeApiProc, memd_env, run_memd, wait_for
 
 KEY = "-work-repo"
 LONG = "Please always run the linter before committing; broken CI costs us hours of waiting. " * 6
@@ -135,3 +136,36 @@ def test_the_pure_rules() -> None:
     assert tokens == (1500 + 1) + (1000 + 600) * 2 and usd is not None and usd > 0
     assert estimate([("summary", 40)], "x", "unknown-model", PriceTable())[1] is None  # never a wrong zero
     assert Place("session", KEY, "new").session_id == "new"
+
+
+def test_the_daemon_on_a_home_with_history_sends_only_recent_sessions(tmp_path: Path) -> None:
+    """memd started as a process on a home with an old and a new session, with a model: only the
+    new session reaches the API; the old one waits as the backlog until `memd backfill`, after
+    which the running daemon takes it up."""
+    now = datetime.now(UTC)
+    home = tmp_path / "h"
+    _session(home, "new", now - timedelta(days=1))
+    _session(home, "old", now - timedelta(days=40))
+    (home / "settings.json").write_text(json.dumps({"memory": {"sessionMemory": {"enabled": False}},
+                                                    "memd": {"reconcileSeconds": 2}}))  # fmt: skip
+    with FakeApiProc(tmp_path, {"default": {"kind": "text", "text": "no"}}) as api, \
+            DaemonProc(home, env=api_env(api)):  # fmt: skip
+        wait_for(lambda: _cursor(home, "new"), 60, every=0.2)
+        st = json.loads(run_memd(home, "status", "--json", env=api_env(api)).stdout)
+        assert st["backlog"]["sessions"] == 1 and st["jobs"]["extract"]["due"] == 0, st["backlog"]
+        sent = json.dumps([r["body"] for r in api.requests()])
+        assert "(new 0)" in sent and "(old 0)" not in sent
+        assert _cursor(home, "old") is None
+        r = run_memd(home, "backfill", "--json", env=api_env(api))
+        assert r.returncode == 0 and json.loads(r.stdout)["daemon"] is True, r.stdout + r.stderr
+        wait_for(lambda: _cursor(home, "old"), 60, every=0.2)
+        assert "(old 0)" in json.dumps([r["body"] for r in api.requests()])
+
+
+def api_env(api: FakeApiProc) -> dict[str, str]:
+    return memd_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="test-key")
+
+
+def _cursor(home: Path, sid: str) -> Any:
+    rows = state_rows(home, "SELECT value FROM cursors WHERE job='extract' AND target=?", (f"session:{KEY}:{sid}",))
+    return rows[0]["value"] if rows else None
