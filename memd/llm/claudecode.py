@@ -120,9 +120,16 @@ def command(binary: str, model: str, system_file: str) -> list[str]:
             "--system-prompt-file", system_file]  # fmt: skip
 
 
+# What a parent Claude Code session sets for its hooks (memd's recall hook may make this call):
+# none of it may tie memd's call to that session, its project or its IDE.
+PARENT_SESSION_ENV = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT", "CLAUDE_PROJECT_DIR",
+                      "CLAUDE_ENV_FILE", "CLAUDE_SESSION_ID")  # fmt: skip
+
+
 def environment(base: Mapping[str, str], max_tokens: int) -> dict[str, str]:
-    """The user's environment (their login, PATH, proxies) plus the isolation switches."""
-    env = dict(base)
+    """The user's environment (their login, PATH, proxies) plus the isolation switches, without
+    what a parent Claude Code session set."""
+    env = {k: v for k, v in base.items() if k not in PARENT_SESSION_ENV}
     env.update(ISOLATION_ENV)
     env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(int(max_tokens))
     return env

@@ -11,7 +11,15 @@ import pytest
 
 from memd import state
 from memd.daemon.status import gather, render
-from memd.llm.claudecode import DEFAULT_LIMIT_WAIT_S, Limited, cli_model, command, limit_wait, read_result
+from memd.llm.claudecode import (
+    DEFAULT_LIMIT_WAIT_S,
+    Limited,
+    cli_model,
+    command,
+    environment,
+    limit_wait,
+    read_result,
+)
 from memd.llm.claudehome import find_claude, login_marker, read_pause, write_pause
 from memd.llm.client import LLM
 from memd.llm.types import Completion, Failure, LLMConfig, ModelUnavailable
@@ -149,3 +157,12 @@ def test_doctor_says_the_same(tmp_path: Path) -> None:
     (home / "settings.json").write_text(json.dumps({"memd": {"provider": "claude-code", "claudePath": str(tmp_path / "nope")}}))
     (check,) = [c for c in json.loads(run_memd(home, "doctor", "--json", env=env).stdout) if c["name"] == "provider"]
     assert not check["ok"] and "not found" in check["detail"]
+
+
+def test_the_environment_keeps_the_login_and_drops_the_parent_session() -> None:
+    env = environment({"HOME": "/home/u", "PATH": "/bin", "CLAUDECODE": "1", "CLAUDE_PROJECT_DIR": "/p",
+                       "HTTPS_PROXY": "http://proxy"}, 64)  # fmt: skip
+    assert env["HOME"] == "/home/u" and env["HTTPS_PROXY"] == "http://proxy"
+    assert "CLAUDECODE" not in env and "CLAUDE_PROJECT_DIR" not in env
+    assert env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] == "1" and env["CLAUDE_CODE_DISABLE_THINKING"] == "1"
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "0" and env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "64"
