@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,8 +36,17 @@ def find_claude(configured: str = "", path: str | None = None) -> str | None:
         p = Path(configured).expanduser()
         if p.is_file() and os.access(p, os.X_OK):
             return str(p)
-        return shutil.which(configured, path=path) if os.sep not in configured else None
-    return shutil.which("claude", path=path)
+        return _which(configured, path) if os.sep not in configured else None
+    return _which("claude", path)
+
+
+def _which(name: str, path: str | None) -> str | None:
+    """`shutil.which` for a plain name on POSIX, without importing shutil (`memd status` asks)."""
+    for d in (path if path is not None else os.environ.get("PATH", os.defpath)).split(os.pathsep):
+        cand = os.path.join(d or ".", name)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
 
 
 def login_marker(env: Mapping[str, str]) -> str | None:
