@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from memd.daemon.status import gather, render
 from memd.llm.claudecode import (
     DEFAULT_LIMIT_WAIT_S,
     Limited,
+    call,
     cli_model,
     command,
     environment,
@@ -166,3 +169,24 @@ def test_the_environment_keeps_the_login_and_drops_the_parent_session() -> None:
     assert "CLAUDECODE" not in env and "CLAUDE_PROJECT_DIR" not in env
     assert env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] == "1" and env["CLAUDE_CODE_DISABLE_THINKING"] == "1"
     assert env["CLAUDE_CODE_MAX_RETRIES"] == "0" and env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "64"
+
+
+def test_one_call_at_a_time_across_processes(tmp_path: Path) -> None:
+    """A slot held elsewhere (another memd process's `flock`, simulated by a second open file
+    description) makes a call wait, and give up at its deadline without starting Claude Code."""
+    marker = tmp_path / "started"
+    exe = tmp_path / "claude"
+    exe.write_text(f"#!/bin/sh\ntouch {marker}\necho '{json.dumps(OK)}'\n")
+    exe.chmod(0o755)
+    request = {"model": "haiku", "max_tokens": 5, "messages": [{"role": "user", "content": "u"}]}
+    fd = os.open(tmp_path / "claude-code.slot0.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        got = call(str(exe), request, 0.5, now=NOW, lock_dir=tmp_path, slots=1)
+        assert isinstance(got, Failure) and "waiting for another claude-code call" in got.message
+        assert not marker.exists()
+        two = call(str(exe), request, 30, now=NOW, lock_dir=tmp_path, slots=2)  # a second slot is free
+        assert isinstance(two, Completion) and marker.exists()
+    finally:
+        os.close(fd)
+    assert isinstance(call(str(exe), request, 30, now=NOW, lock_dir=tmp_path, slots=1), Completion)
