@@ -15,7 +15,9 @@ with the user prompt on stdin, from an empty temporary working directory, and th
 `CLAUDE_CODE_DISABLE_AUTO_MEMORY=1`, `CLAUDE_CODE_DISABLE_THINKING=1` (thinking off: the request
 carries no `thinking` block; `MAX_THINKING_TOKENS=0` alone leaves adaptive thinking on),
 `CLAUDE_CODE_MAX_OUTPUT_TOKENS`, `CLAUDE_CODE_MAX_RETRIES=0` (Claude Code retries a 429 on its
-own otherwise, past memd's deadline and its stop flag), and no non-essential traffic. What each switch removes:
+own otherwise, past memd's deadline and its stop flag), and no non-essential traffic; what a
+parent Claude Code session set for its hooks (`PARENT_SESSION_ENV`) is dropped. What each switch
+removes:
 `--tools ""` the 12 built-in tools; `--setting-sources ""` the user's and the project's
 settings, so no hook runs (memd's own SessionStart and UserPromptSubmit hooks would recurse) and
 no `CLAUDE.md` is read; `--strict-mcp-config` every MCP server (memd's included);
@@ -31,8 +33,9 @@ Invariants:
   an exclusive `flock` on a slot file under memd's directory across processes (the daemon and a
   `memd run-now` share the user's plan).
 - A usage-limit or rate-limit answer is not retried: it becomes a `Limited` with the time the
-  answer names (default `DEFAULT_LIMIT_WAIT_S`), which the client records as a pause
-  (`memd.llm.claudehome.write_pause`) and raises as `ModelPaused` (the job is deferred).
+  answer names (default `DEFAULT_LIMIT_WAIT_S`), which `attempt` records as a pause
+  (`memd.llm.claudehome.write_pause`) and raises as `ModelPaused` (the job is deferred; every
+  later call finds the pause in `availability` and starts no process until it ends).
 - Nothing of the prompt reaches an error message: errors are built from the result's status and
   a short redacted excerpt of Claude Code's own message.
 - `read_result` and `limit_wait` are pure (time passed in), tested without a process.
