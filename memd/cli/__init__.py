@@ -45,6 +45,7 @@ COMMAND_MODULES: dict[str, str] = {
     "cost": "cost",
     "ui": "ui",
     "backfill": "backfill",
+    "provider": "provider",
 }
 
 # Commands that must start fast and never log: they skip importing structlog (`scan` sets logging

@@ -138,7 +138,7 @@ def _claude_code(home: Any, s: Settings, provider: str, waiting: str | None, cal
             return None
         base = _plain(provider)
         return Check("provider", True, f"{base}; Claude Code is logged in here ({hint['login']}): "
-                     f"{hint['switch']} ({home.settings_file}) to use it — its calls count against your plan")  # fmt: skip
+                     f"`{hint['switch']}` uses it — its calls count against your plan")  # fmt: skip
     if waiting:
         return Check("provider", False, f"claude-code: {waiting}", "install Claude Code or set memd.claudePath")
     pause = read_pause(home.memd_dir, system_clock())

@@ -239,8 +239,7 @@ def _spending_lines(d: dict[str, Any]) -> list[str]:
         out.append(f"model calls paused until {p['paused_until']} (a usage limit of Claude Code)")
     if cc := p.get("claude_code"):
         out.append(f"Claude Code is logged in here: memd could use it for about {cc['calls_per_day']:g} calls a day "
-                   f"(last 7 days' rate; they count against your plan): set \"memd\": {{\"provider\": \"claude-code\"}} "
-                   f"in {cc['settings_file']}")  # fmt: skip
+                   f"(last 7 days' rate; they count against your plan): `{cc['switch']}` switches")  # fmt: skip
     b = d.get("backlog") or {}
     if b.get("sessions"):
         usd = "price unknown" if b["estimated_usd"] is None else f"about ${b['estimated_usd']:.2f}"

@@ -122,4 +122,4 @@ def switch_hint(claude_path: str, env: Mapping[str, str], effective: str) -> dic
     if binary is None or marker is None:
         return None
     return {"binary": binary, "login": marker,
-            "switch": 'set "memd": {"provider": "claude-code"} in the settings file'}  # fmt: skip
+            "switch": "memd provider claude-code"}  # fmt: skip

@@ -134,7 +134,7 @@ def test_status_offers_a_logged_in_claude_code_with_its_rate(tmp_path: Path, mon
     cc = data["provider"]["claude_code"]
     assert data["provider"]["effective"] == "offline" and cc["calls_per_day"] == 5.0
     line = next(x for x in render(data).splitlines() if x.startswith("Claude Code is logged in"))
-    assert "about 5 calls a day" in line and '"provider": "claude-code"' in line
+    assert "about 5 calls a day" in line and "`memd provider claude-code` switches" in line
     (home / "settings.json").write_text(json.dumps({"memd": {"provider": "claude-code"}}))
     write_pause(Home(home).memd_dir, NOW + timedelta(hours=4), "claude-code: limit")
     data = gather(Home(home), NOW)
@@ -190,3 +190,25 @@ def test_one_call_at_a_time_across_processes(tmp_path: Path) -> None:
     finally:
         os.close(fd)
     assert isinstance(call(str(exe), request, 30, now=NOW, lock_dir=tmp_path, slots=1), Completion)
+
+
+def test_memd_provider_switches_a_strict_file_and_leaves_a_commented_one_alone(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    home.mkdir()
+    settings = home / "settings.json"
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]}, "memd": {"logLevel": "debug"}}))
+    settings.chmod(0o644)
+    r = run_memd(home, "provider", "claude-code", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["previous"], out["configured"]) == ("auto", "claude-code")
+    data = json.loads(settings.read_text())
+    assert data == {"permissions": {"allow": ["Bash(ls)"]}, "memd": {"logLevel": "debug", "provider": "claude-code"}}
+    assert settings.stat().st_mode & 0o777 == 0o644
+    assert json.loads((home / "memd" / "settings.previous.json").read_text())["memd"] == {"logLevel": "debug"}
+    assert "provider: claude-code" in run_memd(home, "provider").stdout
+    commented = '{\n  // mine\n  "memory": {"enabled": true,},\n}\n'
+    settings.write_text(commented)
+    r = run_memd(home, "provider", "claude-code")
+    assert r.returncode == 5 and "not strict JSON" in r.stderr + r.stdout and settings.read_text() == commented
+    assert run_memd(home, "provider", "bogus").returncode == 2
