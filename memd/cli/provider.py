@@ -61,6 +61,9 @@ def provider_cmd(ctx: click.Context, name: str | None, as_json: bool) -> None:
         raw = path.read_text(encoding="utf-8") if path.is_file() else None
         text = switched(raw, name, path)
         mode = (path.stat().st_mode & 0o777) if path.is_file() else 0o600
+        if path.is_symlink():
+            raise ConfigError(f'{path}: a symlink; memd does not replace it: add "memd": {{"provider": "{name}"}} '
+                              "where it points")  # fmt: skip
         if raw is not None:
             atomic_write(home.memd_dir / PREVIOUS, raw)
         atomic_write(path, text, mode=mode)
