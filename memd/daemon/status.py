@@ -236,7 +236,7 @@ def _spending_lines(d: dict[str, Any]) -> list[str]:
     """The claude-code pause or offer, and the backlog, one line each (see `_spending`)."""
     out, p = [], d["provider"]
     if p.get("paused_until"):
-        out.append(f"model calls paused until {p['paused_until']} (a usage limit of Claude Code)")
+        out.append(f"model calls paused until {local_text(p['paused_until'])} (a usage limit of Claude Code)")
     if cc := p.get("claude_code"):
         out.append(f"Claude Code is logged in here: memd could use it for about {cc['calls_per_day']:g} calls a day "
                    f"(last 7 days' rate; they count against your plan): `{cc['switch']}` switches")  # fmt: skip

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from memd import state
+from memd.clock import local_text
 from memd.daemon.status import gather, render
 from memd.llm.claudecode import (
     DEFAULT_LIMIT_WAIT_S,
@@ -139,7 +140,7 @@ def test_status_offers_a_logged_in_claude_code_with_its_rate(tmp_path: Path, mon
     write_pause(Home(home).memd_dir, NOW + timedelta(hours=4), "claude-code: limit")
     data = gather(Home(home), NOW)
     assert data["provider"]["claude_code"] is None and data["provider"]["effective"] == "claude-code"
-    assert "model calls paused until 2026-12-02T14:00" in render(data)
+    assert "model calls paused until " + local_text("2026-12-02T14:00:00Z") in render(data)
 
 
 def test_doctor_says_the_same(tmp_path: Path) -> None:
