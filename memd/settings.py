@@ -39,14 +39,17 @@ MEMORY_FIELDS: list[tuple[str, str, Any]] = [
     ("indexConsolidation.enabled", "bool", True),
     ("review", "bool", False),  # extraction, dream and MCP writes become proposals (`memd review`)
     ("readOnly", "bool", False),  # nothing is written to memory directories (memd/memory/readonly.py)
+    ("backfillDays", "int:0..36500", 7),  # sessions idle longer wait for `memd backfill` (SPEC §8.3)
 ]
 
 # memd's own settings live under "memd" in the same file; all optional (§8.2).
 MEMD_FIELDS: list[tuple[str, str, Any]] = [
-    ("provider", "choice:auto|anthropic|offline", "auto"),
+    ("provider", "choice:auto|anthropic|offline|claude-code", "auto"),
     ("smallModel", "model", "claude-haiku-4-5"),
     ("strongModel", "model", "claude-sonnet-4-6"),
     ("baseUrl", "url", ""),
+    ("claudePath", "str", ""),  # provider claude-code: the `claude` binary ("" = found on PATH)
+    ("claudeConcurrency", "int:1..16", 1),  # provider claude-code: calls at once across memd's processes
     ("timeoutSeconds", "int:1..3600", 60),
     ("recallBudgetMs", "int:200..60000", 1500),  # the prompt hook, from its process's start to its answer
     ("maxRetries", "int:0..20", 4),
@@ -121,6 +124,7 @@ class Memory(NamedTuple):
     index_consolidation: IndexConsolidation
     review: bool
     read_only: bool
+    backfill_days: int
 
 
 class Sync(NamedTuple):
@@ -137,6 +141,8 @@ class Memd(NamedTuple):
     small_model: str
     strong_model: str
     base_url: str
+    claude_path: str
+    claude_concurrency: int
     timeout_seconds: int
     recall_budget_ms: int
     max_retries: int
@@ -543,4 +549,9 @@ def effective_provider(
         return ("anthropic", None) if key else ("offline", problem)
     if chosen == "anthropic" and not key:
         return "anthropic", problem or "no ANTHROPIC_API_KEY and no memd/anthropic.key: model jobs wait until one is set"
+    if chosen == "claude-code":
+        import shutil  # noqa: PLC0415 - start-up
+
+        if shutil.which(s.memd.claude_path or "claude", path=env.get("PATH")) is None:
+            return chosen, f"{s.memd.claude_path or 'claude'} not found on PATH: model jobs wait (set memd.claudePath)"
     return chosen, None

@@ -26,10 +26,11 @@ from typing import Any
 
 from jobs.extract.runner import run
 from jobs.extract.trigger import NAME, extract_due
+from memd.job.backfill import keep_recent
 from memd.job.context import JobContext
 from memd.tree import Place
 
-__all__ = ["NAME", "NEEDS_MODEL", "TARGET_KINDS", "TRIGGER", "due", "run", "scopes", "targets"]
+__all__ = ["NAME", "NEEDS_MODEL", "TARGET_KINDS", "TRIGGER", "due", "due_all", "run", "scopes", "targets"]
 
 TRIGGER = "every extractEveryTurns human turns of a session not paused (gate first; extraction only on yes)"
 NEEDS_MODEL = True
@@ -58,6 +59,12 @@ WHERE s.is_subagent = 0 AND s.safe_offset > COALESCE(json_extract(c.value, '$.of
 
 
 def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
+    """What `due_all` finds, less the sessions idle past `memory.backfillDays` (SPEC §8.3: those
+    wait for `memd backfill`, shown as the backlog by `memd status`)."""
+    return keep_recent(ctx.conn, ctx.settings, ctx.now(), due_all(ctx, only))
+
+
+def due_all(ctx: JobContext, only: Place | None = None) -> list[Place]:
     """Sessions with enough new human turns; one query, so a due-check over 10,000 idle sessions is cheap."""
     enabled = bool(ctx.settings.memory.enabled)
     every = int(ctx.settings.memory.extract_every_turns)

@@ -38,10 +38,11 @@ from typing import Any
 
 from jobs.summary.runner import cursor_of, facts_of, run
 from jobs.summary.trigger import NAME, Thresholds, summary_due
+from memd.job.backfill import keep_recent
 from memd.job.context import JobContext
 from memd.tree import Place
 
-__all__ = ["NAME", "NEEDS_MODEL", "TARGET_KINDS", "TRIGGER", "due", "run", "scopes", "targets"]
+__all__ = ["NAME", "NEEDS_MODEL", "TARGET_KINDS", "TRIGGER", "due", "due_all", "run", "scopes", "targets"]
 
 TRIGGER = "a session passed minInitTokens, then every minUpdateTokens more with toolCallsBetween tool calls or a natural break"
 NEEDS_MODEL = True
@@ -68,6 +69,12 @@ WHERE s.is_subagent = 0 AND (s.safe_conv_chars + 3) / 4 >= ?
 
 
 def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
+    """What `due_all` finds, less the sessions idle past `memory.backfillDays` (SPEC §8.3: those
+    wait for `memd backfill`, shown as the backlog by `memd status`)."""
+    return keep_recent(ctx.conn, ctx.settings, ctx.now(), due_all(ctx, only))
+
+
+def due_all(ctx: JobContext, only: Place | None = None) -> list[Place]:
     """Sessions due for a summary. One query narrows 10,000 idle sessions to those with
     new bytes past `minInitTokens`; the pure `summary_due` decides for those few."""
     th = Thresholds.of(ctx.settings)

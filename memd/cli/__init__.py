@@ -44,6 +44,8 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("sync", "export", "import"), "sync"),
     "cost": "cost",
     "ui": "ui",
+    "backfill": "backfill",
+    "provider": "provider",
 }
 
 # Commands that must start fast and never log: they skip importing structlog (`scan` sets logging

@@ -94,6 +94,7 @@ def demo_cmd(directory: str) -> None:
     log = get_logger("memd.demo")
     loaded = st.load(home.settings_file)
     s = replace(loaded, memd=loaded.memd._replace(provider="offline"))  # the demo never calls a model, key or not
+    s = replace(s, memory=s.memory._replace(backfill_days=0))  # offline spends nothing: every sample session, however old
     totals = scan_home(home, log=log)
     click.echo(f"ingested {totals['sessions']} sessions ({totals['bytes'] / 1e3:.0f} KB, {totals['records']} records)")
     _run_jobs(home, s, log)

@@ -110,6 +110,10 @@ def check_provider(home: Any, call: bool) -> Check:
 
     s = st.load(home.settings_file)
     provider, waiting = st.effective_provider(s, memd_dir=home.memd_dir)
+    if provider == "claude-code" or waiting is None:
+        found = _claude_code(home, s, provider, waiting, call)
+        if found is not None:
+            return found
     if waiting and "anthropic.key" in waiting:
         return Check("provider", False, f"{provider}: {waiting}", f"chmod 600 {home.memd_dir / 'anthropic.key'}")
     if waiting:
@@ -122,6 +126,36 @@ def check_provider(home: Any, call: bool) -> Check:
     return _call_check(home, s)
 
 
+def _claude_code(home: Any, s: Settings, provider: str, waiting: str | None, call: bool) -> Check | None:
+    """claude-code's own lines (SPEC §15); for another provider, the offer of a logged-in Claude
+    Code memd does not use (None when there is none: the usual lines follow)."""
+    from memd.clock import system_clock
+    from memd.llm.claudehome import find_claude, login_marker, read_pause, switch_hint
+
+    if provider != "claude-code":
+        hint = switch_hint(s.memd.claude_path, os.environ, provider)
+        if hint is None or (call and provider != "offline"):
+            return None
+        base = _plain(provider)
+        return Check("provider", True, f"{base}; Claude Code is logged in here ({hint['login']}): "
+                     f"`{hint['switch']}` uses it — its calls count against your plan")  # fmt: skip
+    if waiting:
+        return Check("provider", False, f"claude-code: {waiting}", "install Claude Code or set memd.claudePath")
+    pause = read_pause(home.memd_dir, system_clock())
+    if pause is not None:
+        return Check("provider", False, f"claude-code: {pause['reason']}; model calls wait until "
+                     f"{pause['until'].isoformat(timespec='minutes')}", "wait for the limit to reset")  # fmt: skip
+    login = login_marker(os.environ) or "no login found (run `claude` once and /login)"
+    if not call:
+        return Check("provider", True, f"claude-code at {find_claude(s.memd.claude_path)}, login: {login} "
+                     "(no call made; `memd doctor --call` makes one tiny one)")  # fmt: skip
+    return _call_check(home, s)
+
+
+def _plain(provider: str) -> str:
+    return "offline (deterministic, no model calls)" if provider == "offline" else f"{provider}, key set"
+
+
 def _call_check(home: Any, s: Settings) -> Check:
     from memd.job.context import make_context
     from memd.logs.events import get_logger
@@ -129,9 +163,9 @@ def _call_check(home: Any, s: Settings) -> Check:
     ctx = make_context(home, s, log=get_logger("memd.doctor"))
     try:
         reply = ctx.llm.complete(job="doctor", tier="small", system="Answer with one word.", user="Say ok.", max_tokens=5)
-        return Check("provider", True, f"anthropic answered ({reply.model}, {reply.input_tokens}+{reply.output_tokens} tokens)")
+        return Check("provider", True, f"{ctx.llm.provider} answered ({reply.model}, {reply.input_tokens}+{reply.output_tokens} tokens)")
     except Exception as exc:
-        return Check("provider", False, f"anthropic call failed: {exc}", "check the key, `memd.baseUrl` and the network")
+        return Check("provider", False, f"{s.memd.provider} call failed: {exc}", "check the key, `memd.baseUrl` and the network")
     finally:
         ctx.conn.close()
 

@@ -45,6 +45,7 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
     conn = state.connect(home.state_db, readonly=True)
     try:
         _jobs(conn, home, s, now, data)
+        _spending(conn, home, s, now, data)
         _model(conn, now, data)
         _week(conn, home, now, data)
         _sessions(conn, data)
@@ -99,6 +100,28 @@ def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, 
             "due": len(due),
             "due_targets": due[:10],
         }
+
+
+def _spending(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, Any]) -> None:
+    """What could be spent and is not (issue 21): the backlog past `memory.backfillDays`, a
+    usage-limit pause of claude-code, and a logged-in Claude Code memd does not use (with its rate)."""
+    import os  # noqa: PLC0415 - start-up
+
+    from memd.job.backfill import backlog  # noqa: PLC0415 - start-up
+    from memd.job.context import JobContext  # noqa: PLC0415 - start-up
+    from memd.llm.claudehome import calls_per_day, read_pause, switch_hint  # noqa: PLC0415 - start-up
+    from memd.llm.prices import load_prices  # noqa: PLC0415 - start-up
+
+    ctx = JobContext(home, s, conn, lambda: now, None)
+    due_all = {j.NAME: list(j.due_all(ctx)) for j in registry.all_jobs() if hasattr(j, "due_all")}
+    data["backlog"] = backlog(conn, s, now, due_all, load_prices(home.memd_dir)[0]).as_dict()
+    pause = read_pause(home.memd_dir, now)
+    data["provider"]["paused_until"] = None if pause is None else pause["until"].isoformat(timespec="minutes")
+    hint = switch_hint(s.memd.claude_path, os.environ, data["provider"]["effective"])
+    if hint is not None:
+        hint["calls_per_day"] = round(calls_per_day(conn, now), 1)
+        hint["settings_file"] = str(home.settings_file)
+    data["provider"]["claude_code"] = hint
 
 
 def _run_row(r: dict[str, Any]) -> dict[str, Any]:
@@ -209,6 +232,23 @@ def _job_table(jobs: dict[str, Any]) -> list[str]:
     return table(["JOB", "LAST RUN", "OUTCOME", "TOOK", "DUE", "LAST FAILURE"], rows, right=(3, 4))
 
 
+def _spending_lines(d: dict[str, Any]) -> list[str]:
+    """The claude-code pause or offer, and the backlog, one line each (see `_spending`)."""
+    out, p = [], d["provider"]
+    if p.get("paused_until"):
+        out.append(f"model calls paused until {local_text(p['paused_until'])} (a usage limit of Claude Code)")
+    if cc := p.get("claude_code"):
+        out.append(f"Claude Code is logged in here: memd could use it for about {cc['calls_per_day']:g} calls a day "
+                   f"(last 7 days' rate; they count against your plan): `{cc['switch']}` switches")  # fmt: skip
+    b = d.get("backlog") or {}
+    if b.get("sessions"):
+        usd = "price unknown" if b["estimated_usd"] is None else f"about ${b['estimated_usd']:.2f}"
+        out.append(f"backlog: {b['sessions']} sessions idle before {str(b['horizon'])[:10]} wait ({b['extract']} "
+                   f"extractions, {b['summary']} summaries, ~{b['estimated_tokens']:,} tokens, {usd} at prices of "
+                   f"{b['prices_as_of']}): `memd backfill` runs them")  # fmt: skip
+    return out
+
+
 def render(d: dict[str, Any]) -> str:
     """The terminal form: short, one fact a line."""
     out = []
@@ -225,6 +265,7 @@ def render(d: dict[str, Any]) -> str:
     if p["waiting"]:
         prov += f" — {p['waiting']}"
     out.append(prov)
+    out.extend(_spending_lines(d))
     out.append(f"sessions: {d['sessions']['count']} ({d['sessions']['paused']} paused)")
     out.extend(_ledger_lines(d.get("ledger") or {}))
     active = [x for x in d.get("hooks", {}).get("days", []) if any(x[c] for c in ("context", "prompts", "compacts"))]

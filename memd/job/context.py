@@ -90,9 +90,9 @@ class JobContext:
         if self._provider is None:
             chosen = str(getattr(self.llm, "provider", "offline"))
             available = getattr(self.llm, "available", None)
-            if chosen == "anthropic" and available is not None:
+            if chosen in ("anthropic", "claude-code") and available is not None:
                 avail = available()
-                if not avail and getattr(avail, "reason", None) == "no-key":
+                if not avail and getattr(avail, "reason", None) in ("no-key", "no-claude", "paused"):
                     raise Deferred(str(getattr(avail, "why", "no API key")))
             self._provider = chosen
         return self._provider
@@ -142,6 +142,9 @@ def llm_config(settings: Settings, memd_dir: Path | None = None) -> Any:
         strong_model=m.strong_model,
         base_url=m.base_url or None,
         api_key=load_key(memd_dir)[0] if memd_dir is not None else None,
+        claude_path=m.claude_path,
+        claude_concurrency=m.claude_concurrency,
+        state_dir=str(memd_dir) if memd_dir is not None else None,
         timeout_s=float(m.timeout_seconds),
         max_retries=m.max_retries,
         daily_token_budget=m.daily_token_budget,

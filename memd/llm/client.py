@@ -65,6 +65,7 @@ from memd.llm.types import (
     LLMConfig,
     ModelCallFailed,
     ModelCallStopped,
+    ModelPaused,
     ModelUnavailable,
     Tier,
     backoff_delay,
@@ -129,7 +130,8 @@ class LLM:
 
     @property
     def provider(self) -> str:
-        """The resolved provider: "anthropic" or "offline" (auto picks by the key)."""
+        """The resolved provider: "anthropic", "claude-code" or "offline" (auto picks by the key,
+        and never picks claude-code: that spends the user's plan, SPEC §15)."""
         if self.config.provider == "auto":
             return "anthropic" if self._api_key else "offline"
         return self.config.provider
@@ -140,16 +142,21 @@ class LLM:
         return self._base_url
 
     def model_for(self, tier: str) -> str:
-        if tier == "small":
-            return self.config.small_model
-        if tier == "strong":
-            return self.config.strong_model
-        raise ValueError(f"unknown model tier {tier!r} (expected small or strong)")
+        if tier not in ("small", "strong"):
+            raise ValueError(f"unknown model tier {tier!r} (expected small or strong)")
+        model = self.config.small_model if tier == "small" else self.config.strong_model
+        if self.provider == "claude-code":
+            from memd.llm.claudecode import cli_model  # noqa: PLC0415 - start-up
+
+            return cli_model(tier, model, getattr(LLMConfig(), f"{tier}_model"))
+        return model
 
     def available(self) -> Availability:
         """Whether `complete` would try a call now; `why` is one line for `memd status`."""
         if self.provider == "offline":
             return Availability(False, "offline provider makes no model calls", "offline")
+        if self.provider == "claude-code":
+            return self._claude_code_availability()
         if not self._api_key:
             return Availability(False, "no API key: set ANTHROPIC_API_KEY or the llm api_key setting", "no-key")
         spent = self._budget_spent()
@@ -203,7 +210,10 @@ class LLM:
         started = time.monotonic()
         for attempt in range(1, attempts_allowed + 1):
             # A new client if the last attempt's was closed when it ran out of time.
-            outcome = self._attempt(self._get_client(), request, timeout)
+            if self.provider == "claude-code":
+                outcome = self._claude_code_attempt(job, tier, request, timeout)
+            else:
+                outcome = self._attempt(self._get_client(), request, timeout)
             if isinstance(outcome, Completion):
                 done = replace(outcome, attempts=attempt)
                 self._record(job, tier, done.model, done, ok=True, error=None)
@@ -212,6 +222,7 @@ class LLM:
                     input_tokens=done.input_tokens, output_tokens=done.output_tokens,
                     cache_read_tokens=done.cache_read_tokens, cache_write_tokens=done.cache_write_tokens,
                     duration_ms=int((time.monotonic() - started) * 1000), stop_reason=done.stop_reason,
+                    provider=self.provider, cost_usd=done.cost_usd,
                 )  # fmt: skip
                 return done
             failure = outcome
@@ -250,6 +261,18 @@ class LLM:
 
     # --- internals ---
 
+    def _claude_code_availability(self) -> Availability:
+        from memd.llm import claudecode  # noqa: PLC0415 - start-up
+
+        return claudecode.availability(self.config, self._clock(), self._budget_spent)
+
+    def _claude_code_attempt(self, job: str, tier: str, request: dict[str, Any], timeout: float) -> Completion | Failure:
+        """One claude-code call; a usage or rate limit is recorded and raised as `ModelPaused`."""
+        from memd.llm import claudecode  # noqa: PLC0415 - start-up
+
+        return claudecode.attempt(self.config, request, timeout, self._clock(),
+                                  record=lambda model, err: self._record(job, tier, model, None, ok=False, error=err))  # fmt: skip
+
     def _stopping(self) -> bool:
         return self.should_stop is not None and bool(self.should_stop())
 
@@ -269,7 +292,13 @@ class LLM:
     def _check_callable(self) -> None:
         if self.provider == "offline":
             raise ModelUnavailable("offline provider makes no model calls")
-        if not self._api_key:
+        if self.provider == "claude-code":
+            ready = self._claude_code_availability()
+            if ready.reason == "paused":
+                raise ModelPaused(ready.why)
+            if not ready and ready.reason != "budget":
+                raise ModelUnavailable(ready.why)
+        elif not self._api_key:
             raise ModelUnavailable("no API key: set ANTHROPIC_API_KEY or the llm api_key setting")
         spent = self._budget_spent()
         if spent is not None:

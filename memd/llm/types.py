@@ -30,6 +30,7 @@ __all__ = [
     "ModelCallFailed",
     "ModelCallStopped",
     "ModelError",
+    "ModelPaused",
     "ModelUnavailable",
     "backoff_delay",
     "completion_of",
@@ -38,7 +39,7 @@ __all__ = [
     "status_failure",
 ]
 
-PROVIDERS = ("anthropic", "offline", "auto")
+PROVIDERS = ("anthropic", "offline", "auto", "claude-code")
 TIERS = ("small", "strong")
 Tier = Literal["small", "strong"]
 
@@ -61,6 +62,15 @@ class ModelError(ModelAPIError):
 
 class ModelUnavailable(ModelError):
     """No model can be called (no key, or the offline provider): model jobs wait, visibly."""
+
+
+class ModelPaused(ModelUnavailable):
+    """The model's provider said to wait (a usage or rate limit, `claude-code`): model jobs are
+    deferred until `until` (epoch seconds) without calling again."""
+
+    def __init__(self, message: str, *, until: float = 0.0) -> None:
+        super().__init__(message)
+        self.until = until
 
 
 class BudgetExceeded(ModelError):
@@ -106,7 +116,7 @@ class LLMConfig:
     kept out of `repr`, so a logged config never shows it.
     """
 
-    provider: str = "auto"  # "anthropic" | "offline" | "auto" (anthropic if a key is configured)
+    provider: str = "auto"  # "anthropic" | "offline" | "claude-code" | "auto" (anthropic if a key is configured)
     small_model: str = "claude-haiku-4-5"
     strong_model: str = "claude-sonnet-4-6"
     base_url: str | None = None
@@ -115,6 +125,9 @@ class LLMConfig:
     max_retries: int = 4
     daily_token_budget: int = 2_000_000  # 0 = unlimited
     max_output_tokens: int = 4096
+    claude_path: str = ""  # claude-code: the `claude` binary ("" = on PATH)
+    claude_concurrency: int = 1  # claude-code: calls at once across memd's processes
+    state_dir: str | None = None  # claude-code: where its pause file and call slots live (memd's directory)
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
@@ -139,6 +152,7 @@ class Completion:
     cache_write_tokens: int = 0
     stop_reason: str | None = None  # "max_tokens" means the answer was cut off
     attempts: int = 1
+    cost_usd: float | None = None  # what the provider itself reported (claude-code's `total_cost_usd`)
 
 
 @dataclass(frozen=True)
@@ -146,7 +160,8 @@ class Availability:
     """Whether `complete` can be called now, and why not.
 
     Truthy only when it can (a plain tuple would always be truthy). `reason`
-    is machine-readable: "ok", "offline", "no-key" or "budget".
+    is machine-readable: "ok", "offline", "no-key", "budget", and for
+    `claude-code` "no-claude" (no binary) or "paused" (a usage limit not yet reset).
     """
 
     ok: bool
