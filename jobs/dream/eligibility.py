@@ -285,7 +285,7 @@ def index_due(hours_since: float | None, size: IndexSize | None, min_hours: floa
     threshold). None when the index is within budget (the session rule decides)."""
     if size is None or not size.over:
         return None
-    ok, why = dream_due(hours_since, 0, min_hours, 0, True, hours_since_failure)
+    ok, _why = dream_due(hours_since, 0, min_hours, 0, True, hours_since_failure)
     if not ok:
         return None
     return True, (f"MEMORY.md is over budget ({size.describe()}; at most {INDEX_MAX_LINES} lines / "

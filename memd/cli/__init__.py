@@ -44,6 +44,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("sync", "export", "import"), "sync"),
     "cost": "cost",
     "ui": "ui",
+    "init": "init",
 }
 
 # Commands that must start fast and never log: they skip importing structlog (`scan` sets logging
