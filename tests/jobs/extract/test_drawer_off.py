@@ -69,3 +69,20 @@ def test_with_the_drawer_on_the_prompt_has_no_such_note(tmp_path: Path) -> None:
         ex = [q for q in api.requests if q.path == "/v1/messages"][-1]
         assert "drawer is switched off" not in request_system_text(ex)
     assert "run-linter-first.md" in _drawer_files(home)
+
+
+def test_no_writer_reaches_the_drawer_when_it_is_off(tmp_path: Path) -> None:
+    """SPEC §18: nothing is written to the drawer — `memd remember --global` is refused with the reason."""
+    import json  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    from tests.conftest import memd_cmd  # noqa: PLC0415
+    from tests.procs import memd_env  # noqa: PLC0415
+
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({"memory": OFF, "memd": {"provider": "offline"}}))
+    r = subprocess.run([*memd_cmd(), "--home", str(home), "remember", "I prefer short answers, in every project.",
+                        "--global"], capture_output=True, text=True, env=memd_env(), timeout=120, cwd=tmp_path)  # fmt: skip
+    assert r.returncode != 0 and "drawer is off" in r.stderr, (r.returncode, r.stderr)
+    assert _drawer_files(home) == []
