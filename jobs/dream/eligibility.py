@@ -266,6 +266,51 @@ def sessions_since(conn: Any, baselines: dict[Place, datetime]) -> dict[Place, i
     return out
 
 
+INDEX_MAX_LINES = 200  # the index budget agents read (memd.index.render: about 200 lines / 25 KB)
+INDEX_MAX_BYTES = 25_000
+
+
+@dataclass(frozen=True)
+class IndexSize:
+    """A scope's `MEMORY.md` as an agent loads it: lines and UTF-8 bytes."""
+
+    lines: int
+    size: int
+
+    @property
+    def over(self) -> bool:
+        return self.lines > INDEX_MAX_LINES or self.size > INDEX_MAX_BYTES
+
+    def describe(self) -> str:
+        return f"{self.lines} lines, {self.size / 1000:.1f} KB"
+
+
+def index_size(directory: Path) -> IndexSize | None:
+    """The size of the directory's `MEMORY.md` (None: absent, a symlink, unreadable)."""
+    idx = directory / "MEMORY.md"
+    try:
+        if idx.is_symlink() or not idx.is_file():
+            return None
+        data = idx.read_bytes()
+    except OSError:
+        return None
+    return IndexSize(data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1), len(data))
+
+
+def index_due(hours_since: float | None, size: IndexSize | None, min_hours: float,
+              hours_since_failure: float | None = None) -> tuple[bool, str] | None:  # fmt: skip
+    """Pure: a scope whose `MEMORY.md` passes 200 lines or 25 KB is due whatever its session count,
+    still at most once per `minHours` and with the failure back-off (`dream_due` with no session
+    threshold). None when the index is within budget (the session rule decides)."""
+    if size is None or not size.over:
+        return None
+    ok, _why = dream_due(hours_since, 0, min_hours, 0, True, hours_since_failure)
+    if not ok:
+        return None
+    return True, (f"MEMORY.md is over budget ({size.describe()}; at most {INDEX_MAX_LINES} lines / "
+                  f"{INDEX_MAX_BYTES / 1000:g} KB); {hours_since or 0:.1f} hours since the last consolidation")
+
+
 @dataclass(frozen=True)
 class Thresholds:
     enabled: bool
@@ -287,10 +332,15 @@ def due_decisions(ctx: JobContext, tgts: Sequence[Place]) -> dict[Place, tuple[b
     bases = {t: baseline_of(ctx, t) for t in tgts}
     ready = {t: b.at for t, b in bases.items() if b.at is not None and (_hours(now, b.at) or 0.0) >= th.min_hours}
     counts = sessions_since(ctx.conn, {t: at for t, at in ready.items() if at is not None})
-    return {
+    out = {
         t: dream_due(_hours(now, b.at), counts.get(t, 0), th.min_hours, th.min_sessions, True, _hours(now, b.failed_at))
         for t, b in bases.items()
     }
+    for t in ready:  # an oversized index asks for a dream whatever the session count (issue 26)
+        if not out[t][0]:
+            out[t] = index_due(_hours(now, bases[t].at), index_size(scope_ref(t).memory_dir(ctx.home)),
+                               th.min_hours, _hours(now, bases[t].failed_at)) or out[t]  # fmt: skip
+    return out
 
 
 def due(ctx: JobContext, only: Place | None = None) -> list[Place]:

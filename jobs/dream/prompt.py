@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
+from jobs.dream.eligibility import INDEX_MAX_BYTES, INDEX_MAX_LINES
 from jobs.dream.plan import mem_date
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ def build_prompt(
     if len(idx) > INDEX_MAX_CHARS:
         idx = idx[:INDEX_MAX_CHARS] + "\n[… index cut …]"
     parts.append(f"## MEMORY.md\n\n{idx}")
+    parts.append(size_goal(index_text))
     unshown: set[str] = set()
     blocks: list[str] = []
     left = MEMORIES_BUDGET_CHARS
@@ -97,6 +99,21 @@ def build_prompt(
     else:
         parts.append("## Sessions since the last consolidation\n\n(none recorded)")
     return "\n\n".join(parts), unshown
+
+
+def size_goal(index_text: str | None) -> str:
+    """The size to reach, named in every dream prompt (issue 26): MEMORY.md is loaded whole into
+    every session and agents stop reading after about 200 lines / 25 KB; an index past that is
+    what made the dream due, so the goal is said with the current size."""
+    text = index_text or ""
+    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    size = len(text.encode("utf-8"))
+    now = f"{lines} lines, {size / 1000:.1f} KB"
+    goal = f"at most {INDEX_MAX_LINES} lines and {INDEX_MAX_BYTES / 1000:g} KB"
+    if lines > INDEX_MAX_LINES or size > INDEX_MAX_BYTES:
+        return (f"## Size to reach\n\nMEMORY.md is over its budget ({now}); bring it to {goal} (one index line per "
+                "memory): merge overlapping memories and delete stale ones until it fits, losing no durable fact.")
+    return f"## Size to reach\n\nMEMORY.md is {now}; keep it within {goal} (one index line per memory)."
 
 
 def one_line(text: str, limit: int) -> str:

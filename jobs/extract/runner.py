@@ -69,6 +69,10 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     if not (_offline_gate(plan) if offline else _model_gate(ctx, plan)):
         return _advance(ctx, target, cur, plan, RunResult("ok", "gate: no", {"gate": "no"}))
     ops, rejected, shown, provider, sources = _operations(ctx, plan, offline, target.session_id or "")
+    from jobs.extract.drawer import withhold  # noqa: PLC0415 - start-up
+    ops, held = withhold(ops, ctx.settings)
+    if held:  # the drawer is off: said, never written (issue 26)
+        ctx.log.info("extraction.drawer_off", withheld=held)
     return _apply(ctx, target, cur, plan, ops, rejected, shown, provider, sources)
 
 
@@ -229,8 +233,10 @@ def _ask(ctx: JobContext, user: str) -> tuple[list[Any], list[tuple[int, str]], 
     """One strong call: (accepted operations, rejections, the answer's text). Raises ModelOutputError
     when the answer as a whole is unusable."""
 
+    from jobs.extract.drawer import system_prompt  # noqa: PLC0415 - start-up
     from jobs.extract.prompt import EXTRACT_SYSTEM  # noqa: PLC0415 - start-up
-    reply = ctx.llm.complete(job="extract", tier="strong", system=EXTRACT_SYSTEM, user=user)
+    system = system_prompt(EXTRACT_SYSTEM, ctx.settings)
+    reply = ctx.llm.complete(job="extract", tier="strong", system=system, user=user)
     from memd.memory.answer import parse_model_json  # noqa: PLC0415 - start-up
     data = parse_model_json(reply.text)
     from memd.memory.operations import validate_operations  # noqa: PLC0415 - start-up

@@ -34,6 +34,7 @@ from typing import Any
 
 from memd.keys import canonical_root, key_for_root
 from memd.memory.names import is_candidate_name
+from memd.memory.reading import FULL_TEXT_RULE
 from memd.settings import Settings
 from memd.tree import Home
 
@@ -50,7 +51,7 @@ STALENESS_RULE = (
     "point-in-time observations, not live state. A memory more than a day old is shown with its age: "
     "claims about code behavior or file:line citations in it may be outdated, so verify them against "
     "the current code before asserting them as fact. Search memory with memd's `search_memory` tool "
-    "(or `memd search`), and read a memory's file for its full text."
+    "(or `memd search`). " + FULL_TEXT_RULE
 )
 WRAP_HEAD = "<system-reminder>\nAs you answer the user's questions, you can use the following context:\n"
 WRAP_TAIL = "\n\n      IMPORTANT: this context may or may not be relevant to your tasks.\n</system-reminder>\n"

@@ -261,9 +261,10 @@ def render_recalled(home: Home, memories: list[Any], now: datetime, max_chars: i
     """The recalled memories as the model reads them: each with its age, the staleness warning
     when older than a day, its description and body, and the file to Read; within `max_chars`."""
     from memd.index.render import staleness_note
+    from memd.memory.reading import FULL_TEXT_RULE
 
     head = (f"memd recalled {len(memories)} memor{'y' if len(memories) == 1 else 'ies'} that may be relevant "
-            "to this prompt (from long-term memory; Read the file for more):")  # fmt: skip
+            f"to this prompt (from long-term memory). {FULL_TEXT_RULE}")  # fmt: skip
     blocks: list[str] = []
     room = max_chars - len(head) - 2
     per = max(400, room // max(1, len(memories)))

@@ -46,6 +46,7 @@ COMMAND_MODULES: dict[str, str] = {
     "ui": "ui",
     "backfill": "backfill",
     "provider": "provider",
+    "init": "init",
 }
 
 # Commands that must start fast and never log: they skip importing structlog (`scan` sets logging

@@ -60,6 +60,7 @@ class Recorder:
     now: datetime
     run_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    directory: Path | None = None  # where the files live when not the scope's memory directory (`memd init`)
     _before: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)  # sha, mode
     _entry: Path | None = None
 
@@ -105,7 +106,7 @@ class Recorder:
     def commit(self) -> dict[str, Any] | None:
         """Write `run.json` if anything changed; an entry where nothing changed is removed."""
 
-        directory = self.place.memory_dir(self.home)
+        directory = self.directory or self.place.memory_dir(self.home)
         files: dict[str, dict[str, Any]] = {}
         changes: dict[str, list[str]] = {"added": [], "updated": [], "deleted": []}
         for name, (before, mode) in sorted(self._before.items()):
@@ -120,6 +121,8 @@ class Recorder:
         entry = self._open()
         info = {"run": self.run_id, "scope": str(self.place), "kind": "write", "job": self.job, "reason": self.reason,
                 "time": iso(self.now), "files": files, "changes": changes, **self.extra}  # fmt: skip
+        if self.directory is not None:
+            info["directory"] = str(self.directory)
         from memd.history.store import write_run_info  # noqa: PLC0415 - start-up
         write_run_info(entry, info)
         return info  # the writer passes it to `memd.git.commits.after_run` (a commit when memd.git is on)
@@ -155,7 +158,8 @@ class UndoConflict(Exception):
 
 def undo_write(home: Home, place: Place, run: dict[str, Any], now: datetime) -> dict[str, Any]:
     """Restore the files a write run changed to their bytes before it. The caller holds the scope's lock."""
-    directory = place.memory_dir(home)
+    outside = run.get("directory")  # a write outside the memory directory (`memd init`'s instruction file)
+    directory = Path(outside) if isinstance(outside, str) and outside else place.memory_dir(home)
     files: dict[str, dict[str, Any]] = run.get("files") or {}
     entry = Path(run["path"])
     for name, sums in files.items():
@@ -166,7 +170,8 @@ def undo_write(home: Home, place: Place, run: dict[str, Any], now: datetime) -> 
         if sums.get("before") is not None and _sha(_read(entry / BEFORE_DIR / name)) != sums["before"]:
             raise UndoConflict(f"run {run['run']}: the kept copy of {name} is damaged (checksum mismatch); "
                                "nothing restored")  # fmt: skip
-    rec = Recorder(home, place, job="undo", reason=f"undo of {run['run']}", now=now, extra={"undo_of": run["run"]})
+    rec = Recorder(home, place, job="undo", reason=f"undo of {run['run']}", now=now, extra={"undo_of": run["run"]},
+                   directory=directory if outside else None)  # fmt: skip
     for name, sums in sorted(files.items()):
         target = directory / name
         rec.before(target)

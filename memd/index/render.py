@@ -26,6 +26,7 @@ from datetime import UTC, date, datetime, tzinfo
 from typing import TYPE_CHECKING, Literal
 
 from memd.memory.file import TYPES
+from memd.memory.reading import FULL_TEXT_RULE
 
 if TYPE_CHECKING:  # memd.memory.file (YAML) loads when a render needs it: the recall hook only wants staleness_note
     from memd.memory.file import Memory
@@ -334,7 +335,9 @@ def _full_entry(memory: Memory, today: date, tz: tzinfo | None) -> str:
 
 def _render_full(memories: Sequence[Memory], today: date, tz: tzinfo | None) -> str:
     blocks = ["\n".join(_drawer_header(memories, today, tz))]
-    if not memories:
+    if memories:
+        blocks.append(f"> {FULL_TEXT_RULE}")
+    else:
         blocks.append("_No global memories yet._")
     blocks += [_full_entry(m, today, tz) for m in memories]
     return "\n\n".join(blocks) + "\n"
@@ -363,7 +366,7 @@ def _render_index(
             "",
             f"The global drawer ({len(memories)} memories) is over its {max_bytes}-byte injection "
             "budget, so only its index is shown. Search it with `memd search` or the SearchMemory "
-            "tool, and Read a file for its full text.",
+            f"tool. {FULL_TEXT_RULE}",
             "",
         ]
     )

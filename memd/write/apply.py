@@ -164,6 +164,9 @@ def plan(
             # Like discovery (tree.list_memory_dirs): a linked memory directory (or projects/) is not followed.
             out.refused.append((label, f"{link} is a symlink; memd never writes through one"))
             continue
+        if op.scope == "global" and not ctx.settings.memory.global_.enabled:
+            out.refused.append((label, "the drawer is off (memory.global.enabled is false)"))  # SPEC §18
+            continue
         if op.scope not in cache:
             cache[op.scope] = _index(directory, op.scope, pkey)
         by, bad = cache[op.scope]
