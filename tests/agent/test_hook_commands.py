@@ -19,7 +19,7 @@ import pytest
 from memd import state
 from memd.agent.candidates import content_terms, telling_terms
 from memd.agent.connect import hook_command
-from memd.agent.hooks import take_summary_requests
+from memd.agent.hooks import summarise_now, take_summary_requests
 from memd.index.refresh import refresh_all
 from memd.keys import cwd_key, project_key
 from memd.memory.file import render_memory, write_memory
@@ -283,6 +283,7 @@ def test_a_long_summary_is_cut_within_the_hooks_limit_and_names_its_file(world: 
     worklog = "\n".join(f"- step {i}: ran the migration check for table t{i} and it passed" for i in range(900))
     path = _write_summary(home, proj, SUMMARY + "\n# Worklog\n" + worklog + "\n")
     rc, out, err = hook(home, "context", "--hook", stdin=json.dumps(event(proj, home, "SessionStart", source="compact")))
+    assert rc == 0, err
     text = context_of(out, "SessionStart")
     assert len(text) <= 9_500 and "Migrations ran on Thursday" in text and "Tabs, never spaces." in text
     assert f"Read {path} for the rest" in text and "step 899" not in text
@@ -313,7 +314,5 @@ def test_pre_compact_makes_the_summary_current_before_the_compacted_session_star
 def test_pre_compact_does_not_wait_past_its_bound(world: tuple[Home, Path]) -> None:
     """A summary job still running when the wait ends is left to finish on its own (None): the
     agent's compaction is not held up by a slow model."""
-    from memd.agent.hooks import summarise_now
-
     home, proj = world
     assert summarise_now(home, cwd_key(proj), SID, wait=0.0001) is None
