@@ -39,11 +39,15 @@ def bare() -> float:
     return time.perf_counter() - t
 
 
-def mcp_start(home: Path, cwd: Path) -> float:
+SDK_SERVE = ("import sys\nfrom pathlib import Path\nfrom memd.agent.mcp import build\nfrom memd.tree import Home\n"
+             "build(Home(Path(sys.argv[1])), 'k').run('stdio')\n")  # the SDK's own loop: how `memd mcp` served before
+
+
+def mcp_start(home: Path, cwd: Path, sdk: bool = False) -> float:
     """Seconds from spawn to the `tools/list` answer."""
+    cmd = [sys.executable, "-c", SDK_SERVE, str(home)] if sdk else [*memd_cmd(), "--home", str(home), "mcp"]
     t = time.perf_counter()
-    p = subprocess.Popen([*memd_cmd(), "--home", str(home), "mcp"], cwd=cwd, stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
+    p = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert p.stdin and p.stdout
     p.stdin.write("".join(json.dumps(m) + "\n" for m in (INIT, INITIALIZED, LIST)).encode())
     p.stdin.flush()
@@ -71,6 +75,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--busy", type=int, default=0, help="busy-loop processes during the runs")
+    ap.add_argument("--sdk", action="store_true", help="also time the SDK's own stdio loop (the former `memd mcp`)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         home, cwd = Path(tmp) / "home", Path(tmp) / "proj"
@@ -78,10 +83,12 @@ def main() -> None:
         cwd.mkdir()
         hogs = busy(args.busy, 600) if args.busy else []
         try:
-            floor, serve = [], []
+            floor, serve, sdk = [], [], []
             for _ in range(args.runs):
                 floor.append(bare())
                 serve.append(mcp_start(home, cwd))
+                if args.sdk:
+                    sdk.append(mcp_start(home, cwd, sdk=True))
         finally:
             for h in hogs:
                 h.kill()
@@ -91,6 +98,9 @@ def main() -> None:
     print(f"python3 -c pass     p50 {pct(floor, .5) * 1000:7.0f} ms   p95 {pct(floor, .95) * 1000:7.0f} ms")
     print(f"memd mcp tools/list p50 {pct(serve, .5) * 1000:7.0f} ms   p95 {pct(serve, .95) * 1000:7.0f} ms")
     print(f"ratio of p95s {pct(serve, .95) / pct(floor, .95):.1f}x   ratio of p50s {pct(serve, .5) / pct(floor, .5):.1f}x")
+    if sdk:
+        print(f"SDK's loop (before) p50 {pct(sdk, .5) * 1000:7.0f} ms   p95 {pct(sdk, .95) * 1000:7.0f} ms   "
+              f"ratio of p95s {pct(sdk, .95) / pct(floor, .95):.1f}x")
 
 
 if __name__ == "__main__":

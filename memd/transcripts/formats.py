@@ -135,7 +135,7 @@ def pause_word(text: str) -> PauseWord | None:
     `<local-command-stdout>/pause-memory isn't available …` is no second command.
     """
     s = text.strip()
-    if not s or len(s) > 1_000_000:
+    if not s:
         return None
     echoed = unknown_command(s)
     if echoed is not None:

@@ -34,7 +34,7 @@ def test_memds_tools_are_offered_on_a_busy_machine(
     claude: ClaudeInstall, claude_home: Path, tmp_path: Path, ground_truth: list[str]
 ) -> None:
     cores = os.cpu_count() or 2
-    if os.getloadavg()[0] > 2 * cores:  # others already load the machine: not the condition measured here
+    if os.getloadavg()[0] > 2 * cores and not os.environ.get("MEMD_TEST_ANY_LOAD"):  # others already load it
         pytest.skip(f"load {os.getloadavg()[0]:.1f} on {cores} cores before the busy loops start")
     config = claude_home / ".claude"
     proj = (tmp_path / "shop").resolve()
