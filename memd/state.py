@@ -186,6 +186,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX pause_events_session ON pause_events(key, session_id, generation, offset);
     """,
+    # 4: `/resume-memory` resumes whatever the state (SPEC §3.4): the ledger counts the resumes a
+    # transcript said, and a CLI word keeps that count, so a resume said after it overrules it.
+    """
+    ALTER TABLE sessions ADD COLUMN pause_resumes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN pause_cli_resumes INTEGER;
+    """,
 ]
 
 

@@ -36,11 +36,12 @@ class Plan:
     memory_key: str
     generation: int
     judged: list[str]  # digests of the user texts this run judges
+    pause_uuid: str | None = None  # the record that last said a pause command (see pause.Follow)
 
 
 def _session(ctx: JobContext, target: Place) -> dict[str, Any] | None:
     row = ctx.conn.execute(
-        "SELECT key, session_id, path, format, generation, safe_offset, safe_human_turns, paused_transcript "
+        "SELECT key, session_id, path, format, generation, safe_offset, safe_human_turns "
         "FROM sessions WHERE key=? AND session_id=? AND is_subagent=0",
         (target.key, target.session_id),
     ).fetchone()
@@ -84,7 +85,8 @@ def _plan(ctx: JobContext, target: Place, row: dict[str, Any], cur: dict[str, An
     span = read_span(row["path"], start, row["safe_offset"], row["format"])
     from memd.ledger import pause  # noqa: PLC0415 - start-up
     words = pause.words(ctx.conn, row["key"], row["session_id"], int(row["generation"]), after=start - 1)
-    pieces, paused_after = pause.unpaused(span.pieces, bool(cur.get("paused", False)), words)
+    state = pause.Follow(bool(cur.get("paused", False)), cur.get("pause_uuid"))
+    pieces = pause.follow(span.pieces, state, words)
     if cur.get("rewritten"):
         seen = _judged(ctx, str(target))
         pieces = [p for p in pieces if p.kind != "human" or _digest(p.text) not in seen]
@@ -92,8 +94,8 @@ def _plan(ctx: JobContext, target: Place, row: dict[str, Any], cur: dict[str, An
     from memd.keys import memory_key_for_session  # noqa: PLC0415 - start-up
     key = cur.get("memory_key") or memory_key_for_session(session_cwd(row["path"]), row["key"])
     digests = [_digest(p.text) for p in pieces if p.kind == "human"]
-    return Plan(span.start, span.end, pieces, paused_after, row["safe_human_turns"], key, int(row["generation"]),
-                digests)  # fmt: skip
+    return Plan(span.start, span.end, pieces, state.paused, row["safe_human_turns"], key, int(row["generation"]),
+                digests, state.last_uuid)  # fmt: skip
 
 
 def _digest(text: str) -> str:
@@ -138,7 +140,7 @@ def _advance(ctx: JobContext, target: Place, cur: dict[str, Any], plan: Plan, re
     """The cursor rule: called only after every output of the run is durable. Compare-and-set:
     a run that finds the cursor moved by another one leaves it alone."""
     value = {"offset": plan.end, "human_turns": plan.human_turns, "paused": plan.paused_after,
-             "generation": plan.generation, "memory_key": plan.memory_key}  # fmt: skip
+             "pause_uuid": plan.pause_uuid, "generation": plan.generation, "memory_key": plan.memory_key}  # fmt: skip
     ctx.conn.execute("BEGIN IMMEDIATE")
     try:
         if _cursor_moved(ctx, target, cur):

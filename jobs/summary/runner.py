@@ -24,6 +24,8 @@ from jobs.summary.trigger import NAME, Cursor, Facts, Thresholds, summary_due
 from memd.clock import iso
 from memd.fsutil import atomic_write, ensure_private_dir
 from memd.job.context import JobContext, RunResult, get_cursor, set_cursor
+from memd.ledger.pause import Follow, follow
+from memd.ledger.pause import words as pause_words
 from memd.transcripts.formats import tokens_of
 from memd.transcripts.spans import Span, read_span
 from memd.tree import Place
@@ -118,7 +120,17 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         return RunResult("skipped", f"transcript unreadable: {exc.strerror or exc}")
     if span.end != facts.offset:
         return RunResult("skipped", "transcript changed since the ledger read it; waiting for the next scan")
-    return _summarise(ctx, target, facts, span, previous, path)
+    state = _unpaused(ctx, row, span, cursor)
+    return _summarise(ctx, target, facts, span, previous, path, state)
+
+
+def _unpaused(ctx: JobContext, row: Any, span: Span, cursor: Cursor | None) -> Follow:
+    """Drop from `span` what was said while memory was paused (SPEC §3.4: nothing after a pause is
+    summarised until a resume), by the rule extraction follows; the state to keep in the cursor."""
+    state = Follow(False) if cursor is None else Follow(cursor.paused, cursor.pause_uuid)
+    words = pause_words(ctx.conn, row["key"], row["session_id"], int(row["generation"]), after=span.start - 1)
+    span.pieces = follow(span.pieces, state, words)
+    return state
 
 
 def _not_ready(facts: Facts, cursor: Cursor | None, previous: Summary | None, th: Thresholds, force: bool) -> str:
@@ -134,7 +146,7 @@ def _not_ready(facts: Facts, cursor: Cursor | None, previous: Summary | None, th
 
 
 def _summarise(
-    ctx: JobContext, target: Place, facts: Facts, span: Span, previous: Summary | None, path: Path
+    ctx: JobContext, target: Place, facts: Facts, span: Span, previous: Summary | None, path: Path, state: Follow
 ) -> RunResult:
     assert target.session_id and target.key
     talk = conversation_of(span.pieces)
@@ -144,10 +156,14 @@ def _summarise(
             text = path.read_text("utf-8", "replace")
         except OSError:
             text = ""
-        _advance(ctx, target, facts, text)
+        _advance(ctx, target, facts, text, state)
         return RunResult("ok", "nothing to summarise in the new part; cursor moved", {"offset": facts.offset})
     if not talk:
-        return RunResult("skipped", "not due: the conversation holds nothing to summarise yet")
+        # Nothing to say yet (or all of it said while paused): note how far we looked, so the
+        # session is not due again until it grows; with no summary.md the next run reads it whole.
+        _advance(ctx, target, facts, "", state)
+        return RunResult("skipped", "not due: the conversation holds nothing to summarise yet"
+                         + (" (memory paused)" if state.paused else ""))  # fmt: skip
     offline = ctx.provider == "offline"
     if offline:
         new = offline_summary(previous, talk, target.session_id)
@@ -161,7 +177,7 @@ def _summarise(
     footer = f"{FOOTER_PREFIX} · updated {iso(ctx.now())} · transcript bytes 0–{facts.offset} -->"
     text = render_summary(final, footer)
     write_summary(path, text)
-    _advance(ctx, target, facts, text)
+    _advance(ctx, target, facts, text, state)
     ctx.log.info(
         "summary.written", path=str(path), chars=len(text), offset=facts.offset, tokens=facts.tokens,
         provider="offline" if offline else "model", update=previous is not None,
@@ -172,8 +188,8 @@ def _summarise(
     )  # fmt: skip
 
 
-def _advance(ctx: JobContext, target: Place, facts: Facts, text: str) -> None:
+def _advance(ctx: JobContext, target: Place, facts: Facts, text: str, state: Follow) -> None:
     """The cursor rule: called only once summary.md is durable."""
     sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    cur = Cursor(facts.offset, facts.tokens, facts.tool_calls, sha)
+    cur = Cursor(facts.offset, facts.tokens, facts.tool_calls, sha, state.paused, state.last_uuid)
     set_cursor(ctx.conn, NAME, str(target), cur.as_value(), iso(ctx.now()))

@@ -33,6 +33,8 @@ class Cursor:
     tokens: int
     tool_calls: int
     sha256: str = ""
+    paused: bool = False  # memory paused at `offset` (SPEC §3.4): nothing said while paused is summarised
+    pause_uuid: str | None = None  # the record that last said a pause command (memd.ledger.pause.Follow)
 
     @classmethod
     def of(cls, value: dict[str, Any] | None) -> Cursor | None:
@@ -46,10 +48,13 @@ class Cursor:
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in nums):
             return None
         sha = value.get("sha256")
-        return cls(nums[0], nums[1], nums[2], sha if isinstance(sha, str) else "")
+        uid = value.get("pause_uuid")
+        return cls(nums[0], nums[1], nums[2], sha if isinstance(sha, str) else "", value.get("paused") is True,
+                   uid if isinstance(uid, str) else None)  # fmt: skip
 
     def as_value(self) -> dict[str, Any]:
-        return {"offset": self.offset, "tokens": self.tokens, "tool_calls": self.tool_calls, "sha256": self.sha256}
+        return {"offset": self.offset, "tokens": self.tokens, "tool_calls": self.tool_calls, "sha256": self.sha256,
+                "paused": self.paused, "pause_uuid": self.pause_uuid}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,7 @@ class Thresholds:
 
     @classmethod
     def of(cls, settings: Settings) -> Thresholds:
-        # The master switch turns summaries off too; pausing extraction (§3.4) does not.
+        # The master switch turns summaries off too; a pause (§3.4) keeps what it covers out (runner).
         return cls(
             enabled=bool(settings.memory.enabled) and bool(settings.memory.session_memory.enabled),
             min_init_tokens=int(settings.memory.session_memory.min_init_tokens),

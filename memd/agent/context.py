@@ -6,7 +6,8 @@ directory and one agent, holds:
 * the **instruction files** the agent does not load itself (`DEEPCODE.md`,
   `MEWCODE.md`), most specific first (local, project, then user-level), joined
   by `\\n---\\n` as the seeds join them; an `@include <path>` line pulls in
-  another file (see `expand`);
+  another file from within the project root (see `expand`, `resolve_include`); the text is
+  redacted;
 * the **global drawer** as memd pre-renders it (`$HOME/memory.md`, §6.2),
   within `memory.global.maxBytes`;
 * the project's **`MEMORY.md`**, for agents that do not read it;
@@ -165,38 +166,61 @@ def _read_text(path: Path) -> str:
     return text
 
 
-def resolve_include(raw: str, including: Path, roots: list[str]) -> tuple[Path | None, str]:
-    """The file an `@include` names, or None and why not.
+def resolve_include(raw: str, including: Path, root: str) -> tuple[Path | None, str]:
+    """The file an `@include` names, or None and why not (pure but for reading the file system).
 
-    A relative path is relative to the including file; `~/` is the user's home
-    directory. Absolute paths are refused. The real path (links followed) must
-    lie within one of `roots` (the project root, the user's home directory, the
-    memd home) and be a regular file.
+    Confined as the MewCode seed confines it (§5): a path relative to the including file, inside
+    `root` (the project root; for a user-level file, its own directory). Refused: absolute and
+    `~/` paths, `..` out of the root, a symbolic link anywhere on the way (the path as written
+    must be the real path), anything but a regular file. The file's own checks (hard links,
+    owner) are `read_include`'s, on the descriptor it reads.
     """
     target = raw.strip().strip("\"'`<>").strip()
     if not target:
         return None, "no path"
-    if target.startswith("~/"):
-        path = Path.home() / target[2:]
-    elif target.startswith(("/", "~")) or re.match(r"^[A-Za-z]:[\\/]", target):
-        return None, "only relative and ~/ paths are included"
-    else:
-        path = including.parent / target
-    real = os.path.realpath(path)
-    if not _within(real, roots):
-        return None, "outside the project root and the home"
+    if target.startswith(("/", "~")) or re.match(r"^[A-Za-z]:[\\/]", target):
+        return None, "only paths relative to the including file are included"
+    joined = os.path.normpath(os.path.join(os.path.realpath(including.parent), target))
+    if not _within(joined, [root]):
+        return None, "outside the project root"
+    real = os.path.realpath(joined)
+    if real != joined:
+        return None, "a symbolic link"
     if not os.path.isfile(real):
         return None, "not a file"
     return Path(real), ""
 
 
-def expand(path: Path, text: str, roots: list[str], includes: list[Include], stack: tuple[str, ...] = (),
+def read_include(path: Path) -> str:
+    """An included file's text; OSError (with the reason as its message) when it is not one memd
+    puts before a model: a link, a file with other hard links (its other name may lie anywhere:
+    `/etc/passwd` linked into the project), or a file the user does not own."""
+    from memd.fsutil import open_regular  # noqa: PLC0415 - start-up
+
+    fd = open_regular(path, follow=False)
+    try:
+        st = os.fstat(fd)
+        if st.st_nlink > 1:
+            raise OSError(f"a hard link ({st.st_nlink} names)")
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            raise OSError("not owned by the user")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    text = data[:MAX_FILE_BYTES].decode("utf-8", errors="replace").lstrip("\ufeff")
+    if len(data) > MAX_FILE_BYTES:
+        text += f"\n[memd: {path} is over {MAX_FILE_BYTES // 1024} KB; the rest is not included]\n"
+    return text
+
+
+def expand(path: Path, text: str, root: str, includes: list[Include], stack: tuple[str, ...] = (),
            depth: int = 0) -> str:  # fmt: skip
     """`text` (the content of `path`) with each `@include <path>` line replaced by that file, expanded.
 
     Depth ≤ `MAX_DEPTH`; a file that includes itself, directly or not, is refused
     (the line becomes a one-line note, as does any other refusal); lines inside
-    fenced code blocks are left alone.
+    fenced code blocks are left alone. Every include stays within `root`.
     """
     stack = (*stack, os.path.realpath(path))
     out: list[str] = []
@@ -210,7 +234,7 @@ def expand(path: Path, text: str, roots: list[str], includes: list[Include], sta
             continue
         inc = Include(str(path), m.group(1))
         includes.append(inc)
-        target, why = resolve_include(m.group(1), path, roots)
+        target, why = resolve_include(m.group(1), path, root)
         if target is not None and str(target) in stack:
             target, why = None, "a cycle"
         elif target is not None and depth + 1 > MAX_DEPTH:
@@ -220,19 +244,18 @@ def expand(path: Path, text: str, roots: list[str], includes: list[Include], sta
             out.append(f"<!-- memd: @include {m.group(1)} not included: {why} -->")
             continue
         try:
-            child = _read_text(target)
+            child = read_include(target)
         except OSError as exc:
-            inc.reason = f"unreadable ({exc.strerror or exc})"
+            inc.reason = str(exc) if not exc.strerror else f"unreadable ({exc.strerror})"
             out.append(f"<!-- memd: @include {m.group(1)} not included: {inc.reason} -->")
             continue
         inc.included = str(target)
-        out.append(expand(target, child, roots, includes, stack, depth + 1).rstrip("\n"))
+        out.append(expand(target, child, root, includes, stack, depth + 1).rstrip("\n"))
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
 def instructions(agent: Agent, root: Path, home: Path, includes: list[Include]) -> tuple[str, list[str]]:
     """The agent's instruction files, expanded and joined, most specific first; and their paths."""
-    roots = sorted({os.path.realpath(p) for p in (root, Path.home(), home)})
     parts: list[str] = []
     sources: list[str] = []
     seen: set[str] = set()
@@ -245,11 +268,17 @@ def instructions(agent: Agent, root: Path, home: Path, includes: list[Include]) 
             text = _read_text(Path(real))
         except OSError:
             continue
-        body = expand(path, text, roots, includes).strip()
+        confine = os.path.realpath(root) if level != "user" else os.path.dirname(real)
+        body = expand(path, text, confine, includes).strip()
         if body:
             parts.append(f"Contents of {path} ({level} instructions):\n\n{body}")
             sources.append(str(path))
-    return "\n---\n".join(parts), sources
+    joined = "\n---\n".join(parts)
+    if joined:  # redacted like everything memd puts before a model (a key pasted or included)
+        from memd.redact.redactor import redact  # noqa: PLC0415 - start-up
+
+        joined = redact(joined)
+    return joined, sources
 
 
 # --------------------------------------------------------------------------- memory

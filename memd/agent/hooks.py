@@ -21,9 +21,11 @@ Rules every hook here keeps:
   never shows one twice in a session). Recording is best effort: a busy state
   database costs the record, never the answer.
 
-PreCompact asks for the session's summary update without waiting for it: it
-leaves `summary-request:<key>:<session>` in `kv`; the daemon's due-check takes
-those requests and runs the summary job for each (`take_summary_requests`).
+PreCompact makes the session's summary current, bounded: it starts the summary job
+and waits for it at most `PRECOMPACT_WAIT_SECONDS`, and leaves
+`summary-request:<key>:<session>` in `kv` for the daemon's due-check
+(`take_summary_requests`), which runs the job again if it was not done. The
+SessionStart after the compaction (`source: "compact"`) brings the summary back.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ MAX_STDIN = 4 * 1024 * 1024  # a prompt can be long; the event is not
 HOOK_MAX_CHARS = 9_500
 MAX_QUERY_CHARS = 4000  # what of a prompt recall looks at
 HOOK_BUSY_MS = 1000  # a hook waits at most this long for the state database
+SUMMARY_MAX_CHARS = 6_000  # of HOOK_MAX_CHARS, what the summary may take after a compaction
+SUMMARY_READ_BYTES = 256 * 1024  # a summary is ~48 KB at most (§4); a bigger file is read this far
+PRECOMPACT_WAIT_SECONDS = 5.0  # PreCompact waits this long for the summary update, then lets it go on
 COUNTERS = ("context", "prompts", "recalls", "memories", "compacts")
 SUMMARY_REQUEST = "summary-request:"
 
@@ -230,13 +235,21 @@ def day_counts(conn: sqlite3.Connection, days: list[str]) -> list[dict[str, Any]
 
 
 def session_start(home: Home, event: Event, *, agent: str = "claude", now: Callable[[], datetime] | None = None) -> str | None:
-    """The SessionStart answer: the session-start block (`memd.agent.context`) as additionalContext."""
+    """The SessionStart answer: the session-start block (`memd.agent.context`) as additionalContext.
+
+    After a compaction (`source: "compact"`) the session's `summary.md` comes too (SPEC §4, §11):
+    that is what the summary is for. It gets up to `SUMMARY_MAX_CHARS` of the hook's limit, the
+    rest of the block the remainder; a longer summary is cut at a line and names its file."""
     from memd import settings as st
     from memd.agent import context as inject
 
     settings = st.load(home.settings_file)
     kw = {"now": now} if now is not None else {}
-    ctx = inject.build(home, settings, session_cwd(event), inject.AGENTS[agent], max_chars=HOOK_MAX_CHARS, **kw)
+    summary = compact_summary(home, event) if event.source == "compact" and settings.memory.enabled else None
+    room = HOOK_MAX_CHARS - (len(summary) + 40 if summary else 0)
+    ctx = inject.build(home, settings, session_cwd(event), inject.AGENTS[agent], max_chars=room, **kw)
+    if summary:
+        ctx.sections.append(inject.Section("sessionSummary", summary))
     body = ctx.body()
     if len(body) > HOOK_MAX_CHARS:  # instructions alone over the limit: cut, and say so
         body = body[: HOOK_MAX_CHARS - 120].rstrip() + "\n[memd: cut to fit the hook's 10,000-character limit]"
@@ -245,6 +258,36 @@ def session_start(home: Home, event: Event, *, agent: str = "claude", now: Calla
     _record_quietly(home, None, event.session_id, system_clock().date().isoformat(),
                     surfaced=(ctx.project_key, ctx.drawer_files), context=1)  # fmt: skip
     return answer("SessionStart", body)
+
+
+def compact_summary(home: Home, event: Event, max_chars: int | None = None) -> str | None:
+    """The session's current `summary.md` as the compacted session reads it, or None when there is
+    none. Within `max_chars` (default `SUMMARY_MAX_CHARS`): cut at a line, saying where the rest is.
+    Redacted again on the way out (a user may have edited the file)."""
+    limit = SUMMARY_MAX_CHARS if max_chars is None else max_chars
+    where = transcript_place(home, event)
+    if where is None:
+        return None
+    path = home.summary_file(*where)
+    try:
+        from memd.fsutil import open_regular
+
+        with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO in its place is refused, never waited on
+            raw = fh.read(SUMMARY_READ_BYTES)
+    except OSError:
+        return None
+    from memd.redact.redactor import redact
+
+    text = redact(raw.decode("utf-8", "replace")).strip()
+    if not text:
+        return None
+    head = f"This session was compacted. memd's rolling summary of the whole session (file: {path}):\n\n"
+    tail = f"\n[memd: summary cut to fit the hook's limit; Read {path} for the rest]"
+    if len(head) + len(text) > limit:
+        room = max(0, limit - len(head) - len(tail))
+        cut = text[:room]
+        text = (cut.rsplit("\n", 1)[0] if "\n" in cut else cut).rstrip() + tail
+    return head + text
 
 
 # --------------------------------------------------------------------------- UserPromptSubmit
@@ -328,8 +371,16 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
 # --------------------------------------------------------------------------- PreCompact
 
 
-def pre_compact(home: Home, event: Event, *, now: Callable[[], datetime] | None = None) -> None:
-    """Leave a summary request for the daemon (it does the work); answer nothing."""
+def pre_compact(home: Home, event: Event, *, now: Callable[[], datetime] | None = None,
+                wait: float = PRECOMPACT_WAIT_SECONDS) -> None:  # fmt: skip
+    """Make the session's summary current before the compaction, bounded; answer nothing.
+
+    Leaves a summary request for the daemon (it runs the job within its next due-check), and starts
+    the summary job at once (`memd run-now summary --force --no-wait`, detached) and waits for it
+    at most `wait` seconds: the offline summary and a quick model finish within it, so the
+    SessionStart after the compaction brings an up-to-date summary; a slow model call goes on in
+    the background and the compacted session gets the last summary meanwhile. A daemon already
+    summarising holds the lock: the job exits at once (75) and the daemon's run stands."""
     from memd.clock import iso, system_clock
     from memd.state import set_kv
 
@@ -346,7 +397,24 @@ def pre_compact(home: Home, event: Event, *, now: Callable[[], datetime] | None 
         _record_quietly(home, conn, sid, moment.date().isoformat(), compacts=1)
     finally:
         conn.close()
+    if wait > 0:
+        summarise_now(home, key, sid, wait)
     return None
+
+
+def summarise_now(home: Home, key: str, session_id: str, wait: float) -> int | None:
+    """Run the session's summary job in a detached process; its exit code, or None when it is still
+    running after `wait` seconds (it goes on; nothing waits for it)."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "memd", "--home", str(home.root), "run-now", "summary", "--project", key,
+           "--session", session_id, "--force", "--no-wait"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    try:
+        return proc.wait(wait)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def take_summary_requests(conn: sqlite3.Connection) -> list[Place]:

@@ -22,7 +22,6 @@ Names are never paths: a name with a separator, `..` or a leading `~` is refused
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
+from memd.agent.mcpwire import INSTRUCTIONS
 from memd.tree import Home, Place
 
 MAX_QUERY = 1000
@@ -39,14 +39,6 @@ MAX_DESCRIPTION = 300
 MAX_BODY = 8 * 1024
 MAX_LISTED = 500
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-INSTRUCTIONS = """memd keeps this user's long-term memory: the global drawer (cross-project
-preferences and ways of working) and this project's memory (decisions and constraints).
-Use search_memory to find what is known about a topic, read_memory for a memory's full
-text, recall for the few memories most relevant to a question. Memories are point-in-time
-observations: one more than a day old may be outdated; verify it against the current code.
-Use remember only for durable facts the user wants kept (preferences, corrections, project
-decisions that the code does not show), and forget when the user asks."""
 
 QUERY_HELP = 'Words to look for (FTS5 syntax works: deplo*, "exact phrase", a OR b).'
 DESCRIPTION_HELP = "One line: what this memory is about."
@@ -203,12 +195,16 @@ class Tools:
             raise self.fail(f"refused: {rejected[0][1]}")
         place = Place.global_() if op["scope"] == "global" else Place.project(self.key)
         s = self._settings()
-        ctx = make_context(self.home, s, log=QUIET, now=self.now)
-        try:
-            with acquire(self.home, [place], timeout=float(s.memd.lock_timeout_seconds)):
-                applied = memwrite.apply(ctx, self.key, ops, provider="mcp", session_id="mcp", job=job, reason=reason)
-        finally:
-            ctx.conn.close()
+        # One write at a time in this server: an agent's parallel `remember` calls queue here instead
+        # of finding the memory lock "held by another memd process" (this one; issue 23).
+        with _WRITES:
+            ctx = make_context(self.home, s, log=QUIET, now=self.now)
+            try:
+                with acquire(self.home, [place], timeout=float(s.memd.lock_timeout_seconds)):
+                    applied = memwrite.apply(ctx, self.key, ops, provider="mcp", session_id="mcp", job=job,
+                                             reason=reason)  # fmt: skip
+            finally:
+                ctx.conn.close()
         if applied.refused:
             raise self.fail(f"refused: {applied.refused[0][1]}")
         result: dict[str, Any] = {k: v for k, v in applied.counts().items() if v}
@@ -234,6 +230,7 @@ class Tools:
 
 
 _logs_ready = threading.Event()
+_WRITES = threading.Lock()  # the server's own writes, serialised (see Tools._write)
 
 
 def _quiet_logs() -> None:
@@ -335,12 +332,9 @@ def build(home: Home, project_key: str, now: Callable[[], datetime] | None = Non
     return server
 
 
-def project_of_cwd() -> str:
-    from memd.keys import project_key
-
-    return project_key(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
-
-
 def serve(home: Home) -> None:
-    """Run the server on stdin/stdout until the client closes it."""
-    build(home, project_of_cwd()).run("stdio")
+    """Run the server on stdin/stdout until the client closes it (`memd.agent.mcpwire`'s loop: the
+    SDK is imported only for the first tool call, so `initialize` is answered at once)."""
+    from memd.agent.mcpwire import serve as serve_wire
+
+    serve_wire(home)

@@ -19,6 +19,6 @@ def mcp_cmd(ctx: click.Context) -> None:
     starts the server in (or $CLAUDE_PROJECT_DIR). For a client's configuration:
     `memd connect mcp --print`.
     """
-    from memd.agent.mcp import serve
+    from memd.agent.mcpwire import serve  # the SDK waits for the first tool call (start-up window)
 
     serve(get_home(ctx))

@@ -17,7 +17,7 @@ from memd.transcripts.tally import Tally, UsageBook
 
 SESSION_COLUMNS = (
     "records", "human_turns", "assistant_turns", "tool_calls", "conv_chars", "compactions",
-    "last_compaction_offset", "pause_toggled_ts", "pause_offset", "first_ts", "last_ts",
+    "last_compaction_offset", "pause_toggled_ts", "pause_offset", "pause_resumes", "first_ts", "last_ts",
     "safe_offset", "safe_human_turns", "safe_conv_chars", "safe_tool_calls",
 )  # fmt: skip
 

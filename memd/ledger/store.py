@@ -297,6 +297,7 @@ LIST_COLUMNS = (
     "usage_cache_creation", "usage_cache_read", "compactions", "paused_transcript", "pause_toggled_ts",
     "pause_cli", "pause_cli_ts", "first_ts", "last_ts", "safe_offset", "natural_break", "safe_human_turns",
     "safe_conv_chars", "safe_tool_calls", "pause_offset", "last_compaction_offset", "pause_cli_parity",
+    "pause_resumes", "pause_cli_resumes",
 )  # fmt: skip
 
 

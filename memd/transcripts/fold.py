@@ -17,11 +17,13 @@ from memd.transcripts.formats import (
     COMMAND_PREFIXES,
     MEWCODE_TYPES,
     NOTHING_TO_FOLD,
-    PAUSE_COMMANDS,
     PRIO_COPY,
     PRIO_DIRECT,
     SYSTEM_SUBTYPES,
+    PauseWord,
     detect_format,
+    follow_pause,
+    pause_word,
     slash_command,
     text_of,
     unknown_command,
@@ -255,11 +257,9 @@ class Folder:
             self.t.last_compaction_offset = end
         elif sub == "local_command":  # Claude Code 2.1 records a slash command here
             content = rec.get("content")
-            text = content if isinstance(content, str) else ""
-            echo = unknown_command(text)
-            cmd = echo or slash_command(text)
-            if cmd in PAUSE_COMMANDS:
-                self._toggle_pause(rec, end, echo=echo is not None)
+            word = pause_word(content) if isinstance(content, str) else None
+            if word is not None:
+                self._toggle_pause(rec, end, word)
         elif not (isinstance(sub, str) and sub in SYSTEM_SUBTYPES):
             self.t.note_unknown(f"system/{str(sub)[:48]}")
 
@@ -284,9 +284,10 @@ class Folder:
         if any(vals):
             self.t.cost_state = (vals[0], vals[1], vals[2], vals[3])
 
-    def _toggle_pause(self, src: Any, end: int, echo: bool = False) -> None:
-        """One pause command toggles once: an "Unknown command" echo answering the record that
-        already toggled (its child) is the same command, not a second one."""
+    def _toggle_pause(self, src: Any, end: int, word: PauseWord) -> None:
+        """One pause command counts once (`formats.follow_pause`, the rule spans follow too): an
+        "Unknown command" echo answering the record that already counted (its child) is the same
+        command, not a second one."""
         if src.__class__ is dict:
             ts, parent, uuid = src.get("timestamp"), src.get("parentUuid"), src.get("uuid")
         else:  # a typed line: read the three fields it did not decode
@@ -295,12 +296,14 @@ class Folder:
                 ts, parent, uuid = f.timestamp, f.parentUuid, f.uuid
             except DECODE_ERRORS:
                 ts = parent = uuid = None
-        if echo and self.t.last_pause_uuid is not None and parent == self.t.last_pause_uuid:
+        t = self.t
+        t.paused, t.last_pause_uuid, counted = follow_pause(t.paused, t.last_pause_uuid, word, uuid, parent)
+        if not counted:
             return
-        self.t.paused = not self.t.paused
-        self.t.pause_toggled_ts = None if ts is None else str(ts)
-        self.t.pause_offset = end
-        self.t.last_pause_uuid = uuid if isinstance(uuid, str) else None
+        t.pause_toggled_ts = None if ts is None else str(ts)
+        t.pause_offset = end
+        if word.resume:
+            t.pause_resumes += 1
 
     def _usage(self, msg: Message | Copy, prio: int) -> None:
         u = msg.usage
@@ -379,14 +382,14 @@ class Folder:
     def _human_text(self, text: str, src: Any, start: int, end: int, plain_slash: bool) -> None:
         """Count a human turn, or honour a slash command (Claude Code wraps them; MewCode does not)."""
         stripped = text.strip()
-        echo = None
+        word = pause_word(stripped)
+        if word is not None:
+            self._toggle_pause(src, end, word)
+            return  # a pause command (and what it swallowed) is no human turn
         if stripped.startswith("<command-") or (plain_slash and stripped.startswith("/")):
             cmd = slash_command(stripped)
         else:
-            echo = unknown_command(stripped)
-            cmd = stripped if stripped in PAUSE_COMMANDS else echo
-        if cmd in PAUSE_COMMANDS:
-            self._toggle_pause(src, end, echo=echo is not None)
+            cmd = unknown_command(stripped)
         if stripped.startswith(COMMAND_PREFIXES) or cmd is not None or not stripped:
             return
         if self.pending:  # the human spoke: calls still unanswered are abandoned

@@ -30,9 +30,12 @@ Counting rules (one place, documented in the README under `memd sessions`):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-PAUSE_COMMANDS = frozenset({"/pause-memory", "/memory-pause", "/toggle-memory"})
+PAUSE_COMMANDS = frozenset({"/pause-memory", "/memory-pause", "/toggle-memory"})  # each toggles (the seed's)
+RESUME_COMMAND = "/resume-memory"  # resumes, whatever the state: typing it twice never pauses
+MEMORY_COMMANDS = PAUSE_COMMANDS | {RESUME_COMMAND}
 CLAUDE_ONLY_TYPES = frozenset(
     {"summary", "file-history-snapshot", "progress", "queue-operation", "last-prompt", "system"}
 )
@@ -102,6 +105,58 @@ def unknown_command(text: str) -> str | None:
         rest = body[len("Unknown command: ") :].split()
         return rest[0] if rest else None
     return None
+
+
+@dataclass(frozen=True)
+class PauseWord:
+    """A pause or resume command as an agent recorded it (SPEC §3.4, §3.4a).
+
+    `echo` marks "Unknown command: /x", the answer an agent without the command writes: when it
+    answers the record that already said the command (its `parentUuid`), it is the same word."""
+
+    command: str
+    echo: bool = False
+
+    @property
+    def resume(self) -> bool:
+        return self.command == RESUME_COMMAND
+
+
+def pause_word(text: str) -> PauseWord | None:
+    """The one parser of the pause (pure): the command a record's text says, or None.
+
+    Every reader decides the pause from this (the ledger's fold, extraction's and the summary's
+    spans, so `memd status` and `memd sessions` too), for every form the agents write:
+    a `user` record with `<command-name>/pause-memory</command-name>` (a command the agent
+    defines), the `system/local_command` record of Claude Code 2.1 whose content is
+    `/pause-memory` — or `/pause-memory` followed by text, which the command swallows —,
+    "Unknown command: /pause-memory" (Claude Code 2.1.112, maybe in `<local-command-stdout>`),
+    MewCode's plain line, the aliases and `/resume-memory`. The child record that answers
+    `<local-command-stdout>/pause-memory isn't available …` is no second command.
+    """
+    s = text.strip()
+    if not s:
+        return None
+    echoed = unknown_command(s)
+    if echoed is not None:
+        return PauseWord(echoed, echo=True) if echoed in MEMORY_COMMANDS else None
+    if s.startswith("<command-"):
+        cmd = slash_command(s)
+    elif s.startswith("/"):
+        cmd = s.split(None, 1)[0]
+    else:  # `<local-command-stdout>…` answers, prose that merely mentions a command
+        return None
+    return PauseWord(cmd) if cmd in MEMORY_COMMANDS else None
+
+
+def follow_pause(paused: bool, last_uuid: str | None, word: PauseWord, uuid: Any, parent: Any) -> tuple[bool, str | None, bool]:
+    """The state after `word` (pure): (paused, the uuid of the record that last said a command,
+    whether the word counted). An echo answering the record that already counted is not counted
+    again; `/resume-memory` resumes, the others toggle."""
+    if word.echo and last_uuid is not None and parent == last_uuid:
+        return paused, last_uuid, False
+    paused = False if word.resume else not paused
+    return paused, uuid if isinstance(uuid, str) else None, True
 
 
 def tokens_of(chars: int) -> int:

@@ -5,7 +5,10 @@ Jobs read from their cursor to the ledger's safe offset (§7.2: never past an
 unanswered tool call). Compaction summaries and MewCode's inlined `keep` tail
 are derived copies of lines memd reads anyway, so they are left out; sidechain
 (sub-agent) lines are not the session's conversation. Pause commands are kept
-as markers so the extraction job can drop what was said while paused (§3.4).
+as markers so the extraction and summary jobs can drop what was said while paused
+(§3.4, `memd.ledger.pause.follow`): the one parser (`formats.pause_word`) reads
+them in every form, Claude Code 2.1's `system/local_command` records included, and
+a command piece carries only the command's name — never the text typed after it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Literal
 
 import orjson
 
-from memd.transcripts.formats import PAUSE_COMMANDS, detect_format, slash_command, text_of
+from memd.transcripts.formats import detect_format, pause_word, slash_command, text_of
 from memd.transcripts.lines import read_lines
 
 Kind = Literal["human", "assistant", "tool_call", "tool_result", "command", "compaction"]
@@ -35,6 +38,8 @@ class Piece:
     tool_input: Any = None
     is_error: bool = False
     uuid: str | None = None  # the record's uuid (Claude Code), for provenance
+    parent: str | None = None  # the record's parentUuid (a pause echo answers its parent)
+    echo: bool = False  # a pause command as "Unknown command: /x" (see formats.PauseWord)
 
 
 @dataclass
@@ -88,7 +93,11 @@ def _human_or_command(text: str, ts: Any, end: int, out: list[Piece], plain_slas
     s = text.strip()
     if not s:
         return
-    if s.startswith("<command-") or (plain_slash and s.startswith("/")) or s in PAUSE_COMMANDS:
+    word = pause_word(s)
+    if word is not None:  # the command's name only: text typed after it is never extracted
+        out.append(Piece("command", word.command, end, ts, name=word.command, echo=word.echo))
+        return
+    if s.startswith("<command-") or (plain_slash and s.startswith("/")):
         out.append(Piece("command", s[:200], end, ts, name=slash_command(s) or s.split()[0]))
         return
     if s.startswith("<local-command-"):
@@ -100,9 +109,10 @@ def _claude(rec: dict[str, Any], end: int, out: list[Piece]) -> None:
     """The record's pieces, each carrying the record's uuid (provenance of what memd derives)."""
     first = len(out)
     _claude_pieces(rec, end, out)
-    uid = rec.get("uuid")
+    uid, parent = rec.get("uuid"), rec.get("parentUuid")
     for p in out[first:]:
         p.uuid = uid if isinstance(uid, str) else None
+        p.parent = parent if isinstance(parent, str) else None
 
 
 def _claude_pieces(rec: dict[str, Any], end: int, out: list[Piece]) -> None:
@@ -111,6 +121,12 @@ def _claude_pieces(rec: dict[str, Any], end: int, out: list[Piece]) -> None:
     ts = None if ts is None else str(ts)
     if t == "system" and rec.get("subtype") == "compact_boundary":
         out.append(Piece("compaction", "", end, ts))
+        return
+    if t == "system" and rec.get("subtype") == "local_command":  # Claude Code 2.1's slash commands
+        content = rec.get("content")
+        word = pause_word(content) if isinstance(content, str) else None  # as the fold reads it
+        if word is not None:
+            out.append(Piece("command", word.command, end, ts, name=word.command, echo=word.echo))
         return
     if t not in ("user", "assistant") or rec.get("isSidechain") is True:
         return

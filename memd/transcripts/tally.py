@@ -28,6 +28,7 @@ class Tally:
     paused: bool = False
     pause_toggled_ts: str | None = None
     pause_offset: int | None = None
+    pause_resumes: int = 0  # `/resume-memory` words counted: a CLI word before the last one is overruled
     first_ts: str | None = None
     last_ts: str | None = None
     safe_offset: int = 0

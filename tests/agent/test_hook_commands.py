@@ -19,13 +19,13 @@ import pytest
 from memd import state
 from memd.agent.candidates import content_terms, telling_terms
 from memd.agent.connect import hook_command
-from memd.agent.hooks import take_summary_requests
+from memd.agent.hooks import summarise_now, take_summary_requests
 from memd.index.refresh import refresh_all
 from memd.keys import cwd_key, project_key
 from memd.memory.file import render_memory, write_memory
 from memd.tree import Home
 from tests.conftest import memd_cmd
-from tests.procs import DaemonProc, memd_env, wait_log
+from tests.procs import DaemonProc, memd_env, wait_for, wait_log
 
 DAY = 86_400
 SID = "5f0c1d2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f"
@@ -227,10 +227,92 @@ def test_the_daemon_runs_the_summary_a_pre_compact_hook_asked_for(world: tuple[H
     ev = event(proj, home, "PreCompact", trigger="manual", custom_instructions="")
     assert hook(home, "precompact", "--hook", stdin=json.dumps(ev))[0] == 0
     target = f"session:{cwd_key(proj)}:{SID}"
+    wait_log(home.root, timeout=60, event="job.finished", job="summary", target=target)  # the hook's own run
+
+    def requests_left() -> int:
+        conn = state.connect(home.state_db)
+        try:
+            return int(conn.execute("SELECT COUNT(*) FROM kv WHERE k LIKE 'summary-request:%'").fetchone()[0])
+        finally:
+            conn.close()
+
+    assert requests_left() == 1
     with DaemonProc(home.root) as daemon:
-        wait_log(home.root, timeout=60, event="job.finished", job="summary", target=target)
+        wait_for(lambda: requests_left() == 0, 60)  # the daemon took the request (and found the summary current)
         daemon.stop()
     assert home.summary_file(cwd_key(proj), SID).exists()
-    conn = state.connect(home.state_db)
-    assert take_summary_requests(conn) == []
-    conn.close()
+
+
+# --------------------------------------------------------------------------- the summary after a compaction
+
+
+SUMMARY = """# Session Title
+Friday deploy of the shop
+
+# Current State
+Migrations ran on Thursday; the code goes out on Friday. Token for the deploy bot: ghp_abcdefghijklmnopqrstuvwxyz0123456789
+
+# Task specification
+Plan the Friday deploy of the shop.
+"""
+
+
+def _write_summary(home: Home, proj: Path, text: str) -> Path:
+    path = home.summary_file(cwd_key(proj), SID)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_session_start_after_a_compaction_brings_the_summary_with_the_drawer(world: tuple[Home, Path]) -> None:
+    home, proj = world
+    path = _write_summary(home, proj, SUMMARY)
+    rc, out, err = hook(home, "context", "--hook", stdin=json.dumps(event(proj, home, "SessionStart", source="compact")))
+    assert rc == 0, err
+    text = context_of(out, "SessionStart")
+    assert "Migrations ran on Thursday" in text and str(path) in text and "# sessionSummary" in text
+    assert "ghp_abcdefghijklmnopqrstuvwxyz0123456789" not in text and "[REDACTED:" in text
+    assert "Tabs, never spaces." in text and len(text) <= 9_500
+    for source in ("startup", "resume", "clear"):  # only a compaction loses the conversation
+        rc, out, err = hook(home, "context", "--hook", stdin=json.dumps(event(proj, home, "SessionStart", source=source)))
+        assert "Migrations ran on Thursday" not in context_of(out, "SessionStart")
+
+
+def test_a_long_summary_is_cut_within_the_hooks_limit_and_names_its_file(world: tuple[Home, Path]) -> None:
+    home, proj = world
+    worklog = "\n".join(f"- step {i}: ran the migration check for table t{i} and it passed" for i in range(900))
+    path = _write_summary(home, proj, SUMMARY + "\n# Worklog\n" + worklog + "\n")
+    rc, out, err = hook(home, "context", "--hook", stdin=json.dumps(event(proj, home, "SessionStart", source="compact")))
+    assert rc == 0, err
+    text = context_of(out, "SessionStart")
+    assert len(text) <= 9_500 and "Migrations ran on Thursday" in text and "Tabs, never spaces." in text
+    assert f"Read {path} for the rest" in text and "step 899" not in text
+
+
+def test_pre_compact_makes_the_summary_current_before_the_compacted_session_starts(world: tuple[Home, Path]) -> None:
+    """No daemon runs: the PreCompact hook itself brings summary.md up to date (offline provider, well
+    within its wait), and the SessionStart that follows the compaction carries it."""
+    home, proj = world
+    (home.root / "settings.json").write_text(json.dumps({"memd": {"provider": "offline"}}))
+    transcript = Path(event(proj, home, "x")["transcript_path"])
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    lines = [{"type": "user", "sessionId": SID, "cwd": str(proj), "timestamp": "2026-11-30T10:00:00Z", "uuid": "u1",
+              "message": {"role": "user", "content": "Please plan the Friday deploy of the shop."}},
+             {"type": "assistant", "sessionId": SID, "cwd": str(proj), "timestamp": "2026-11-30T10:00:05Z", "uuid": "a1",
+              "parentUuid": "u1", "message": {"id": "m1", "role": "assistant", "content": [{"type": "text",
+                                              "text": "Planned: migrations Thursday, code Friday."}]}}]  # fmt: skip
+    transcript.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    summary = home.summary_file(cwd_key(proj), SID)
+    assert not summary.exists()
+    rc, out, err = hook(home, "precompact", "--hook", stdin=json.dumps(event(proj, home, "PreCompact", trigger="auto")))
+    assert (rc, out) == (0, ""), err
+    assert "Friday deploy" in summary.read_text()
+    rc, out, err = hook(home, "context", "--hook", stdin=json.dumps(event(proj, home, "SessionStart", source="compact")))
+    assert "Friday deploy" in context_of(out, "SessionStart")
+
+
+def test_pre_compact_does_not_wait_past_its_bound(world: tuple[Home, Path]) -> None:
+    """A summary job still running when the wait ends is left to finish on its own (None): the
+    agent's compaction is not held up by a slow model."""
+    home, proj = world
+    assert summarise_now(home, cwd_key(proj), SID, wait=0.0001) is None

@@ -91,7 +91,7 @@ def test_mewcode_reads_its_own_files_in_the_seeds_order(world: tuple[Home, Path]
     assert "DEEPCODE-MARK" not in ctx.body()
 
 
-def test_includes_relative_and_home_paths_nested_to_depth_five(world: tuple[Home, Path]) -> None:
+def test_includes_relative_paths_nested_to_depth_five_and_never_home(world: tuple[Home, Path]) -> None:
     home, proj = world
     (proj / "docs").mkdir()
     (proj / "DEEPCODE.md").write_text("top\n@include docs/d1.md\n@include ~/style.md\n")
@@ -101,20 +101,21 @@ def test_includes_relative_and_home_paths_nested_to_depth_five(world: tuple[Home
     ctx = build(home, proj)
     text = ctx.sections[0].text
     assert all(f"LEVEL-{i}" in text for i in range(1, 6)) and "LEVEL-6" not in text
-    assert "HOME-STYLE" in text and "deeper than 5 levels" in text
+    assert "HOME-STYLE" not in text and "deeper than 5 levels" in text
     refused = [i for i in ctx.includes if i.reason]
-    assert [(Path(i.file).name, i.reason) for i in refused] == [("d5.md", "deeper than 5 levels")]
+    assert [(Path(i.file).name, i.reason) for i in refused] == [
+        ("d5.md", "deeper than 5 levels"), ("DEEPCODE.md", "only paths relative to the including file are included")]
 
 
 @pytest.mark.parametrize(
     ("line", "reason"),
     [
-        ("@include /etc/hostname", "only relative and ~/ paths are included"),
-        ("@include ../outside.md", "outside the project root and the home"),
+        ("@include /etc/hostname", "only paths relative to the including file are included"),
+        ("@include ../outside.md", "outside the project root"),
         ("@include missing.md", "not a file"),
         ("@include docs", "not a file"),
         ("@include DEEPCODE.md", "a cycle"),
-        ("@include link.md", "outside the project root and the home"),
+        ("@include link.md", "a symbolic link"),
     ],
 )
 def test_refused_includes_leave_a_note_and_nothing_else(world: tuple[Home, Path], line: str, reason: str) -> None:
@@ -189,3 +190,84 @@ def test_the_hook_budget_holds(world: tuple[Home, Path]) -> None:
     ctx = build(home, proj, "claude", settings=make_settings(memory={"global": {"maxBytes": 60000}}),
                 max_chars=HOOK_MAX_CHARS)  # fmt: skip
     assert len(ctx.body()) <= HOOK_MAX_CHARS and "globalMemory" in names(ctx)
+
+
+# --------------------------------------------------------------------------- includes confined (issue 22 point 5)
+
+PRIVATE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+               "QyNTUxOQAAACB0ZXN0a2V5dGVzdGtleXRlc3RrZXl0ZXN0a2V5dGVzdGtleQAAAJg=\n-----END OPENSSH PRIVATE KEY-----\n")
+
+
+def _included(home: Home, proj: Path, line: str, agent: str = "mewcode") -> tuple[str, list[str]]:
+    (proj / ("MEWCODE.md" if agent == "mewcode" else "DEEPCODE.md")).write_text(f"before\n{line}\nafter\n")
+    ctx = build(home, proj, agent)
+    return ctx.body(), [i.reason for i in ctx.includes]
+
+
+def test_an_include_of_the_users_ssh_key_is_refused(world: tuple[Home, Path]) -> None:
+    """The report: a project's MEWCODE.md with `@include ../.ssh/id_rsa` put the key, verbatim, into
+    the block. Here the project sits in the user's home, beside `.ssh`."""
+    home, _ = world
+    proj = Path.home() / "proj"
+    (proj / ".git").mkdir(parents=True)
+    (Path.home() / ".ssh").mkdir()
+    (Path.home() / ".ssh" / "id_rsa").write_text(PRIVATE_KEY)
+    for line in ("@include ../.ssh/id_rsa", "@include ~/.ssh/id_rsa", f"@include {Path.home() / '.ssh' / 'id_rsa'}",
+                 "@include sub/../../.ssh/id_rsa"):  # fmt: skip
+        body, reasons = _included(home, proj, line)
+        assert "PRIVATE KEY" not in body and "b3BlbnNzaC1rZXkt" not in body, line
+        assert reasons and reasons[0] in ("outside the project root",
+                                          "only paths relative to the including file are included"), (line, reasons)
+
+
+def test_links_inside_the_project_are_refused_wherever_they_point(world: tuple[Home, Path]) -> None:
+    home, proj = world
+    (proj.parent / "outside.md").write_text("OUTSIDE-MARK")
+    (proj / "inside.md").write_text("INSIDE-MARK")
+    (proj / "docs").mkdir()
+    os.symlink(proj.parent / "outside.md", proj / "out-link.md")
+    os.symlink(proj / "inside.md", proj / "in-link.md")
+    os.symlink(proj.parent, proj / "docs" / "up")  # a linked directory on the way
+    for line, mark in (("@include out-link.md", "OUTSIDE-MARK"), ("@include in-link.md", "INSIDE-MARK"),
+                       ("@include docs/up/outside.md", "OUTSIDE-MARK")):  # fmt: skip
+        body, reasons = _included(home, proj, line)
+        assert mark not in body and reasons == ["a symbolic link"], (line, reasons)
+
+
+def test_a_hard_link_to_a_file_outside_is_refused(world: tuple[Home, Path]) -> None:
+    """A hard link inside the project reached /etc/passwd; its other name may lie anywhere."""
+    home, proj = world
+    secret = proj.parent / "passwd"
+    secret.write_text("root:x:0:0:HARDLINK-MARK:/root:/bin/bash\n")
+    os.link(secret, proj / "users.md")
+    body, reasons = _included(home, proj, "@include users.md")
+    assert "HARDLINK-MARK" not in body and reasons == ["a hard link (2 names)"]
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="giving a file away needs root")
+def test_a_file_the_user_does_not_own_is_refused(world: tuple[Home, Path]) -> None:
+    home, proj = world
+    (proj / "theirs.md").write_text("THEIRS-MARK")
+    os.chown(proj / "theirs.md", 12345, 12345)
+    body, reasons = _included(home, proj, "@include theirs.md")
+    assert "THEIRS-MARK" not in body and reasons == ["not owned by the user"]
+
+
+def test_included_and_written_text_is_redacted(world: tuple[Home, Path]) -> None:
+    home, proj = world
+    (proj / "ops.md").write_text("Deploy key:\n" + PRIVATE_KEY + "Token ghp_abcdefghijklmnopqrstuvwxyz0123456789\n")
+    body, reasons = _included(home, proj, "@include ops.md", agent="deepcode")
+    assert reasons == [""] and "Deploy key:" in body
+    assert "b3BlbnNzaC1rZXkt" not in body and "ghp_abcdefghijklmnopqrstuvwxyz0123456789" not in body
+    assert "[REDACTED:" in body
+
+
+def test_a_user_level_file_includes_only_from_its_own_directory(world: tuple[Home, Path]) -> None:
+    home, proj = world
+    (home.root / "style.md").write_text("USER-STYLE")
+    (home.root / "DEEPCODE.md").write_text("@include style.md\n@include ../user/notes.md\n")
+    (Path.home() / "notes.md").write_text("NOTES-MARK")
+    ctx = build(home, proj)
+    body = ctx.body()
+    assert "USER-STYLE" in body and "NOTES-MARK" not in body
+    assert [i.reason for i in ctx.includes] == ["", "outside the project root"]

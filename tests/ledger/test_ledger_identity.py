@@ -157,7 +157,7 @@ def test_migration_makes_old_absolute_paths_relative(tmp_path: Path) -> None:
     conn.execute("UPDATE files SET path=?, fp=NULL", (str(home / rel),))
     conn.execute("PRAGMA user_version=2")
     conn.execute("ALTER TABLE files DROP COLUMN fp")
-    for col in ("generation", "ingest_error", "ingest_error_ts", "pause_cli_parity"):
+    for col in ("generation", "ingest_error", "ingest_error_ts", "pause_cli_parity", "pause_resumes", "pause_cli_resumes"):
         conn.execute(f"ALTER TABLE sessions DROP COLUMN {col}")
     for table in ("record_types", "judged", "pause_events"):
         conn.execute(f"DROP TABLE {table}")
