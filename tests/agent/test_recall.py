@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anthropic  # noqa: F401 - imported once here: the SDK's import time (seconds on a loaded machine) is not what these tests measure
 import pytest
 
 from memd.agent import candidates as recallcandidates
