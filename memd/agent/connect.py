@@ -61,7 +61,7 @@ from memd.fsutil import PRIVATE_FILE, atomic_write, ensure_private_dir, kind_of,
 from memd.tree import DEFAULT_HOME, Home
 
 SERVER = "memd"
-# event → (memd sub-command, timeout in seconds). Recall may wait 8 s on a model (§7b.1).
+# event → (memd sub-command, timeout in seconds). Recall answers within memd.recallBudgetMs (1.5 s) of its start (§17).
 HOOKS: dict[str, tuple[str, int]] = {
     "SessionStart": ("context", 10),
     "UserPromptSubmit": ("recall", 15),
