@@ -125,7 +125,7 @@ def test_run_now_no_wait_exits_75(tmp_path: Path) -> None:
 def test_unknown_job_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "h").mkdir()
     r = run_memd(tmp_path / "h", "run-now", "nonsense")
-    assert r.returncode == 2 and "unknown job" in r.stderr
+    assert r.returncode == 2 and "no job 'nonsense'" in r.stderr
 
 
 def test_jobs_lists_triggers(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from tests.ui.test_guard import csrf_of, req
 from tests.ui.world import KEY, Page, build, served, today
 
 pytestmark = pytest.mark.xdist_group("ui-actions")
-MEMORY = "always-run-linter-before-committing.md"
+MEMORY = "run-linter-before-committing.md"
 
 
 @pytest.fixture

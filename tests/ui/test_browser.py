@@ -71,10 +71,10 @@ def test_every_page_in_chromium(tmp_path: Path, browser: Any) -> None:
 
         page.fill("input[name=q]", "linter")
         page.click("text=Search")
-        assert page.locator("table tr td a").all_inner_texts() == ["always-run-linter-before-committing"]
+        assert page.locator("table tr td a").all_inner_texts() == ["run-linter-before-committing"]
 
         # one memory: text, why (the user's own line, its session) and its history with a diff
-        page.click("text=always-run-linter-before-committing")
+        page.click("text=run-linter-before-committing")
         assert "Please always run the linter" in page.locator("pre.line").first.inner_text()
         assert "session s-first" in page.inner_text("main")
         assert page.locator(".run").count() == 1 and page.locator("pre.diff .add").count() >= 3
