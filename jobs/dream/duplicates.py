@@ -29,42 +29,68 @@ def similarity(a: Sequence[str], b: Sequence[str]) -> float:
 
 
 def _candidates(docs: list[list[str]], threshold: float) -> dict[int, set[int]]:
-    """Pairs (i, j<i) that *may* reach `threshold`: an exact prefix filter, so no pair is missed.
+    """Pairs (i, j<i) whose multiset overlap allows `threshold`: exact, so no similar pair is missed.
 
-    ratio = 2M/(la+lb) ≥ r with M ≤ lb gives M ≥ r·la/(2−r): two documents that
-    similar share at least that many (word, occurrence) elements, so, with the
-    elements of every document ordered by global rarity, they share one among
-    the first la − ⌈r·la/(2−r)⌉ + 1 of each. This keeps 1,000 memories far from
-    the half-million comparisons of a naive scan.
+    difflib's ratio is 2M/(la+lb), and its M (matched words) never exceeds the
+    multiset overlap O of the two word lists, so ratio ≥ r needs 2·O ≥ r·(la+lb).
+    O is the size of the intersection of the (word, occurrence) element sets. The
+    filter is PPJoin (prefix and positional filtering over elements ordered by
+    global rarity), visiting documents shortest first:
+
+    * a document of length l shares at least ⌈r·l/(2−r)⌉ elements with any match
+      (M ≤ the shorter length), so the two share one among the first
+      l − ⌈r·l/(2−r)⌉ + 1 of its elements (the probe prefix);
+    * an earlier (no longer) document of length l shares at least ⌈r·l⌉ with any
+      later one, so only its first l − ⌈r·l⌉ + 1 elements are indexed;
+    * a pair first seen at positions p, q cannot reach the bound if the elements
+      left after them cannot, and is dropped at once.
+
+    Survivors are checked with the exact overlap (a set intersection), so the
+    result is exactly the pairs whose overlap reaches the bound: the same pairs
+    an exhaustive check keeps, at a cost that follows the rare elements each
+    document shares, not the number of pairs.
     """
-    elements = []
-    for toks in docs:
-        seen: Counter[str] = Counter()
-        els = []
-        for t in toks:
-            els.append((t, seen[t]))
-            seen[t] += 1
-        elements.append(els)
+    elements = [[(t, k) for t, c in Counter(toks).items() for k in range(c)] for toks in docs]
     freq: Counter[tuple[str, int]] = Counter(e for els in elements for e in els)
-    index: dict[tuple[str, int], list[int]] = {}
+    rank = {e: r for r, e in enumerate(sorted(freq, key=lambda e: (freq[e], e)))}
+    ordered = [sorted([rank[e] for e in els]) for els in elements]
+    sets = [frozenset(o) for o in ordered]
+    index: dict[int, list[tuple[int, int, int]]] = {}
+    starts: dict[int, int] = {}
     out: dict[int, set[int]] = {}
-    for i, els in enumerate(elements):
-        n = len(els)
-        need = max(1, math.ceil(threshold * n / (2 - threshold) - 1e-9))
-        prefix = sorted(els, key=lambda e: (freq[e], e))[: max(0, n - need + 1)]
-        for e in prefix:
-            for j in index.get(e, ()):
-                lj = len(elements[j])
-                if 2 * min(n, lj) >= threshold * (n + lj):
-                    out.setdefault(i, set()).add(j)
-            index.setdefault(e, []).append(i)
+    ratio = threshold / (2 - threshold)
+    for x in sorted(range(len(docs)), key=lambda i: len(ordered[i])):
+        ox = ordered[x]
+        lx = len(ox)
+        if lx == 0:
+            continue
+        probe = lx - max(1, math.ceil(ratio * lx - 1e-9)) + 1
+        shortest = ratio * lx - 1e-9
+        overlap: dict[int, int] = {}
+        for p in range(probe):
+            posting = index.get(ox[p])
+            if posting is None:
+                continue
+            skip = starts.get(ox[p], 0)
+            while skip < len(posting) and posting[skip][2] < shortest:
+                skip += 1  # lengths only grow: a y too short for this x is too short for every later one
+            starts[ox[p]] = skip
+            for k in range(skip, len(posting)):
+                y, q, ly = posting[k]
+                seen_ = overlap.get(y, 0)
+                if seen_ < 0:
+                    continue
+                if seen_ + 1 + min(lx - p - 1, ly - q - 1) < threshold * (lx + ly) / 2 - 1e-9:
+                    overlap[y] = -1
+                else:
+                    overlap[y] = seen_ + 1
+        for y, seen_ in overlap.items():
+            if seen_ > 0 and 2 * len(sets[x] & sets[y]) >= threshold * (lx + len(ordered[y])):
+                i, j = (x, y) if x > y else (y, x)
+                out.setdefault(i, set()).add(j)
+        for p in range(lx - max(1, math.ceil(threshold * lx - 1e-9)) + 1):
+            index.setdefault(ox[p], []).append((x, p, lx))
     return out
-
-
-def _alike(a: list[str], bag_a: Counter[str], b: list[str], bag_b: Counter[str], threshold: float) -> bool:
-    """ratio ≤ 2·(multiset overlap)/(la+lb): a cheap exact bound first, then the quadratic ratio."""
-    shared = sum(min(n, bag_b[t]) for t, n in bag_a.items() if t in bag_b)
-    return 2 * shared >= threshold * (len(a) + len(b)) and similarity(a, b) >= threshold
 
 
 def near_duplicate_groups(memories: Sequence[Memory], threshold: float = SIMILARITY) -> list[list[Memory]]:
@@ -81,12 +107,11 @@ def near_duplicate_groups(memories: Sequence[Memory], threshold: float = SIMILAR
     for same in by_type.values():
         order = sorted(same, key=lambda m: (-m.mtime, m.path.name))
         docs = [tokens(f"{m.description}\n{m.body}") for m in order]
-        bags = [Counter(d) for d in docs]
         cands = _candidates(docs, threshold)
         members: dict[int, list[int]] = {}
         for i in range(len(order)):
             home = next((k for k in sorted(cands.get(i, ())) if k in members and
-                         _alike(docs[k], bags[k], docs[i], bags[i], threshold)), None)  # fmt: skip
+                         similarity(docs[k], docs[i]) >= threshold), None)  # fmt: skip
             if home is None:
                 members[i] = [i]
             else:

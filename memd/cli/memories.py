@@ -154,12 +154,42 @@ def _scopes(home: Any, pkey: str | None, everything: bool) -> list[tuple[str, st
     return [d for d in dirs if d[0] == "global" or d[1] == pkey]
 
 
-def _memories(home: Any, pkey: str | None, everything: bool) -> tuple[list[Any], list[Any]]:
+def _indexed(home: Any) -> dict[tuple[str, str | None], dict[str, Any]]:
+    """search.sqlite's rows as memories, by directory and path: `scan_dir` reuses a row whose
+    file's size and mtime still match (one stat) instead of reading and parsing the file, and
+    parses the rest (new, changed, unindexed). An absent or unreadable database: nothing known,
+    every file parsed. Read-only: listing never creates or repairs the index."""
+    import sqlite3
+
+    from memd.index.search import open_readonly
+    from memd.memory.file import Memory
+
+    out: dict[tuple[str, str | None], dict[str, Any]] = {}
+    try:
+        conn = open_readonly(home.search_db)
+    except sqlite3.Error:
+        return out
+    try:
+        rows = conn.execute("SELECT scope, project_key, file, name, description, type, mtime, size FROM memories")
+        for scope, key, file, name, desc, mtype, mtime, size in rows:  # the body: `list` shows none
+            path = home.root / file
+            out.setdefault((scope, key), {})[str(path)] = Memory(path, name, desc, mtype, "", mtime, size, scope, key, {})
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
+    return out
+
+
+def _memories(home: Any, pkey: str | None, everything: bool, *, indexed: bool = False) -> tuple[list[Any], list[Any]]:
+    """The memories in effect and the files that are not; with `indexed` (a listing, which shows
+    neither bodies nor metadata), those search.sqlite still matches are taken from it."""
     from memd.memory.scan import scan_dir
 
     mems, problems = [], []
+    known = _indexed(home) if indexed else {}
     for scope, k, path in _scopes(home, pkey, everything):
-        r = scan_dir(path, scope, k)
+        r = scan_dir(path, scope, k, known=known.get((scope, k)))
         mems.extend(r.memories)
         problems.extend(r.problems)
     return mems, problems
@@ -189,7 +219,7 @@ def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: b
 
     home = get_home(ctx)
     pkey = None if everything else resolve_key(key, cwd)
-    mems, problems = _memories(home, pkey, everything)
+    mems, problems = _memories(home, pkey, everything, indexed=True)
     if key and not everything and not any(m.scope == "project" for m in mems):
         check_project(home, key)  # nothing of its own: a typo is exit 2, a known project just has none yet
     now = system_clock()

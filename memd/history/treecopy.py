@@ -1,7 +1,7 @@
 """Copying a memory directory for the dream swap (`memd.history.snapshots`): byte-exact, mtimes kept, never a link followed.
 
 A FIFO, socket or device in the directory raises `SpecialFile` (such a
-directory is left alone). Copies are made durable in one batch (`durable`);
+directory is left alone). Copies are made durable in one batch (`durable`: one `syncfs` for a whole scope);
 `signature` sees any edit made to a directory since it was taken.
 """
 
@@ -11,8 +11,10 @@ import errno
 import hashlib
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from memd.fsutil import fsync_dir
 
@@ -109,8 +111,22 @@ def _hard_link(src: Path, dst: Path) -> bool:
     return True
 
 
+#: Up to this many files, one fsync each; beyond, one `syncfs` of their file system is cheaper.
+FSYNC_EACH_UP_TO = 16
+
+
 def durable(copied: Copied) -> None:
-    """Batch fsync: all data first, then the directories (much cheaper than write+fsync per file)."""
+    """Make every copied file's data and every directory durable before anyone names them.
+
+    Few files: fsync each, then the directories. Many (a scope copied whole): one `syncfs`
+    per file system the directories live on. On Linux `syncfs` waits for the writeback and,
+    in the words of sync(2), "provides the same guarantees as fsync() called on every file
+    in the filesystem", directory entries included, and reports write errors since 5.8; so
+    the crash guarantee is the batch's, at the cost of one flush instead of one journal
+    commit per file. Where `syncfs` is missing (not Linux), or fails, each file is fsynced.
+    """
+    if len(copied.files) > FSYNC_EACH_UP_TO and _sync_file_systems(copied.dirs):
+        return
     for f in copied.files:
         fd = os.open(f, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         try:
@@ -119,6 +135,43 @@ def durable(copied: Copied) -> None:
             os.close(fd)
     for d in reversed(copied.dirs):
         fsync_dir(d)
+
+
+def _sync_file_systems(dirs: list[Path]) -> bool:
+    """`syncfs` once per file system holding `dirs`; False when it is unavailable or failed."""
+    call = _syncfs()
+    if call is None or not dirs:
+        return False
+    one: dict[int, Path] = {}
+    for d in dirs:
+        one.setdefault(os.stat(d, follow_symlinks=False).st_dev, d)
+    for d in one.values():
+        fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            if call(fd) != 0:
+                return False
+        finally:
+            os.close(fd)
+    return True
+
+
+_SYNCFS: list[Any] = []
+
+
+def _syncfs() -> Any:
+    """libc's `syncfs(fd)` on Linux (looked up once), else None."""
+    if not _SYNCFS:
+        found = None
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes  # noqa: PLC0415 - only a dream's whole-scope copy needs it
+
+                found = ctypes.CDLL(None, use_errno=True).syncfs
+                found.argtypes, found.restype = [ctypes.c_int], ctypes.c_int
+            except (OSError, AttributeError):
+                found = None
+        _SYNCFS.append(found)
+    return _SYNCFS[0]
 
 
 def rmtree(path: Path) -> None:

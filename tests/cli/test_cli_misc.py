@@ -101,3 +101,27 @@ def test_index_sweeps_stale_temp_files_only(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)[0]["details"]["temp_files_swept"] == 1
     assert not old.exists() and fresh.exists() and other.exists() and (d / "keep.md").exists()
+
+
+def test_list_reads_the_search_index_for_files_it_still_matches(tmp_path: Path) -> None:
+    """`memd list` takes a memory from search.sqlite while its file's size and mtime match the row
+    (no file parsed), and parses the file again once it changed or the index is gone."""
+    home = tmp_path / "home"
+    p = _put(home / "projects" / "-repo" / "memory", "deploy", "deploys on fridays", "Only on Fridays.")
+    assert run_memd(home, "search", "fridays", "--project", "-repo").returncode == 0  # builds the index
+    st = p.stat()
+    p.write_text(p.read_text().replace("deploys on fridays", "deploys on mondays"))  # same size
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    def names() -> list[str]:
+        r = run_memd(home, "list", "--all", "--json")
+        assert r.returncode == 0, r.stderr
+        return [m["description"] for m in json.loads(r.stdout)["memories"]]
+
+    assert names() == ["deploys on fridays"]  # the row, not the file: the file was not read
+    (home / "memd" / "search.sqlite").unlink()
+    assert names() == ["deploys on mondays"]  # no index: every file parsed
+    assert run_memd(home, "search", "mondays", "--project", "-repo").returncode == 0
+    os.utime(p, (st.st_atime + 5, st.st_mtime + 5))
+    p.write_text(p.read_text().replace("mondays", "sundays"))
+    assert names() == ["deploys on sundays"]  # changed since indexed: parsed again

@@ -1,0 +1,212 @@
+"""Issue 27 pt 4 benchmark: passes that must grow with the memories, not faster, against main.
+
+Each pass runs in a child process on this tree and on main's `memd` and `jobs` (exported with
+`git archive` into a temporary directory), the two alternated, in the same run; the figure is the
+ratio of the two CPU times (`resource.getrusage` of the child: the machine is shared, wall time is
+noise) and each side's fitted growth exponent (least squares of log time on log size):
+
+* `dups`: `jobs.dream.duplicates.near_duplicate_groups` over one scope of n memories (four types,
+  bench_dream's Zipf prose, one planted near-duplicate in 19), the groups checked equal on both sides;
+* `dream`: a whole offline dream (`run_job`, provider offline) over one scope of n memories;
+* `snapshot`: `memd.history.snapshots.snapshot` of a scope of n files: wall time, since an fsync
+  waits without spending CPU;
+* `list`: `memd list --all --json` over a home of n memories in scopes of 2,500, search.sqlite current.
+
+    .venv/bin/python bench/bench_growth.py [--sizes 1000,5000,10000] [--passes dups,dream,snapshot,list]
+        [--repeat 1] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import REPO, write_section
+
+SECTION_TITLE = "## Growth with the memories (issue 27, point 4)"
+
+CHILD = textwrap.dedent(
+    """
+    import json, os, random, resource, sys, time, tempfile, shutil
+    from pathlib import Path
+    tree, bench_repo, what, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    sys.path.insert(0, tree)
+    sys.path.insert(1, bench_repo)
+    import jobs.dream, jobs.dream.duplicates, memd  # from `tree`, before bench_dream puts the repo first
+    assert jobs.__file__.startswith(tree) and memd.__file__.startswith(tree), (jobs.__file__, memd.__file__)
+    from bench.bench_dream import sentence, body_of, TYPES
+    from memd.memory.file import Memory
+
+    def cpu():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    def memories(n):
+        rng = random.Random(7)
+        out, i = [], 0
+        while len(out) < n:
+            desc, body, typ = sentence(rng, rng.randint(5, 12)), body_of(rng), TYPES[i % 4]
+            out.append(Memory(Path(f"/m/t{i}.md"), f"t{i}", desc, typ, body, 1.7e9 + i, len(body)))
+            if i % 19 == 3:
+                out.append(Memory(Path(f"/m/t{i}-dup.md"), f"t{i}-dup", desc, typ, body.replace(".", "!", 1), 1.7e9 + i + 0.5, len(body)))
+            i += 1
+        return out[:n]
+
+    if what == "dups":
+        from jobs.dream.duplicates import near_duplicate_groups
+        mems = memories(n)
+        t = cpu()
+        groups = near_duplicate_groups(mems)
+        print(json.dumps({"cpu": cpu() - t, "groups": sorted(sorted(m.name for m in g) for g in groups)}))
+    elif what in ("dream", "snapshot"):
+        import bench.bench_dream as B
+        B.MEMORIES = n
+        B.quiet_logs()
+        with tempfile.TemporaryDirectory() as tmp:
+            base = Path(tmp) / "base"
+            (base / "projects").mkdir(parents=True)
+            rng = random.Random(7)
+            B.build_scope(base, rng)
+            if what == "dream":
+                B.build_sessions(base, rng)
+                ctx, _ = B.make_ctx(base, None, "offline")
+                t, w = cpu(), time.perf_counter()
+                r = B.run_job(ctx, B.dream, B.TARGET, force=True)
+                print(json.dumps({"cpu": cpu() - t, "wall": time.perf_counter() - w, "outcome": r.reason}))
+            else:
+                from memd.history import snapshots as swap
+                from memd.history.runs import Place
+                from memd.tree import Home
+                w, t = time.perf_counter(), cpu()
+                swap.snapshot(Home(base), Place("project", B.KEY), "20260101T000000Z-aaaaaa")
+                print(json.dumps({"cpu": cpu() - t, "wall": time.perf_counter() - w}))
+    """
+)
+
+
+def export_main(dest: Path) -> Path:
+    """main's `memd` and `jobs` packages, as committed, in `dest`."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "main", "memd", "jobs"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def child(tree: Path, what: str, n: int) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, "-c", CHILD, str(tree), str(REPO), what, str(n)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{what} at {n} on {tree}: {r.stderr[-2000:]}")
+    return dict(json.loads(r.stdout.strip().splitlines()[-1]))
+
+
+def list_home(root: Path, n: int) -> Path:
+    """n memories in scopes of 2,500, indexed (search.sqlite current)."""
+    sys.path.insert(0, str(REPO))
+    from bench.bench_dream import body_of, sentence  # noqa: PLC0415 - imports memd: only in the parent, after its path is set
+    from memd.memory.file import render_memory  # noqa: PLC0415 - as above
+
+    home = root / f"home{n}"
+    rng = random.Random(5)
+    for i in range(n):
+        d = home / "projects" / f"-p{i // 2500:03d}" / "memory"
+        d.mkdir(parents=True, exist_ok=True)
+        typ = ("user", "feedback", "project", "reference")[i % 4]
+        (d / f"m{i:05d}.md").write_text(render_memory(f"m{i:05d}", sentence(rng, 8), typ, body_of(rng), {"source": "memd"}))
+    (home / "memd").mkdir(exist_ok=True)
+    subprocess.run([sys.executable, "-m", "memd", "--home", str(home), "run-now", "index"], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    return home
+
+
+def list_cpu(tree: Path, home: Path) -> dict[str, Any]:
+    code = "import sys; from memd.cli import main; sys.argv = ['memd'] + sys.argv[1:]; main()"
+    before = os.times()
+    r = subprocess.run([sys.executable, "-c", code, "--home", str(home), "list", "--all", "--json"], capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree)  # fmt: skip  # cwd: `-c` puts it first on the path
+    after = os.times()
+    if r.returncode != 0:
+        raise SystemExit(f"list on {tree}: {r.stderr[-2000:]!r}")
+    return {"cpu": (after.children_user - before.children_user) + (after.children_system - before.children_system),
+            "out": len(r.stdout)}  # fmt: skip
+
+
+def exponent(sizes: list[int], times: list[float]) -> float:
+    xs, ys = [math.log(s) for s in sizes], [math.log(max(t, 1e-6)) for t in times]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+
+
+def measure(sizes: list[int], passes: list[str], repeat: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"sizes": sizes, "load_before": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as tmp:
+        main_tree = export_main(Path(tmp) / "main")
+        for what in passes:
+            rows = []
+            for n in sizes:
+                home = list_home(Path(tmp), n) if what == "list" else None
+                best: dict[str, float] = {}
+                for _ in range(repeat):
+                    for side, tree in (("main", main_tree), ("here", REPO)):  # alternated
+                        got = list_cpu(tree, home) if home is not None else child(tree, what, n)
+                        key = "wall" if what == "snapshot" else "cpu"
+                        best[side] = min(best.get(side, math.inf), float(got[key]))
+                        if what == "dups":
+                            best.setdefault(f"groups_{side}", len(got["groups"]))
+                            best.setdefault(f"sig_{side}", hash(json.dumps(got["groups"])))
+                if what == "dups":
+                    assert best["sig_main"] == best["sig_here"], f"groups differ at {n}"
+                rows.append({"n": n, "main": best["main"], "here": best["here"], "groups": best.get("groups_here")})
+                print(what, rows[-1], flush=True)
+            out[what] = {"rows": rows, "exp_main": exponent(sizes, [r["main"] for r in rows]) if len(sizes) > 1 else None,
+                         "exp_here": exponent(sizes, [r["here"] for r in rows]) if len(sizes) > 1 else None}  # fmt: skip
+    out["load_after"] = os.getloadavg()
+    return out
+
+
+def section(r: dict[str, Any], command: str) -> str:
+    names = {"dups": "near-duplicate check (CPU)", "dream": "offline dream, whole run (CPU)",
+             "snapshot": "scope snapshot (wall: fsync waits)", "list": "`memd list --all --json` (CPU, process)"}  # fmt: skip
+    lines = [SECTION_TITLE, "", f"Command: `{command}`", "",
+             "Each pass on this tree and on main (`git archive main memd jobs`, run from the export), alternated in",
+             "one run, best of the repeats; CPU from `getrusage` of the child. The machine is shared by 8+ engineers",
+             f"on 2 cores (load {r['load_before'][0]:.1f} before, {r['load_after'][0]:.1f} after): ratios, not absolute",
+             "times, are the figures. Growth = fitted exponent of time on size.", "",
+             "| pass | memories | main | this tree | this ÷ main |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for what, name in names.items():
+        if what not in r:
+            continue
+        for row in r[what]["rows"]:
+            lines.append(f"| {name} | {row['n']:,} | {row['main']:.3f} s | {row['here']:.3f} s | {row['here'] / row['main']:.2f} |")
+        if r[what]["exp_main"] is not None:
+            lines.append(f"| {name}: growth exponent | | {r[what]['exp_main']:.2f} | {r[what]['exp_here']:.2f} | |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000,5000,10000")
+    ap.add_argument("--passes", default="dups,snapshot,dream,list")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    r = measure(sizes, args.passes.split(","), args.repeat)
+    print(json.dumps(r, indent=2))
+    if not args.no_write:
+        cmd = f".venv/bin/python bench/bench_growth.py --sizes {args.sizes} --passes {args.passes} --repeat {args.repeat}"
+        write_section(SECTION_TITLE, section(r, cmd), REPO / "bench" / "RESULTS.md")
+
+
+if __name__ == "__main__":
+    main()
