@@ -163,42 +163,37 @@ def load(home: Home, pid: str) -> Proposal:
     return Proposal(pid, path, info)
 
 
-def list_proposals(home: Home) -> list[Proposal]:
-    """Waiting proposals, oldest first (ids sort by time)."""
+def _scan(home: Home) -> tuple[list[Proposal], list[dict[str, str]]]:
+    """(proposals that load, damaged ones as id, reason, path): one pass over the proposal directories."""
     try:
         names = sorted(os.listdir(root(home)))
     except OSError:
-        return []
-    out = []
+        return [], []
+    good: list[Proposal] = []
+    damaged: list[dict[str, str]] = []
     for name in names:
         if ID_RE.match(name):
             try:
-                out.append(load(home, name))
-            except ProposalError:
-                continue
+                good.append(load(home, name))
+            except ProposalError as exc:
+                damaged.append({"id": name, "reason": str(exc), "path": str(root(home) / name)})
+    return good, damaged
+
+
+def list_proposals(home: Home) -> list[Proposal]:
+    """Waiting proposals, oldest first (ids sort by time)."""
 
     def order(p: Proposal) -> tuple[str, int, str]:
         made = p.info.get("created_ns")
         return (p.id[:16], made if isinstance(made, int) else 0, p.id)
 
-    return sorted(out, key=order)
+    return sorted(_scan(home)[0], key=order)
 
 
 def damaged_proposals(home: Home) -> list[dict[str, str]]:
     """Proposal directories whose `proposal.json` cannot be read (id, reason): listed by `memd review`
     rather than hidden, so the user can look and `memd review reject` them."""
-    try:
-        names = sorted(os.listdir(root(home)))
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        if ID_RE.match(name):
-            try:
-                load(home, name)
-            except ProposalError as exc:
-                out.append({"id": name, "reason": str(exc), "path": str(root(home) / name)})
-    return out
+    return _scan(home)[1]
 
 
 def summary(home: Home, now: datetime) -> dict[str, Any]:
