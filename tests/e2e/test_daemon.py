@@ -35,10 +35,10 @@ def test_hand_edit_reindexed_within_a_second(tmp_path: Path) -> None:
     home = tmp_path / "h"
     with DaemonProc(home) as d:
         wait_log(home, event="job.finished", job="index", target="global")
-        t0 = time.monotonic()
         (home / "memory" / "tabs.md").write_text(MEMORY.format(name="tabs", desc="indents with tabs", body="Tabs."))
-        wait_for(lambda: "tabs.md" in (home / "memory" / "MEMORY.md").read_text(), timeout=10)
-        assert time.monotonic() - t0 < 3.0  # generous: the bench measures the real latency
+        # Reindexed by the file event, not the 300 s reconcile; the latency itself is the bench's
+        # (bench/bench_daemon.py): a wall-time bound here failed on a loaded machine.
+        wait_for(lambda: "tabs.md" in (home / "memory" / "MEMORY.md").read_text(), timeout=30)
         assert "indents with tabs" in (home / "memory.md").read_text()
         assert d.stop() == 0
 
