@@ -16,6 +16,8 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from memd.keys import project_key
 from tests.fakeapi import FakeAnthropic, text
 from tests.procs import DaemonProc, memd_cmd, memd_env, wait_for
@@ -68,11 +70,19 @@ def _session(config: Path, sid: str) -> dict[str, object]:
     return next(s for s in json.loads(out.stdout) if s["session_id"] == sid)
 
 
+@pytest.mark.parametrize("defined", [False, True], ids=["undefined", "defined-by-connect"])
 def test_a_pause_typed_in_a_resumed_session_holds_until_resume(
-    claude: ClaudeInstall, claude_home: Path, tmp_path: Path, ground_truth: list[str]
+    claude: ClaudeInstall, claude_home: Path, tmp_path: Path, ground_truth: list[str], defined: bool
 ) -> None:
+    """`defined`: after `memd connect claude`, which installs /pause-memory and /resume-memory as
+    custom commands: Claude Code then records a `<command-name>` user record and an `isMeta` child
+    holding the command file's text, instead of the `system/local_command` records."""
     config = claude_home / ".claude"
     (config / "settings.json").write_text(json.dumps({"memd": {"provider": "offline"}}))
+    if defined:
+        subprocess.run([*memd_cmd(), "--home", str(config), "connect", "claude"], check=True, capture_output=True,
+                       env=memd_env())  # fmt: skip
+        assert (config / "commands" / "pause-memory.md").is_file()
     repo = make_repo(tmp_path / "repo").resolve()
     folder = config / "projects" / project_key(repo) / "memory"
     with FakeAnthropic(default=text("Noted.")) as api, DaemonProc(config, env=memd_env()) as daemon:
@@ -86,8 +96,12 @@ def test_a_pause_typed_in_a_resumed_session_holds_until_resume(
         transcript = first.transcript()
         assert transcript is not None
         records = [json.loads(x) for x in transcript.read_text().splitlines() if x.strip()]
-        assert any(r.get("type") == "system" and r.get("subtype") == "local_command"
-                   and r.get("content") == "/pause-memory" for r in records)  # fmt: skip
+        if defined:
+            assert any(r.get("type") == "user" and "<command-name>/pause-memory</command-name>"
+                       in json.dumps(r.get("message")) for r in records)  # fmt: skip
+        else:
+            assert any(r.get("type") == "system" and r.get("subtype") == "local_command"
+                       and r.get("content") == "/pause-memory" for r in records)  # fmt: skip
         wait_for(lambda: _extracted_past(config, transcript, PAUSED), 60)
         assert "Postgres" not in _memories(folder)
         assert _session(config, sid)["paused"] is True  # the ledger says so, from the same parser
@@ -104,5 +118,6 @@ def test_a_pause_typed_in_a_resumed_session_holds_until_resume(
         got = _memories(folder)
         assert "Postgres" not in got and "Kubernetes" not in got and "changelog" not in got
         assert daemon.stop() == 0
-    ground_truth.append(f"pause with Claude Code {claude.version}: nothing extracted after /pause-memory typed in a "
-                        "resumed session (nor the text after it in one prompt); extracted again after /resume-memory")
+    ground_truth.append(f"pause with Claude Code {claude.version} ({'a custom command of memd connect' if defined else 'undefined'}): "
+                        "nothing extracted after /pause-memory typed in a resumed session (nor the text after it in "
+                        "one prompt); extracted again after /resume-memory")
