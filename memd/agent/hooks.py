@@ -294,7 +294,7 @@ def compact_summary(home: Home, event: Event, max_chars: int | None = None) -> s
 
 
 def age_label(mtime: float, now: datetime) -> str:
-    from memd.index.render import age_days
+    from memd.index.staleness import age_days
 
     days = age_days(mtime, now)
     return "today" if days == 0 else ("1 day old" if days == 1 else f"{days} days old")
@@ -303,7 +303,7 @@ def age_label(mtime: float, now: datetime) -> str:
 def render_recalled(home: Home, memories: list[Any], now: datetime, max_chars: int) -> str:
     """The recalled memories as the model reads them: each with its age, the staleness warning
     when older than a day, its description and body, and the file to Read; within `max_chars`."""
-    from memd.index.render import staleness_note
+    from memd.index.staleness import staleness_note
     from memd.memory.reading import FULL_TEXT_RULE
 
     head = (f"memd recalled {len(memories)} memor{'y' if len(memories) == 1 else 'ies'} that may be relevant "

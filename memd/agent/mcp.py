@@ -87,7 +87,7 @@ class Tools:
 
     def _age(self, mtime: float) -> dict[str, Any]:
         from memd.agent.hooks import age_label
-        from memd.index.render import staleness_note
+        from memd.index.staleness import staleness_note
 
         now = self.now()
         return {"age": age_label(mtime, now), "stale": staleness_note(mtime, now)}

@@ -59,7 +59,7 @@ def echo(text: str, err: bool = False) -> None:
 
 
 def hit_json(h: Any, now: Any) -> dict[str, Any]:
-    from memd.index.render import staleness_note
+    from memd.index.staleness import staleness_note
 
     return {
         "scope": h.scope, "project_key": h.project_key, "file": h.file, "name": h.name,
@@ -196,7 +196,7 @@ def _memories(home: Any, pkey: str | None, everything: bool, *, indexed: bool = 
 
 
 def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
-    from memd.index.render import staleness_note
+    from memd.index.staleness import staleness_note
 
     return {
         "scope": m.scope, "project_key": m.project_key, "file": str(m.path.relative_to(home.root)),

@@ -43,7 +43,7 @@ On any error it prints nothing and exits 0.
 
 
 def recall_json(c: Any, now: Any, bodies: bool) -> dict[str, Any]:
-    from memd.index.render import staleness_note
+    from memd.index.staleness import staleness_note
 
     row = {
         "file": c.file, "name": c.name, "description": c.description, "type": c.type, "scope": c.scope,

@@ -24,7 +24,7 @@ from memd.history import provenance
 from memd.history.runs import list_runs
 from memd.history.store import FILES_DIR
 from memd.history.writes import BEFORE_DIR
-from memd.index.render import staleness_note
+from memd.index.staleness import staleness_note
 from memd.ledger.sessions import list_sessions
 from memd.memory.file import Memory
 from memd.memory.scan import scan_dir

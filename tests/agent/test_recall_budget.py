@@ -73,3 +73,19 @@ def test_a_hanging_model_never_holds_the_prompt(tmp_path: Path, api: FakeAnthrop
     assert "deploy-fridays" in context and "db-choice" not in context  # keywords answered, not the late model
     assert len(api.requests) <= 1  # asked once at most (on a loaded machine the SDK's import alone may eat the budget)
     print(f"recall hook with a hanging model: {wall:.2f} s wall (budget {HOOK_BUDGET_S} s from process start)")
+
+
+def test_the_recall_hook_loads_no_yaml_and_no_renderer(tmp_path: Path) -> None:
+    """The prompt hook needs the staleness note, not the renderer: `memd.index.render` brings the memory
+    file parser and YAML (about 14 ms of a 150 ms budget). `-X importtime` lists what the process loaded."""
+    import sys  # noqa: PLC0415
+
+    home, proj = _world(tmp_path)
+    ev = {"session_id": SID, "transcript_path": str(home.projects / cwd_key(proj) / f"{SID}.jsonl"),
+          "cwd": str(proj), "hook_event_name": "UserPromptSubmit", "prompt": "how do we deploy this?"}  # fmt: skip
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "memd", "--home", str(home.root), "recall", "--hook"],
+                       input=json.dumps(ev).encode(), capture_output=True, env=memd_env(), cwd=tmp_path, timeout=60)  # fmt: skip
+    assert r.returncode == 0 and b"deploy-fridays" in r.stdout  # it did recall (and so rendered a staleness note path)
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in r.stderr.decode().splitlines() if line.startswith("import time:")}
+    assert "memd.index.staleness" in loaded
+    assert not loaded & {"yaml", "memd.index.render", "memd.memory.file", "structlog", "anthropic"}, sorted(loaded)

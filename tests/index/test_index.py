@@ -12,13 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memd.index.refresh import refresh_dir
-from memd.index.render import (
-    DAY_SECONDS,
-    DrawerRender,
-    render_drawer,
-    render_memory_index,
-    staleness_note,
-)
+from memd.index.render import DrawerRender, render_drawer, render_memory_index
+from memd.index.staleness import DAY_SECONDS, staleness_note
 from memd.memory.file import Memory
 from memd.tree import Home
 
