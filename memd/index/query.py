@@ -35,7 +35,7 @@ FIELDS = {"name": "name", "description": "description", "desc": "description", "
 _OPERATORS = frozenset({"AND", "OR", "NOT"})
 # A word as the index tokenizes it: letters, digits, marks, and '+' (tokenchars, so C++ is a word).
 _WORD = re.compile(r"[\w+]+")
-_CHUNK = re.compile(r'(?P<sign>-?)(?:(?P<field>[A-Za-z]+):)?(?:"(?P<phrase>[^"]*)"?|(?P<bare>[^\s"]+))')
+_CHUNK = re.compile(r'(?P<sign>-?)(?:(?P<field>[A-Za-z]+):)?(?:"(?P<phrase>[^"]*)"?(?P<pstar>\*?)|(?P<bare>[^\s"]+))')
 
 STOPWORDS = frozenset((
     "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "aren",
@@ -140,7 +140,7 @@ def _term(m: re.Match[str], segment: Callable[[str], str], notes: list[str]) -> 
             phrase = None
     if phrase is not None:
         words = _words(phrase)
-        expr = _phrase(words, segment) if words else None
+        expr = _phrase(words, segment, prefix=bool(m.group("pstar"))) if words else None
         syntax = True
     else:
         text = bare or ""

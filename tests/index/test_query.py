@@ -62,6 +62,7 @@ def files(conn: sqlite3.Connection, q: str) -> list[str]:
         ("description:firmware", ["c-code"]),
         ("body:firmware", []),
         ("deplo*", ["deploy-friday"]),
+        ('"deplo"*', ["deploy-friday"]),  # a quoted prefix, as recall's prefix pass writes it
         ("deploying", ["deploy-friday"]),  # stems
         ("记忆", ["memory-zh"]),
         ("设计 -credo", ["memory-zh"]),
@@ -115,3 +116,11 @@ def test_cli_search_takes_what_a_person_types(tmp_path: Path) -> None:
     assert r.returncode == 0 and "not an operator" in r.stderr and "deploy on fridays" in r.stdout
     r = run_memd(home, "search", "--help")
     assert "-staging" in r.stdout and "name:tabs" in r.stdout
+
+
+def test_recall_prefix_pass_finds_a_cut_word(db: sqlite3.Connection) -> None:
+    """offline recall retries words as quoted prefixes (`"frida"*`) when no whole word is found."""
+    from memd.agent.candidates import offline_pick  # noqa: PLC0415
+
+    picks = offline_pick(db, "frida", "-work-x", ())
+    assert [Path(c.file).stem for c in picks] == ["deploy-friday"]
