@@ -14,11 +14,9 @@ file's permissions.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -30,17 +28,29 @@ PREVIOUS = "settings.previous.json"
 
 
 def switched(raw: str | None, name: str, path: Path) -> str:
-    """Pure: the settings text with `memd.provider` set to `name`; ConfigError when it cannot be
-    rewritten without loss (not strict JSON, not an object)."""
+    """Pure: the settings text with `memd.provider` set to `name`, every other byte as it was (the file
+    may be Claude Code's own `settings.json`: its layout, line ends, key order and number spellings
+    stay; only memd's one member is spliced in, `memd/agent/jsontext.py`). ConfigError when it cannot
+    be edited without loss (not strict JSON, not an object, a duplicated key)."""
+    from memd.agent import jsontext as jt
+
+    hint = f'add "memd": {{"provider": "{name}"}} by hand'
+    text = raw if raw and raw.strip() else "{}\n"
     try:
-        data: Any = json.loads(raw) if raw and raw.strip() else {}
-    except ValueError as exc:
-        raise ConfigError(f"{path}: not strict JSON (comments or trailing commas?): memd does not rewrite it; "
-                          f'add "memd": {{"provider": "{name}"}} by hand ({exc})') from None  # fmt: skip
-    if not isinstance(data, dict) or not isinstance(data.setdefault("memd", {}), dict):
-        raise ConfigError(f'{path}: the file or its "memd" is not a JSON object; add "memd": {{"provider": "{name}"}} by hand')
-    data["memd"]["provider"] = name
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        root = jt.top(text)
+    except jt.JSONTextError as exc:
+        raise ConfigError(f"{path}: not strict JSON ({exc}): memd does not rewrite it; {hint}") from None
+    if not isinstance(root.value, dict) or jt.duplicates(text, root, "memd"):
+        raise ConfigError(f'{path}: the file is not a JSON object, or has "memd" twice; {hint}')
+    memd = jt.member(text, root, "memd")
+    if memd is None:
+        return jt.insert_member(text, root, "memd", {"provider": name})
+    if not isinstance(memd.value.value, dict) or jt.duplicates(text, memd.value, "provider"):
+        raise ConfigError(f'{path}: "memd" is not a JSON object, or has "provider" twice; {hint}')
+    current = jt.member(text, memd.value, "provider")
+    if current is None:
+        return jt.insert_member(text, memd.value, "provider", name)
+    return jt.replace_value(text, current.value, name)
 
 
 @command("provider")
@@ -58,7 +68,10 @@ def provider_cmd(ctx: click.Context, name: str | None, as_json: bool) -> None:
     before = st.load(path).memd.provider
     reloaded = False
     if name is not None and name != before:
-        raw = path.read_text(encoding="utf-8") if path.is_file() else None
+        try:
+            raw = path.read_bytes().decode("utf-8") if path.is_file() else None  # bytes: CRLF stays CRLF
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 (byte {exc.start}); memd does not rewrite it") from None
         text = switched(raw, name, path)
         mode = (path.stat().st_mode & 0o777) if path.is_file() else 0o600
         if path.is_symlink():

@@ -213,3 +213,8 @@ def test_memd_provider_switches_a_strict_file_and_leaves_a_commented_one_alone(t
     r = run_memd(home, "provider", "claude-code")
     assert r.returncode == 5 and "not strict JSON" in r.stderr + r.stdout and settings.read_text() == commented
     assert run_memd(home, "provider", "bogus").returncode == 2
+    # Claude Code's own file keeps every byte memd does not own: line ends, number spellings, key order
+    crlf = '{\r\n  "model": "opus",\r\n  "cleanupPeriodDays": 1E5,\r\n  "memd": {"provider": "auto"}\r\n}\r\n'
+    settings.write_text(crlf, newline="")
+    assert run_memd(home, "provider", "offline").returncode == 0
+    assert settings.read_bytes() == crlf.replace('"auto"', '"offline"').encode()
