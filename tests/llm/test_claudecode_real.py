@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,6 +76,9 @@ def _transcripts(config: Path) -> list[Path]:
 
 def test_a_call_sends_memds_prompt_only_and_leaves_no_transcript(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     sink: list[dict] = []
+    scratch = world["tmp"] / "scratch"  # this test's own temporary directory: other tests' calls run beside it
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     with FakeAnthropic([text("yes")]) as api:
         _point(monkeypatch, world, api.base_url)
         done = _llm(world, sink).complete(job="gate", tier="small", system="MEMD-GATE-SYSTEM: answer yes or no",
@@ -93,7 +97,7 @@ def test_a_call_sends_memds_prompt_only_and_leaves_no_transcript(world: dict[str
     assert _transcripts(world["config"]) == [] and _transcripts(world["home"]) == []
     assert [r["job"] for r in sink] == ["gate"] and sink[0]["ok"] and sink[0]["input_tokens"] == done.input_tokens
     assert done.cost_usd is not None and done.cost_usd >= 0
-    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("memd-claude-*/system.txt"))  # neutral dir removed
+    assert not list(scratch.glob("memd-claude-*"))  # the neutral directory and its prompt file are removed
 
 
 def test_a_rate_limit_answer_pauses_model_jobs_for_hours(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
