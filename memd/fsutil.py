@@ -220,18 +220,31 @@ def atomic_write(path: Path, data: bytes | str, mode: int = PRIVATE_FILE) -> Non
         raise OSError(f"{path}: refusing to replace a symlink")
     parent = path.parent
     ensure_private_dir(parent)
-
-    import tempfile  # noqa: PLC0415 - start-up
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    tmp = durable_temp(path, data, mode)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
     fsync_dir(parent)
+
+
+def durable_temp(path: Path, data: bytes, mode: int) -> Path:
+    """`data` in a new temporary file beside `path` (`.<name>.<random>.tmp`, the naming the view
+    sweeps know), written, fsynced and given `mode`; removed again if any of that fails. The caller
+    renames (or exchanges) it into place."""
+    import tempfile  # noqa: PLC0415 - start-up
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return Path(tmp)

@@ -106,8 +106,6 @@ STOPWORDS = frozenset((
     "sure", "want", "wants", "need", "needs", "tell", "show", "give", "get", "got", "like", "might", "must",
     "shall", "may", "still", "even", "really", "maybe"
 ))  # fmt: skip
-# Characters of spaceless scripts that rarely carry a topic (particles, pronouns, question words).
-_CJK_STOP = frozenset("的了是在我你他她它们吗呢吧啊和与就都也还这那有个么怎什请把被给要会能可以为")
 _WORD = re.compile(r"[^\W_]+")
 MAX_TERMS = 24
 COMMON_SHARE = 0.5  # a word in more than this share of the memories in scope is not evidence
@@ -134,22 +132,20 @@ def content_terms(query: str, limit: int = MAX_TERMS) -> list[str]:
 
 @functools.cache
 def _spaceless_run() -> re.Pattern[str]:
-    from memd.index.search import _SPACELESS  # noqa: PLC0415 - start-up
-    return re.compile(f"[{_SPACELESS}]+")
+    from memd.index.query import SPACELESS  # noqa: PLC0415 - start-up
+    return re.compile(f"[{SPACELESS}]+")
 
 
 def _split_spaceless(word: str) -> list[str]:
     if word.isascii():  # the common case, without compiling the scripts' character class
         return _spaced_word(word)
+    from memd.index.query import run_pairs  # noqa: PLC0415 - start-up
+
     pieces: list[str] = []
     pos = 0
     for m in _spaceless_run().finditer(word):
         pieces += _spaced_word(word[pos : m.start()])
-        run = m.group()
-        if len(run) == 1:
-            pieces += [] if run in _CJK_STOP else [run]
-        else:
-            pieces += [run[i : i + 2] for i in range(len(run) - 1) if not (set(run[i : i + 2]) & _CJK_STOP)]
+        pieces += run_pairs(m.group())
         pos = m.end()
     pieces += _spaced_word(word[pos:])
     return pieces

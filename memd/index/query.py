@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["FIELDS", "STOPWORDS", "ParsedQuery", "parse_query"]
+__all__ = ["CJK_STOP", "FIELDS", "SPACELESS", "STOPWORDS", "ParsedQuery", "parse_query", "run_pairs", "sentence_pieces"]
 
 FIELDS = {"name": "name", "description": "description", "desc": "description", "body": "body"}
 _OPERATORS = frozenset({"AND", "OR", "NOT"})
@@ -97,6 +97,15 @@ _RUN = re.compile(f"[{SPACELESS}]+")
 CJK_STOP = frozenset("的了是在我你他她它们吗呢吧啊和与就都也还这那有个么怎什请把被给要会能可以为")
 
 
+def run_pairs(run: str) -> list[str]:
+    """A run of spaceless-script characters as its overlapping character pairs, leaving out pairs
+    with a particle or pronoun; a run of one character is itself unless it is one. The one rule for
+    search (`sentence_pieces`) and offline recall (`memd.agent.candidates.content_terms`)."""
+    if len(run) == 1:
+        return [] if run in CJK_STOP else [run]
+    return [run[i : i + 2] for i in range(len(run) - 1) if not (set(run[i : i + 2]) & CJK_STOP)]
+
+
 def sentence_pieces(word: str) -> list[str] | None:
     """A word holding a run of three or more spaceless-script characters (a Chinese sentence
     typed as one word) as searchable pieces: its other parts, and the run's overlapping
@@ -109,11 +118,7 @@ def sentence_pieces(word: str) -> list[str] | None:
     for m in runs:
         if word[pos : m.start()].strip("_+"):
             pieces.append(word[pos : m.start()])
-        run = m.group()
-        if len(run) <= 2:
-            pieces += [] if set(run) <= CJK_STOP else [run]
-        else:
-            pieces += [run[i : i + 2] for i in range(len(run) - 1) if not (set(run[i : i + 2]) & CJK_STOP)]
+        pieces += run_pairs(m.group())
         pos = m.end()
     if word[pos:].strip("_+"):
         pieces.append(word[pos:])

@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from typing import Any
 import structlog
 
 from memd.discovery import list_memory_dirs
-from memd.fsutil import PRIVATE_FILE, UnusableFile, atomic_write, fsync_dir, kind_of, read_regular
+from memd.fsutil import PRIVATE_FILE, UnusableFile, atomic_write, durable_temp, fsync_dir, kind_of, read_regular
 from memd.index.render import IndexRender, render_drawer, render_memory_index
 from memd.index.writer import SearchIndex, SyncStats, sweep_stale_view_temps
 from memd.memory.file import Memory
@@ -120,21 +119,6 @@ def _exchange(tmp: Path, path: Path) -> bool:
     raise OSError(err, os.strerror(err), str(path))
 
 
-def _temp_copy(path: Path, data: bytes, mode: int) -> Path:
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(name, mode)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(name)
-        raise
-    return Path(name)
-
-
 def _put(path: Path, data: bytes, live: bytes | None, mode: int) -> tuple[bytes | None, bool]:
     """Replace `path` (believed to hold `live`) with `data`. Returns (None, True) when done; else
     the bytes an agent wrote there meanwhile and whether `data` went in anyway (the swap did).
@@ -142,7 +126,7 @@ def _put(path: Path, data: bytes, live: bytes | None, mode: int) -> tuple[bytes 
     The swap is atomic and hands back the file it replaced, so a write between memd's read and
     its rename is seen, not lost. A new file is linked in place only if still absent.
     """
-    tmp = _temp_copy(path, data, mode)
+    tmp = durable_temp(path, data, mode)
     try:
         if live is None:
             try:

@@ -87,8 +87,7 @@ BUSY_TIMEOUT_S = 5.0
 # Scripts written without spaces between words (plus Hangul, whose words carry
 # attached particles): one token per character. Combining marks inside these
 # blocks count as part of the script, so a mark never starts a new token.
-_SPACELESS = SPACELESS  # one definition, in memd/index/query.py
-_SEG_RE = re.compile(rf"(?<=[{_SPACELESS}])(?=\w)|(?<=\w)(?=\w)(?=[{_SPACELESS}])")
+_SEG_RE = re.compile(rf"(?<=[{SPACELESS}])(?=\w)|(?<=\w)(?=\w)(?=[{SPACELESS}])")
 _HL_OPEN, _HL_CLOSE = "\x02", "\x03"
 
 
