@@ -6,7 +6,8 @@ set flags; the main loop acts on them (DESIGN). The daemon never restarts
 itself: the service manager does.
 
 Flow: watcher (inotify/FSEvents via watchdog, or polling) → queue → main loop
-ingests the session's new bytes → asks the session jobs whether they are due →
+ingests the session's new bytes (the first event of a quiet moment at once, a burst in windows:
+memd.daemon.batching) → asks the session jobs whether they are due →
 schedules `<job>:<target>` once (a second request while it runs is remembered
 and re-evaluated after). A periodic due-check covers time-based jobs and retries.
 """
@@ -31,6 +32,7 @@ from memd import state
 from memd.agent.hooks import take_summary_requests
 from memd.clock import Clock, iso, system_clock
 from memd.daemon import registry
+from memd.daemon.batching import gather_seconds, take_batch
 from memd.daemon.dispatch import Dispatch
 from memd.daemon.lock import DaemonLock
 from memd.discovery import classify_path, discover_sessions, list_memory_dirs, session_file
@@ -56,7 +58,6 @@ STOP_GRACE_SECONDS = 120
 MODEL_WORKERS = 8
 LOCAL_WORKERS = 2
 DAEMON_LOCK_TIMEOUT = 2.0
-EVENT_BATCH_SECONDS = 0.05
 WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
 
 
@@ -104,6 +105,7 @@ class Daemon:
         self._last_due = 0.0
         self._last_reconcile = 0.0
         self._last_sync = 0.0
+        self._last_file_batch: float | None = None  # monotonic end of the last batch with file events
 
     # -- signals: flags only ----------------------------------------------------
     def _on_stop(self, signum: int, _frame: Any) -> None:
@@ -230,14 +232,10 @@ class Daemon:
                 first = self.events.get(timeout=0.25)
             except queue.Empty:
                 continue
-            batch = [first]
-            deadline = time.monotonic() + EVENT_BATCH_SECONDS
-            while time.monotonic() < deadline:
-                try:
-                    batch.append(self.events.get(timeout=max(0.0, deadline - time.monotonic())))
-                except queue.Empty:
-                    break
+            batch = take_batch(self.events, first, gather_seconds(time.monotonic(), self._last_file_batch))
             self._handle(batch)
+            if any(kind == "path" for kind, _ in batch):  # the periodic ticks are no burst of writes
+                self._last_file_batch = time.monotonic()
 
     def _periodic(self) -> None:
         now = time.monotonic()
