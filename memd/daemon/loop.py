@@ -187,12 +187,20 @@ class Daemon:
         # watchdog logs each inotify event at DEBUG: at `logLevel: debug` that was 94 % of the log.
         logging.getLogger("watchdog").setLevel(logging.INFO)
         try:
-            from watchdog.observers import Observer  # noqa: PLC0415 - an unusable watchdog falls back to polling
+            from watchdog import events as ev  # noqa: PLC0415 - an unusable watchdog falls back to polling
+            from watchdog.observers import Observer  # noqa: PLC0415
 
+            # Only the writes the loop acts on (WRITE_EVENTS): without a filter inotify also reports every
+            # open and read-only close in the tree, memd's own reads of each append and each scan among
+            # them, and each passes three watchdog threads to be dropped by EventForwarder.
+            writes = [ev.FileModifiedEvent, ev.FileCreatedEvent, ev.FileMovedEvent, ev.FileDeletedEvent,
+                      ev.FileClosedEvent]  # fmt: skip
             obs = Observer()
-            obs.schedule(EventForwarder(self.events), str(self.home.projects), recursive=True)  # type: ignore[arg-type]
+            obs.schedule(EventForwarder(self.events), str(self.home.projects), recursive=True,  # type: ignore[arg-type]
+                         event_filter=writes)  # fmt: skip
             ensure_private_dir(self.home.global_memory)
-            obs.schedule(EventForwarder(self.events), str(self.home.global_memory), recursive=False)  # type: ignore[arg-type]
+            obs.schedule(EventForwarder(self.events), str(self.home.global_memory), recursive=False,  # type: ignore[arg-type]
+                         event_filter=writes)  # fmt: skip
             obs.daemon = True
             obs.start()
             self.observer = obs
@@ -261,9 +269,7 @@ class Daemon:
         sessions: set[tuple[str, str | None]] = set()
         places: set[Place] = set()
         kinds = {k for k, _ in batch}
-        for kind, arg in batch:
-            if kind != "path":
-                continue
+        for arg in dict.fromkeys(arg for kind, arg in batch if kind == "path"):  # a burst repeats its paths
             pk = classify_path(self.home, arg)
             if pk.kind == "transcript" and pk.key:
                 sessions.add((pk.key, pk.session_id))
