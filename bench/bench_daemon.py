@@ -3,10 +3,11 @@ CPU and RSS over 10,000 sessions, and `memd status` wall time.
 
     .venv/bin/python bench/bench_daemon.py [--appends 200] [--idle-seconds 60]
 
-Issue 27 point 2 (an append is seen at once), this tree against a reference tree (default: the
-commit where this branch left main), measured in the same run, the two daemons alternated:
+Issue 27 point 2 (an append is seen at once), this tree ("after") against reference trees (`--before`,
+default the commit where this branch left main; `--ref NAME=REV` for more), measured in the same run
+on one home of 10,000 sessions, the daemons taking turns:
 
-    .venv/bin/python bench/bench_daemon.py --issue27 [--appends 50] [--before REV]
+    .venv/bin/python bench/bench_daemon.py --issue27 [--appends 50] [--rounds 3] [--before REV] [--ref NAME=REV]
 """
 
 from __future__ import annotations
@@ -156,10 +157,10 @@ def _quiet_home(home: Path, sessions: int) -> None:
         (d / f"s{i:05d}.jsonl").write_text(QUIET_REC)
 
 
-def _reference_tree(work: Path, rev: str) -> Path:
-    """`memd/` as it is at `rev`, unpacked beside the bench: the 'before' daemon runs it by PYTHONPATH
+def _reference_tree(work: Path, name: str, rev: str) -> Path:
+    """`memd/` as it is at `rev`, unpacked beside the bench: a reference daemon runs it by PYTHONPATH
     (ahead of this tree's editable install), with the same interpreter and dependencies."""
-    out = work / "before-src"
+    out = work / f"src-{name}"
     out.mkdir()
     arch = subprocess.run(["git", "-C", str(REPO), "archive", rev, "memd"], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(out)], input=arch.stdout, check=True)
@@ -250,9 +251,10 @@ def _burst(home: Path, proc: psutil.Process, tail: LogTail, name: str, lines: in
     return {"MB": mb, "cpu_s": cpu, "cpu_s_per_MB": cpu / mb, "reads": reads, "wall_s": wall}
 
 
-def issue27(work: Path, appends: int, sessions: int, rounds: int, before_rev: str, gap: float) -> dict:
-    """Before (the reference tree) and after (this tree), alternated on one home of `sessions`
-    sessions: lone-append latency to the ledger and a burst's CPU per MB."""
+def issue27(work: Path, appends: int, sessions: int, rounds: int, refs: dict[str, str], gap: float) -> dict:
+    """The reference trees (`refs`: name → revision, "before" among them) and this tree ("after"),
+    taking turns on one home of `sessions` sessions: lone-append latency to the ledger and a burst's
+    CPU per MB."""
     home = work / "i27"
     _quiet_home(home, sessions)
     (home / "projects" / "-bench").mkdir(parents=True)
@@ -260,27 +262,28 @@ def issue27(work: Path, appends: int, sessions: int, rounds: int, before_rev: st
     settings = {"memd": {"provider": "offline", "logLevel": "debug"},
                 "memory": {"sessionMemory": {"enabled": False}}}  # fmt: skip  (a burst's summaries are not its ingest)
     (home / "settings.json").write_text(json.dumps(settings))
-    src = _reference_tree(work, before_rev)
-    envs = {"before": {**_env(), "PYTHONPATH": str(src)}, "after": _env()}
+    envs = {name: {**_env(), "PYTHONPATH": str(_reference_tree(work, name, rev))} for name, rev in refs.items()}
+    envs["after"] = _env()
     rng = random.Random(27)
     res: dict[str, dict[str, list]] = {v: {"lat": [], "paced": [], "flat_out": []} for v in envs}
     per_round = -(-appends // rounds)
     done = dict.fromkeys(envs, 0)
+    names = list(envs)
     for r in range(rounds):
-        for v in (("before", "after") if r % 2 == 0 else ("after", "before")):
+        for v in names[r % len(names):] + names[: r % len(names)]:  # each round starts with the next one
             p = start_daemon(home, envs[v])
             proc = psutil.Process(p.pid)
             try:
                 _settle(proc)
                 tail = LogTail(home / "memd" / "logs" / "memd.jsonl")
                 n = min(per_round, appends - done[v])
-                res[v]["lat"] += _lone_appends(home, tail, n, gap, rng, start=len(res["before"]["lat"]) + len(res["after"]["lat"]))
+                res[v]["lat"] += _lone_appends(home, tail, n, gap, rng, start=sum(len(x["lat"]) for x in res.values()))
                 done[v] += n
                 res[v]["paced"].append(_burst(home, proc, tail, f"burst-{v}-{r}-paced.jsonl", 2000, 1000))
                 res[v]["flat_out"].append(_burst(home, proc, tail, f"burst-{v}-{r}-flat.jsonl", 4000, 0))
             finally:
                 _stop(p)
-    out: dict = {"before_rev": before_rev, "sessions_watched": sessions + 1, "rounds": rounds}
+    out: dict = {"refs": refs, "sessions_watched": sessions + 1, "rounds": rounds}
     for v, d in res.items():
         lat = d["lat"]
         out[v] = {"appends": len(lat), "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95), "max_ms": max(lat)}
@@ -289,11 +292,13 @@ def issue27(work: Path, appends: int, sessions: int, rounds: int, before_rev: st
             mb = sum(b["MB"] for b in bs)
             out[v][kind] = {"MB": mb, "cpu_s_per_MB": sum(b["cpu_s"] for b in bs) / mb,
                             "reads": sum(b["reads"] for b in bs), "runs": bs}  # fmt: skip
-    out["after_over_before"] = {
-        "p50": out["after"]["p50_ms"] / out["before"]["p50_ms"],
-        "p95": out["after"]["p95_ms"] / out["before"]["p95_ms"],
-        **{f"cpu_per_MB_{k}": out["after"][k]["cpu_s_per_MB"] / out["before"][k]["cpu_s_per_MB"] for k in ("paced", "flat_out")},
-    }  # fmt: skip
+    for v in names:
+        if v != "before":
+            out[f"{v}_over_before"] = {
+                "p50": out[v]["p50_ms"] / out["before"]["p50_ms"],
+                "p95": out[v]["p95_ms"] / out["before"]["p95_ms"],
+                **{f"cpu_per_MB_{k}": out[v][k]["cpu_s_per_MB"] / out["before"][k]["cpu_s_per_MB"] for k in ("paced", "flat_out")},
+            }  # fmt: skip
     return out
 
 
@@ -303,6 +308,7 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=int, default=60)
     ap.add_argument("--issue27", action="store_true", help="issue 27 point 2: this tree against --before")
     ap.add_argument("--before", default="", help="reference revision (default: merge-base of HEAD and main)")
+    ap.add_argument("--ref", action="append", default=[], metavar="NAME=REV", help="a further reference tree")
     ap.add_argument("--sessions", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--gap", type=float, default=0.15, help="quiet seconds before each lone append (up to 2×)")
@@ -312,7 +318,8 @@ def main() -> None:
         rev = args.before or subprocess.run(["git", "-C", str(REPO), "merge-base", "HEAD", "main"],
                                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
         try:
-            print(json.dumps(issue27(work, args.appends, args.sessions, args.rounds, rev, args.gap), indent=2))
+            refs = {"before": rev, **dict(r.split("=", 1) for r in args.ref)}
+            print(json.dumps(issue27(work, args.appends, args.sessions, args.rounds, refs, args.gap), indent=2))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return
