@@ -241,6 +241,7 @@ def _burst(home: Path, proc: psutil.Process, tail: LogTail, name: str, lines: in
         time.sleep(0.02)
     cpu = sum(proc.cpu_times()[:2]) - c0
     wall = time.perf_counter() - t0
+    time.sleep(0.5)  # the last read's log record follows its commit
     reads = 0
     with open(tail.path, "rb") as fh:
         fh.seek(tail.pos)
@@ -280,7 +281,7 @@ def issue27(work: Path, appends: int, sessions: int, rounds: int, refs: dict[str
                 res[v]["lat"] += _lone_appends(home, tail, n, gap, rng, start=sum(len(x["lat"]) for x in res.values()))
                 done[v] += n
                 res[v]["paced"].append(_burst(home, proc, tail, f"burst-{v}-{r}-paced.jsonl", 2000, 1000))
-                res[v]["flat_out"].append(_burst(home, proc, tail, f"burst-{v}-{r}-flat.jsonl", 4000, 0))
+                res[v]["flat_out"].append(_burst(home, proc, tail, f"burst-{v}-{r}-flat.jsonl", 10_000, 0))
             finally:
                 _stop(p)
     out: dict = {"refs": refs, "sessions_watched": sessions + 1, "rounds": rounds}
