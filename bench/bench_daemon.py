@@ -270,6 +270,7 @@ def issue27(work: Path, appends: int, sessions: int, rounds: int, refs: dict[str
     per_round = -(-appends // rounds)
     done = dict.fromkeys(envs, 0)
     names = list(envs)
+    load0 = os.getloadavg()[0]
     for r in range(rounds):
         for v in names[r % len(names):] + names[: r % len(names)]:  # each round starts with the next one
             p = start_daemon(home, envs[v])
@@ -284,10 +285,12 @@ def issue27(work: Path, appends: int, sessions: int, rounds: int, refs: dict[str
                 res[v]["flat_out"].append(_burst(home, proc, tail, f"burst-{v}-{r}-flat.jsonl", 10_000, 0))
             finally:
                 _stop(p)
-    out: dict = {"refs": refs, "sessions_watched": sessions + 1, "rounds": rounds}
+    out: dict = {"refs": refs, "sessions_watched": sessions + 1, "rounds": rounds,
+                 "load_1min_start_end": [load0, os.getloadavg()[0]]}  # fmt: skip
     for v, d in res.items():
         lat = d["lat"]
-        out[v] = {"appends": len(lat), "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95), "max_ms": max(lat)}
+        out[v] = {"appends": len(lat), "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95), "max_ms": max(lat),
+                  "latencies_ms": sorted(round(x, 2) for x in lat)}  # fmt: skip
         for kind in ("paced", "flat_out"):
             bs = d[kind]
             mb = sum(b["MB"] for b in bs)
