@@ -191,8 +191,8 @@ class Daemon:
             from watchdog.observers import Observer  # noqa: PLC0415
 
             # Only the writes the loop acts on (WRITE_EVENTS): without a filter inotify also reports every
-            # open and read-only close in the tree, memd's own reads of each append and each scan among
-            # them, and each passes three watchdog threads to be dropped by EventForwarder.
+            # open and read-only close in the tree (memd's own read of each append among them), and each
+            # passes three watchdog threads only to be dropped by EventForwarder (issue 27).
             writes = [ev.FileModifiedEvent, ev.FileCreatedEvent, ev.FileMovedEvent, ev.FileDeletedEvent,
                       ev.FileClosedEvent]  # fmt: skip
             obs = Observer()
