@@ -199,16 +199,19 @@ _ROWS_SQL = (
 
 
 def fetch_candidates(
-    search: sqlite3.Connection, query: str, project_key: str, surfaced: Collection[str]
-) -> tuple[list[Candidate], list[Candidate]]:
+    search: sqlite3.Connection, query: str, project_key: str, surfaced: Collection[str],
+    nearest: Sequence[tuple[str, float]] = (),
+) -> tuple[list[Candidate], list[Candidate]]:  # fmt: skip
     """(ordered candidates, search hits) from the search DB, front matter only.
 
     The recency query is limited to what the cap can use: even if every hit
-    and every surfaced file came first in it, 200 others remain.
+    and every surfaced file came first in it, 200 others remain. `nearest` (the daemon's
+    dense ranking, memd[semantic]) is fused into the hits (`with_nearest`).
     """
     from memd.index.search import query_index  # noqa: PLC0415 - start-up
 
     hits = [candidate_from_hit(h) for h in query_index(search, query, project_key=project_key, limit=MAX_CANDIDATES)]
+    hits = with_nearest(search, hits, nearest, project_key, MAX_CANDIDATES)
     room = MAX_CANDIDATES + len(hits) + len(surfaced)
     rest = [Candidate(*row) for row in search.execute(_ROWS_SQL, (project_key, room))]
     return order_candidates(hits, rest, surfaced), hits
@@ -222,12 +225,15 @@ _DF_SQL = (
 
 
 def offline_pick(
-    search: sqlite3.Connection, query: str, project_key: str, surfaced: Collection[str], limit: int = MAX_PICKS
-) -> list[Candidate]:
+    search: sqlite3.Connection, query: str, project_key: str, surfaced: Collection[str], limit: int = MAX_PICKS,
+    nearest: Sequence[tuple[str, float]] = (),
+) -> list[Candidate]:  # fmt: skip
     """The offline selection: search ranking with a relevance floor (see the module docstring).
 
     Exact words first; when none of them is found, words of four letters or
     more as prefixes ("frida" finds "Fridays"; words already match by their stem).
+    `nearest` (the daemon's dense ranking, memd[semantic]) is fused into what passed the
+    floor; it never makes an empty selection non-empty (`memd.index.nearest.fuse`).
     """
 
     terms = content_terms(query)
@@ -244,8 +250,35 @@ def offline_pick(
         if not telling:
             return []
         hits = query_index(search, " OR ".join(telling), project_key=project_key, limit=limit + len(surfaced))
-        return top_hits([candidate_from_hit(h) for h in hits], surfaced, limit)
+        picks = [candidate_from_hit(h) for h in hits]
+        return top_hits(with_nearest(search, picks, nearest, project_key, limit + len(surfaced)), surfaced, limit)
     return []
+
+
+_ROW_SQL = (
+    "SELECT file, name, description, type, scope, project_key, mtime FROM memories "
+    "WHERE file = ? AND (scope = 'global' OR project_key = ?)"
+)
+
+
+def with_nearest(
+    search: sqlite3.Connection, hits: Sequence[Candidate], nearest: Sequence[tuple[str, float]], project_key: str,
+    limit: int,
+) -> list[Candidate]:  # fmt: skip
+    """`hits` fused with the dense ranking (`memd.index.nearest.fuse`); a memory only it found is read from
+    the search DB (and left out when it is not there, or not in the project or the drawer)."""
+    if not nearest or not hits:
+        return list(hits)
+    from memd.index.nearest import fuse  # noqa: PLC0415 - start-up
+
+    by_file = {c.file: c for c in hits}
+    out: list[Candidate] = []
+    for f in fuse([c.file for c in hits], nearest, limit):
+        if f in by_file:
+            out.append(by_file[f])
+        elif (row := search.execute(_ROW_SQL, (f, project_key)).fetchone()) is not None:
+            out.append(Candidate(*row))
+    return out
 
 
 def with_bodies(search: sqlite3.Connection, picks: Sequence[Candidate]) -> list[Candidate]:

@@ -339,8 +339,9 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
     settings = st.load(home.settings_file)
     if not settings.memory.enabled:
         return None
-    from memd.agent.recall import recall
+    from memd.agent.recall import ask_nearest, recall
     from memd.clock import process_started, system_clock
+    from memd.index.nearest import HOOK_WAIT_S
     from memd.index.search import open_readonly
     from memd.job.context import make_context
 
@@ -348,13 +349,15 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
     provider, _why = st.effective_provider(settings, memd_dir=home.memd_dir)
     key = memory_key(home, event)
     ctx = make_context(home, settings, log=QUIET, now=clock)
+    deadline = process_started() + settings.memd.recall_budget_ms / 1000
     try:
         ctx.conn.execute(f"PRAGMA busy_timeout={HOOK_BUSY_MS}")
+        # memd[semantic]: the daemon embeds the prompt (this process loads no model); [] when it does not serve.
+        nearest = ask_nearest(home.memd_dir, prompt[:MAX_QUERY_CHARS], key, wait=HOOK_WAIT_S, deadline=deadline)
         search = open_readonly(home.search_db)
         try:
             result = recall(ctx, search, prompt[:MAX_QUERY_CHARS], project_key=key, session=event.session_id,
-                            bodies=True, provider=provider,
-                            deadline=process_started() + settings.memd.recall_budget_ms / 1000)  # fmt: skip
+                            bodies=True, provider=provider, deadline=deadline, nearest=nearest)  # fmt: skip
         finally:
             search.close()
         moment = clock()

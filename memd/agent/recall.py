@@ -299,6 +299,7 @@ def recall(
     provider: str | None = None,
     monotonic: Callable[[], float] = time.monotonic,
     deadline: float | None = None,
+    nearest: Sequence[tuple[str, float]] = (),
 ) -> Recall:
     """At most `limit` (≤ 5) memories for `query` in the project and the global drawer.
 
@@ -308,7 +309,8 @@ def recall(
     layer's unless given: the hooks pass the settings' answer, so an offline
     recall never builds the model layer. `deadline` (on `monotonic`'s clock)
     is when the whole answer is due; the model gets it less
-    `FALLBACK_RESERVE_S` (default: `TIMEOUT_S` from now). Never raises for a
+    `FALLBACK_RESERVE_S` (default: `TIMEOUT_S` from now). `nearest` is the daemon's dense
+    ranking for the query (memd[semantic]: `ask_nearest`), fused with the keyword one. Never raises for a
     model failure: the offline selection answers, with a `warning`, logged as
     `recall.failed`.
     """
@@ -321,11 +323,11 @@ def recall(
     warning: str | None = None
     picks: list[Candidate] = []
     if offline:
-        picks = offline_pick(search, query, project_key, surfaced, limit)
+        picks = offline_pick(search, query, project_key, surfaced, limit, nearest)
         n_candidates = len(picks)
         source = "offline" if picks else "none"
     else:
-        candidates, _hits = fetch_candidates(search, query, project_key, surfaced)
+        candidates, _hits = fetch_candidates(search, query, project_key, surfaced, nearest)
         n_candidates = len(candidates)
         if not candidates:
             source = "none"
@@ -334,7 +336,7 @@ def recall(
             try:
                 picks = ask_model(ctx, query, candidates, limit=limit, deadline=model_deadline, monotonic=monotonic)
             except (RecallFailed, ModelError) as exc:
-                picks = offline_pick(search, query, project_key, surfaced, limit)
+                picks = offline_pick(search, query, project_key, surfaced, limit, nearest)
                 source = "offline" if picks else "none"
                 warning = f"the model gave no selection ({exc}); the keyword ranking answered"
     elapsed = monotonic() - started
@@ -348,6 +350,19 @@ def recall(
     ctx.log.info("recall.finished", project_key=project_key, session=session, source=source,
                  candidates=n_candidates, picked=len(picks), elapsed_ms=int(elapsed * 1000))  # fmt: skip
     return Recall(picks, source, n_candidates, warning, elapsed)
+
+
+def ask_nearest(memd_dir: Any, query: str, project_key: str, *, wait: float, deadline: float | None = None,
+                monotonic: Callable[[], float] = time.monotonic) -> list[tuple[str, float]]:  # fmt: skip
+    """The daemon's nearest memories for `query` (memd[semantic]), waited for at most `wait` seconds and, with a
+    `deadline` (the hook's budget), never past the part of it recall keeps for the keyword ranking and the answer.
+    [] when the daemon does not serve them (no extra, down, slow): recall answers by keywords, as without it."""
+    from memd.index.nearest import ask, socket_path  # noqa: PLC0415 - start-up
+
+    due = monotonic() + wait
+    if deadline is not None:
+        due = min(due, deadline - FALLBACK_RESERVE_S)
+    return ask(socket_path(memd_dir), query, project_key, deadline=due, monotonic=monotonic)
 
 
 def _record_quietly(ctx: JobContext, project_key: str, session: str, files: list[str]) -> None:

@@ -110,11 +110,15 @@ def search_cmd(
     home = get_home(ctx)
     pkey = resolve_key(key, cwd)
     ensure_search_db(home)
+    from memd.agent.recall import ask_nearest
+    from memd.index.nearest import CLI_WAIT_S, fused_hits
+
+    nearest = ask_nearest(home.memd_dir, query, pkey, wait=CLI_WAIT_S)  # memd[semantic]: [] without the daemon
 
     def search() -> list[Any]:
         conn = open_readonly(home.search_db)
         try:
-            return query_index(conn, query, project_key=pkey, limit=limit)
+            return fused_hits(conn, query_index(conn, query, project_key=pkey, limit=limit), nearest, pkey, limit)
         finally:
             conn.close()
 

@@ -114,9 +114,14 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
     pkey = resolve_key(key, cwd)
     ensure_search_db(home)
     jctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.recall"))
+    from memd.agent.recall import ask_nearest
+    from memd.index.nearest import CLI_WAIT_S
+
+    nearest = ask_nearest(home.memd_dir, query, pkey, wait=CLI_WAIT_S)  # memd[semantic]: [] without the daemon's socket
     search = open_readonly(home.search_db)
     try:
-        result = recall(jctx, search, query, project_key=pkey, session=session, limit=limit, bodies=bodies)
+        result = recall(jctx, search, query, project_key=pkey, session=session, limit=limit, bodies=bodies,
+                        nearest=nearest)  # fmt: skip
     finally:
         search.close()
         jctx.conn.close()

@@ -100,6 +100,7 @@ class Daemon:
         self.dispatch = Dispatch()
         self.scheduler: Any = None
         self.observer: Any = None
+        self.nearest: Any = None  # the nearest-memories socket (memd[semantic]), when the extra is installed
         self._mem_sig: dict[Place, tuple[Any, ...]] = {}
         self._last_poll = 0.0
         self._last_due = 0.0
@@ -133,6 +134,7 @@ class Daemon:
             self._migrate_memory_keys()
             self.log.info("daemon.started", pid=os.getpid(), home=str(self.home.root), polling=self._polling())
             self._start_scheduler()
+            self._start_nearest()
             self._start_watcher()
             self.events.put(("scan", None))
             self.events.put(("reconcile", None))
@@ -179,6 +181,17 @@ class Daemon:
         )
         self.scheduler.start()
 
+    def _start_nearest(self) -> None:
+        """With the memd[semantic] extra: embeddings at index time and queries over the home's socket."""
+        from memd.index.embeddings import installed  # noqa: PLC0415 - the extra is optional
+
+        if not installed():
+            return
+        from memd.daemon.nearest_server import NearestServer  # noqa: PLC0415 - the extra is optional
+
+        self.nearest = NearestServer(self.home, self.log)
+        self.nearest.start()
+
     def _start_watcher(self) -> None:
         if self.settings.memd.force_polling:
             self.observer = False
@@ -220,6 +233,8 @@ class Daemon:
             time.sleep(0.05)
         if self.observer:
             self.observer.stop()
+        if self.nearest is not None:
+            self.nearest.stop()
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
         with self.mu:

@@ -25,7 +25,7 @@ from memd.logs.events import lazy_logger
 
 log = lazy_logger("memd.search")  # the search DB's events keep the logger name they always had
 
-SCHEMA_VERSION = 2  # 2: the porter stemmer and '+' as a word character (C++)
+SCHEMA_VERSION = 3  # 2: the porter stemmer and '+' as a word character (C++); 3: embeddings (memd[semantic])
 
 SCHEMA = """
 CREATE TABLE memories (
@@ -45,6 +45,15 @@ CREATE VIRTUAL TABLE memories_fts USING fts5 (
     name, description, body, tokenize = "porter unicode61 remove_diacritics 2 tokenchars '+'"
 );
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE embeddings (
+    file  TEXT NOT NULL,
+    model TEXT NOT NULL,
+    hash  TEXT NOT NULL,
+    mtime REAL NOT NULL,
+    size  INTEGER NOT NULL,
+    vec   BLOB NOT NULL,
+    PRIMARY KEY (file, model)
+);
 """
 
 

@@ -7,7 +7,7 @@ SearchMemory tool) and `memd search` open the database read-only, and this
 module never imports the writer. The database is derived data: it can be
 deleted at any time and `refresh_all` rebuilds it from the memory files.
 
-Contract for read-only readers (stable for `PRAGMA user_version` = 2)
+Contract for read-only readers (stable for `PRAGMA user_version` = 3)
 ---------------------------------------------------------------------
 
 Open with the URI `file:<path>?mode=ro` (see `open_readonly`). The database is in
@@ -31,6 +31,11 @@ state: every sync is a single transaction.
         tokenize = "porter unicode61 remove_diacritics 2 tokenchars '+'");
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         -- 'segmenter' = 'zwsp-v1'
+    CREATE TABLE embeddings (               -- empty unless the memd[semantic] extra is installed
+        file TEXT, model TEXT,              -- = memories.file; the embedding model's id
+        hash TEXT, mtime REAL, size INTEGER,  -- of the text embedded / the file when it was
+        vec  BLOB,                          -- 384 float32, little-endian, L2-normalised
+        PRIMARY KEY (file, model));
 
 `memories_fts` holds the *segmented* text of name, description and body: in
 scripts written without spaces (CJK ideographs, kana, Hangul syllables, Thai,

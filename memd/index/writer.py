@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from memd.fsutil import UnusableFile
 from memd.index.schema import damaged, open_db, set_aside, transaction
@@ -31,6 +31,9 @@ from memd.index.search import Hit, query_index, segment
 from memd.logs.events import lazy_logger
 from memd.memory.file import Memory
 from memd.tree import Home
+
+if TYPE_CHECKING:
+    from memd.index.embeddings import EmbedStats
 
 log = lazy_logger("memd.search")  # the search DB's events keep the logger name they always had
 
@@ -162,6 +165,8 @@ class SearchIndex:
         self._insert_fts(rowid, mem)
 
     def _delete(self, rowid: int) -> None:
+        # A memory's vectors (memd[semantic]: memd/index/embeddings.py) go with it, in the same transaction.
+        self._conn.execute("DELETE FROM embeddings WHERE file = (SELECT file FROM memories WHERE id = ?)", (rowid,))
         self._conn.execute("DELETE FROM memories WHERE id = ?", (rowid,))
         self._conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rowid,))
 
@@ -272,6 +277,16 @@ class SearchIndex:
         if done:
             log.info("search_db.removed", file=key)
         return done
+
+    def embed(self, scope: str, project_key: str | None, *, should_stop: Callable[[], bool] = lambda: False) -> EmbedStats:
+        """Bring one scope's vectors up to date (the memd[semantic] extra; memd/index/embeddings.py)."""
+        from memd.index.embeddings import embed_scope  # noqa: PLC0415 - start-up
+
+        stats = self._recovering("embedding", lambda: embed_scope(self._conn, scope, project_key, should_stop=should_stop))
+        if stats.embedded or stats.removed:
+            log.info("search_db.embedded", scope=scope, key=project_key, embedded=stats.embedded, kept=stats.kept,
+                     removed=stats.removed)  # fmt: skip
+        return stats
 
     def count(self) -> int:
         return self._recovering("counting", lambda: int(self._conn.execute("SELECT count(*) FROM memories").fetchone()[0]))

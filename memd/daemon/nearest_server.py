@@ -1,0 +1,184 @@
+"""The daemon's side of the nearest-memories socket (the `memd[semantic]` extra; issue 25, point 3).
+
+The query is embedded where it costs the hooks nothing: the daemon keeps the model loaded and answers
+`<home>/memd/nearest.sock` (the wire is in memd/index/nearest.py). Started only when the extra is
+installed; the socket appears once the model is loaded, so its presence means "ready", and it is
+removed at stop. The file is created 0600 in the 0700 memd directory: only the user connects.
+
+Invariants: a socket memd did not make is never removed (anything else in its place: a warning and no
+server); each connection is one request of at most `MAX_REQUEST` bytes, read within `READ_TIMEOUT_S`
+(oversize or late: an error line, then closed); at most `MAX_CLIENTS` connections at once (more are
+closed at once: the client falls back to keywords); a failure answers `{"error": ...}` and never
+stops the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+from memd.fsutil import ensure_private_dir
+from memd.index.embeddings import MODEL_LOCK, DenseRanker, embed_in_this_process, installed, load_model, model_id
+from memd.index.nearest import DENSE_K, MAX_REQUEST, socket_path
+from memd.tree import Home
+
+READ_TIMEOUT_S = 1.0
+MAX_CLIENTS = 8
+MAX_K = 100
+
+
+def parse_request(raw: bytes) -> tuple[str, str | None, int] | str:
+    """(query, project key, k) from one request line, or why it is refused (one line)."""
+    if len(raw) > MAX_REQUEST:
+        return f"request over {MAX_REQUEST} bytes"
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return "not a JSON line"
+    if not isinstance(obj, dict) or not isinstance(obj.get("q"), str):
+        return 'expected {"q": "<query>", "project": "<key>" | null, "k": <n>}'
+    project = obj.get("project")
+    if project is not None and not isinstance(project, str):
+        return "project: a string or null"
+    k = obj.get("k", DENSE_K)
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        return f"k: a whole number from 1 to {MAX_K}"
+    return obj["q"], project, k
+
+
+class NearestServer:
+    """Serves the nearest memories of a query on the home's socket, on daemon threads of its own."""
+
+    def __init__(self, home: Home, log: Any) -> None:
+        self.home = home
+        self.log = log
+        self.path = socket_path(home.memd_dir)
+        self.ranker = DenseRanker(home.search_db)
+        self._listener: socket.socket | None = None
+        self._slots = threading.BoundedSemaphore(MAX_CLIENTS)
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def wanted() -> bool:
+        return installed()
+
+    def start(self) -> None:
+        """Load the model and listen, on a thread (the daemon's start does not wait for the model)."""
+        embed_in_this_process()
+        self._thread = threading.Thread(target=self._run, name="memd-nearest", daemon=True)
+        self._thread.start()
+
+    def _clear_stale(self) -> bool:
+        """Remove a socket a previous daemon left (the daemon lock says it is not serving); refuse anything else."""
+        try:
+            mode = os.lstat(self.path).st_mode
+        except FileNotFoundError:
+            return True
+        if not stat.S_ISSOCK(mode):
+            self.log.warning("nearest.not_served", path=str(self.path), reason="something else is in the socket's place")
+            return False
+        self.path.unlink()
+        return True
+
+    def _listen(self) -> socket.socket | None:
+        if not self._clear_stale():
+            return None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            # Not under a umask of our own: the umask is the process's, and jobs create files meanwhile. The memd
+            # directory is 0700, so nobody else reaches the socket in the moment before its chmod.
+            ensure_private_dir(self.path.parent)
+            sock.bind(str(self.path))
+            os.chmod(self.path, 0o600)
+            sock.listen(MAX_CLIENTS)
+        except OSError as exc:  # a path over the 107 bytes a socket's name may have, a read-only disk
+            sock.close()
+            self.log.warning("nearest.not_served", path=str(self.path), reason=str(exc))
+            return None
+        return sock
+
+    def _run(self) -> None:
+        try:
+            load_model()  # before the socket appears: its presence means ready
+        except Exception as exc:
+            self.log.warning("nearest.not_served", reason=f"the embedding model did not load: {exc}"[:300])
+            return
+        if self._stopped.is_set():
+            return
+        listener = self._listen()
+        if listener is None:
+            return
+        self._listener = listener
+        self.log.info("nearest.serving", path=str(self.path), model=model_id())
+        while not self._stopped.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                break  # closed by stop()
+            if not self._slots.acquire(blocking=False):
+                conn.close()
+                continue
+            threading.Thread(target=self._serve_one, args=(conn,), name="memd-nearest-client", daemon=True).start()
+
+    def _serve_one(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                conn.settimeout(READ_TIMEOUT_S)
+                answer = self._answer(self._read(conn))
+                conn.sendall(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
+        except OSError:
+            pass  # the client gave up (its deadline): nothing to tell it
+        finally:
+            self._slots.release()
+
+    @staticmethod
+    def _read(conn: socket.socket) -> bytes:
+        buf = b""
+        while not buf.endswith(b"\n") and len(buf) <= MAX_REQUEST:
+            try:
+                chunk = conn.recv(MAX_REQUEST + 1)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+        return buf
+
+    def _answer(self, raw: bytes) -> dict[str, Any]:
+        parsed = parse_request(raw)
+        if isinstance(parsed, str):
+            return {"error": parsed}
+        query, project, k = parsed
+        try:
+            with MODEL_LOCK:
+                hits = self.ranker.rank(query, project, k)
+        except Exception as exc:  # a database being rebuilt, a model error: keywords answer meanwhile
+            self.log.warning("nearest.failed", reason=str(exc)[:300])
+            return {"error": str(exc)[:300]}
+        return {"model": model_id(), "hits": [[f, s] for f, s in hits]}
+
+    def stop(self) -> None:
+        """Close the socket and remove its file (ours: made by `_listen`)."""
+        self._stopped.set()
+        if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._listener.close()
+            try:
+                if stat.S_ISSOCK(os.lstat(self.path).st_mode):
+                    Path(self.path).unlink()
+            except OSError:
+                pass
+        with MODEL_LOCK:
+            self.ranker.close()
+
+
+__all__ = ["MAX_CLIENTS", "READ_TIMEOUT_S", "NearestServer", "parse_request"]
