@@ -110,10 +110,13 @@ def search_cmd(
     home = get_home(ctx)
     pkey = resolve_key(key, cwd)
     ensure_search_db(home)
-    from memd.agent.recall import ask_nearest
-    from memd.index.nearest import CLI_WAIT_S, fused_hits
+    import time
 
-    nearest = ask_nearest(home.memd_dir, query, pkey, wait=CLI_WAIT_S)  # memd[semantic]: [] without the daemon
+    from memd.index.nearest import CLI_WAIT_S, ask, fused_hits, socket_path
+
+    # memd[semantic]: the daemon's dense ranking, for a plain query only (an operator such as -word must hold
+    # for every hit); [] without the daemon's socket, and then the answer is the keyword one.
+    nearest = ask(socket_path(home.memd_dir), query, pkey, deadline=time.monotonic() + CLI_WAIT_S) if parsed.plain else []
 
     def search() -> list[Any]:
         conn = open_readonly(home.search_db)

@@ -33,6 +33,7 @@ MAX_PASSAGE_CHARS = 2000  # e5-small reads 512 tokens; the rest of a long body w
 MODEL_LOCK = threading.Lock()
 _WANTED = [False]  # set by the daemon (`embed_in_this_process`): the one process that embeds
 
+_STRAY = "FROM embeddings WHERE model != ? OR file NOT IN (SELECT file FROM memories)"  # another model's, or no memory's
 _PENDING_SQL = (
     "SELECT m.file, m.name, m.description, m.body, m.mtime, m.size FROM memories AS m "
     "LEFT JOIN embeddings AS e ON e.file = m.file AND e.model = ? "
@@ -133,9 +134,9 @@ def embed_scope(
     batches leaves done work done; the next run picks up the rest: the job is idempotent).
     """
     model = model_id()
-    removed = conn.execute(
-        "DELETE FROM embeddings WHERE model != ? OR file NOT IN (SELECT file FROM memories)", (model,)
-    ).rowcount
+    removed = 0
+    if conn.execute(f"SELECT 1 {_STRAY} LIMIT 1", (model,)).fetchone() is not None:  # read first: no write when none
+        removed = conn.execute(f"DELETE {_STRAY}", (model,)).rowcount
     pending = conn.execute(_PENDING_SQL, (model, scope, project_key)).fetchall()
     if not pending:
         return EmbedStats(removed=removed)
