@@ -85,7 +85,8 @@ def _vectors(home: Home) -> dict[str, tuple[str, str]]:
 
 
 @pytest.fixture
-def embedding_here() -> Iterator[None]:
+def embedding_here(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("MEMD_SEMANTIC", raising=False)
     embed_in_this_process()
     yield
     embed_in_this_process(False)
