@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import resource
-import os
 import shutil
 import statistics
 import subprocess
@@ -47,7 +47,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import orjson
 
 from bench.common import CORPUS, MEMD, compile_memd, need_corpus, pct, replicate_corpus, timed
-
 
 _SESSION_ID = re.compile(rb'"sessionId":"([^"]+)"')
 _API_ID = re.compile(rb'"(msg_|req_)[0-9A-Za-z]{4}')
