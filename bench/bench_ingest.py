@@ -393,7 +393,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=int, default=500, help="corpus replicated to this many MB for the ingest")
     ap.add_argument("--runs", type=int, default=1, help="ingest runs (the median ratio is reported, and each one)")
-    ap.add_argument("--only", default="ingest,append,sessions", help="comma-separated: ingest, anchors, append, sessions")
+    ap.add_argument(
+        "--only", default="ingest,append,sessions", help="comma-separated: ingest, anchors, append, sessions"
+    )
     ap.add_argument("--rounds", type=int, default=5, help="anchors: rounds of the alternated contenders")
     ap.add_argument("--core", type=int, default=0, help="anchors: the core the one-core runs are pinned to")
     ap.add_argument("--ccusage18", action="store_true", help="anchors: also run ccusage 18 once (slow)")
