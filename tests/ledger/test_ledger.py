@@ -340,3 +340,24 @@ def test_a_batched_read_that_loses_the_race_is_read_again_alone(corpus_home: Pat
     shutil.copytree(home, serial)
     shutil.rmtree(serial / "memd")
     assert _ledger_of(home, serial) == ingest_all(serial)
+
+
+def test_a_first_scan_asks_nothing_per_new_session(corpus_home: Path, tmp_path: Path) -> None:
+    """Which sessions the ledger has is one query at the start of `ingest_many`, and a row the batch
+    makes itself needs no re-check of offsets: no statement per new session but its writes (each
+    look-up was a read transaction of its own, a tenth of the ledger's part of a first scan). The
+    race this leaves to the commit is `test_a_batched_read_that_loses_the_race_is_read_again_alone`."""
+    home = tmp_path / "h"
+    shutil.copytree(corpus_home, home)
+    h = Home(home)
+    todo = discover_sessions(h)
+    conn = state.connect(h.state_db)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    results = list(ledger.ingest_many(conn, todo, NOW))
+    conn.set_trace_callback(None)
+    conn.close()
+    assert len(results) == len(todo) > 10
+    lookups = [s for s in statements if s.startswith(("SELECT * FROM sessions WHERE", "SELECT path, offset, inode FROM files"))]
+    assert lookups == []
+    assert sum(s.startswith("INSERT INTO sessions") for s in statements) == len(todo)
