@@ -1,7 +1,9 @@
 """Issue 2 benchmarks: ingest speed against orjson parse-only, one small append to a
-100 MB transcript, `memd sessions --json` over 10,000 idle sessions, peak RSS.
+100 MB transcript, `memd sessions --json` over 10,000 idle sessions, peak RSS; and (issue 27,
+`--only anchors`) memd's first scan against ccusage 20 and 18 and the plain orjson loop.
 
-    .venv/bin/python bench/bench_ingest.py [--mb 500] [--runs 1] [--only ingest,append,sessions] [--workdir DIR]
+    .venv/bin/python bench/bench_ingest.py [--mb 500] [--runs 1] [--only ingest,anchors,append,sessions] [--workdir DIR]
+    .venv/bin/python bench/bench_ingest.py --mb 500 --rounds 5 --only anchors [--core 0] [--ccusage18]
 
 The machine is shared and noisy, so ingest is reported as a ratio: orjson parse-only over the same
 bytes (best of two) timed right before each `memd scan` from a fresh ledger, in the same run, by
@@ -12,6 +14,20 @@ a `memd scan` with nothing new to read: the process start, imports and stat chec
 `in_process_*` ratios time `ledger.ingest_many` over every session inside the bench's own process (no
 process start or imports): what the reading, folding and ledger writes cost on their own.
 `best_ratio` / `best_cpu_ratio` divide the best parse-only time of all runs by the best scan time.
+Parse-only is the plain `for line in f: orjson.loads(line)` loop (`PLAIN_LOOP`); until issue 27 it
+was a chunked split loop about a quarter slower, which flattered memd.
+
+`anchors` copies the corpus with fresh session, message and request ids (ccusage counts a response
+once across the home by its ids), then alternates, round by round, each as its own process: `memd
+scan` from a fresh ledger with MEMD_SCAN_WORKERS=1, PLAIN_LOOP and ccusage 20, all three under
+`taskset -c CORE`; then `memd scan` with its workers and ccusage 20 with its threads. Ratios are
+per round (the other's time over memd's), medians reported with the 1-minute load; after the first
+scan of each kind every session's ledger row is checked against tests/reference.py's independent
+count of its corpus file. ccusage comes from npm into ~/.cache (MEMD_CCUSAGE20 / MEMD_CCUSAGE18
+override the paths): `npm install ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.0.24` in
+~/.cache/ccusage20 (the native binary; the npm wrapper's own optional dependency is skipped by some
+npm versions, and 20.0.24 is the newest native build published), `npm install ccusage@18.0.11` in
+~/.cache/ccusage18.
 """
 
 from __future__ import annotations
@@ -244,9 +260,7 @@ def ingest_bench(work: Path, mb: int, runs: int = 1, split: bool = False) -> dic
     }
 
 
-# ccusage, installed from npm into ~/.cache (README of bench: `npm install ccusage@20.0.24
-# @ccusage/ccusage-linux-x64@20.0.24` in ~/.cache/ccusage20, the native binary; `npm install
-# ccusage@18.0.11` in ~/.cache/ccusage18, the Node.js one).
+# ccusage from npm, installed into ~/.cache as the module docstring says.
 CCUSAGE20 = Path(os.environ.get("MEMD_CCUSAGE20", "~/.cache/ccusage20/node_modules/@ccusage/ccusage-linux-x64/bin/ccusage")).expanduser()  # fmt: skip
 CCUSAGE18 = Path(os.environ.get("MEMD_CCUSAGE18", "~/.cache/ccusage18/node_modules/.bin/ccusage")).expanduser()
 COMPARED = ("records", "bad_lines", "human_turns", "assistant_turns", "tool_calls", "tool_calls_pending",
