@@ -25,8 +25,9 @@ per round (the other's time over memd's), medians reported with the 1-minute loa
 scan of each kind every session's ledger row is checked against tests/reference.py's independent
 count of its corpus file. ccusage comes from npm into ~/.cache (MEMD_CCUSAGE20 / MEMD_CCUSAGE18
 override the paths): `npm install ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.0.24` in
-~/.cache/ccusage20 (the native binary; the npm wrapper's own optional dependency is skipped by some
-npm versions, and 20.0.24 is the newest native build published), `npm install ccusage@18.0.11` in
+~/.cache/ccusage20 and `chmod +x` its bin/ccusage (the native binary, run directly: the npm
+wrapper sets the mode on its first run; 20.0.26, the newest wrapper, names a native 20.0.26 that
+npm does not have, 20.0.24 is the newest native build), `npm install ccusage@18.0.11` in
 ~/.cache/ccusage18.
 """
 
