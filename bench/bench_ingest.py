@@ -1,7 +1,9 @@
 """Issue 2 benchmarks: ingest speed against orjson parse-only, one small append to a
-100 MB transcript, `memd sessions --json` over 10,000 idle sessions, peak RSS.
+100 MB transcript, `memd sessions --json` over 10,000 idle sessions, peak RSS; and (issue 27,
+`--only anchors`) memd's first scan against ccusage 20 and 18 and the plain orjson loop.
 
-    .venv/bin/python bench/bench_ingest.py [--mb 500] [--runs 1] [--only ingest,append,sessions] [--workdir DIR]
+    .venv/bin/python bench/bench_ingest.py [--mb 500] [--runs 1] [--only ingest,anchors,append,sessions] [--workdir DIR]
+    .venv/bin/python bench/bench_ingest.py --mb 500 --rounds 5 --only anchors [--core 0] [--ccusage18]
 
 The machine is shared and noisy, so ingest is reported as a ratio: orjson parse-only over the same
 bytes (best of two) timed right before each `memd scan` from a fresh ledger, in the same run, by
@@ -12,6 +14,21 @@ a `memd scan` with nothing new to read: the process start, imports and stat chec
 `in_process_*` ratios time `ledger.ingest_many` over every session inside the bench's own process (no
 process start or imports): what the reading, folding and ledger writes cost on their own.
 `best_ratio` / `best_cpu_ratio` divide the best parse-only time of all runs by the best scan time.
+Parse-only is the plain `for line in f: orjson.loads(line)` loop (`PLAIN_LOOP`); until issue 27 it
+was a chunked split loop about a quarter slower, which flattered memd.
+
+`anchors` copies the corpus with fresh session, message and request ids (ccusage counts a response
+once across the home by its ids), then alternates, round by round, each as its own process: `memd
+scan` from a fresh ledger with MEMD_SCAN_WORKERS=1, PLAIN_LOOP and ccusage 20, all three under
+`taskset -c CORE`; then `memd scan` with its workers and ccusage 20 with its threads. Ratios are
+per round (the other's time over memd's), medians reported with the 1-minute load; after the first
+scan of each kind every session's ledger row is checked against tests/reference.py's independent
+count of its corpus file. ccusage comes from npm into ~/.cache (MEMD_CCUSAGE20 / MEMD_CCUSAGE18
+override the paths): `npm install ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.0.24` in
+~/.cache/ccusage20 and `chmod +x` its bin/ccusage (the native binary, run directly: the npm
+wrapper sets the mode on its first run; 20.0.26, the newest wrapper, names a native 20.0.26 that
+npm does not have, 20.0.24 is the newest native build), `npm install ccusage@18.0.11` in
+~/.cache/ccusage18.
 """
 
 from __future__ import annotations
@@ -19,12 +36,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -42,24 +63,75 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
 
-from bench.common import CORPUS, MEMD, compile_memd, pct, replicate_corpus, timed
+from bench.common import CORPUS, MEMD, compile_memd, need_corpus, pct, replicate_corpus, timed
+
+_SESSION_ID = re.compile(rb'"sessionId":"([^"]+)"')
+_API_ID = re.compile(rb'"(msg_|req_)[0-9A-Za-z]{4}')
+
+
+def replicate_fresh(home: Path, min_bytes: int, sources: dict[tuple[str, str], Path] | None = None) -> int:
+    """Copy the corpus into `home` as many projects as needed to reach `min_bytes`, each copy with
+    fresh session, message and request ids (deterministic per copy): a tool that counts a response
+    once by its ids across the whole home (ccusage) then reads every copy as new usage, as memd does.
+    `sources` gets each copied session's corpus file, by (project key, new session id)."""
+    need_corpus()
+    mains = sorted(p for p in CORPUS.rglob("*.jsonl") if "subagents" not in p.parts)
+    one = sum(p.stat().st_size for p in CORPUS.rglob("*.jsonl"))
+    copies = -(-min_bytes // one)
+    for i in range(copies):
+        for main in mains:
+            raw = main.read_bytes()
+            olds = {main.stem.encode(), *_SESSION_ID.findall(raw)}
+            fresh = {o: str(uuid.uuid5(uuid.NAMESPACE_OID, f"{i}:{o.decode()}")).encode() for o in olds}
+
+            def renew(data: bytes, fresh: dict[bytes, bytes] = fresh, i: int = i) -> bytes:
+                """The ids changed in place, each to one of the same length: every count the
+                corpus file gives (tests/reference.py) holds for its copies."""
+                for o, n in fresh.items():
+                    if len(o) == len(n):
+                        data = data.replace(o, n)
+                return _API_ID.sub(lambda m: m.group(0)[:5] + b"%04d" % i, data)
+
+            proj = home / "projects" / f"-copy{i:03d}-{main.relative_to(CORPUS).parts[0]}"
+            new_stem = fresh[main.stem.encode()].decode()
+            if sources is not None:
+                sources[(proj.name, new_stem)] = main
+            proj.mkdir(parents=True, exist_ok=True)
+            (proj / f"{new_stem}.jsonl").write_bytes(renew(raw))
+            subs = main.with_suffix("") / "subagents"
+            if subs.is_dir():
+                (proj / new_stem / "subagents").mkdir(parents=True)
+                for sub in sorted(subs.glob("*.jsonl")):
+                    (proj / new_stem / "subagents" / sub.name).write_bytes(renew(sub.read_bytes()))
+    return copies * one
+
+
+PLAIN_LOOP = """
+import sys, orjson
+from pathlib import Path
+for p in sorted(Path(sys.argv[1]).rglob("*.jsonl")):
+    with open(p, "rb") as f:
+        for line in f:
+            try:
+                orjson.loads(line)
+            except orjson.JSONDecodeError:
+                pass
+"""
 
 
 def parse_only(root: Path, cpu: bool = False) -> float:
-    """Seconds (wall, or CPU with `cpu`) for the same chunked line split + orjson.loads over every transcript byte."""
+    """Seconds (wall, or CPU with `cpu`) of the plain loop over every transcript byte in this process:
+    the same code as PLAIN_LOOP (issue 27: an earlier chunked split loop here took about a quarter
+    longer than this one, which flattered memd)."""
     clock = time.process_time if cpu else time.perf_counter
     t = clock()
     for p in sorted(root.rglob("*.jsonl")):
-        with open(p, "rb") as fh:
-            carry = b""
-            while chunk := fh.read(1 << 20):
-                buf = carry + chunk
-                lines = buf.split(b"\n")
-                carry = lines.pop()
-                for line in lines:
-                    if line:
-                        with contextlib.suppress(orjson.JSONDecodeError):
-                            orjson.loads(line)
+        with open(p, "rb") as f:
+            for line in f:
+                try:
+                    orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    pass
     return clock() - t
 
 
@@ -189,6 +261,100 @@ def ingest_bench(work: Path, mb: int, runs: int = 1, split: bool = False) -> dic
     }
 
 
+# ccusage from npm, installed into ~/.cache as the module docstring says.
+CCUSAGE20 = Path(os.environ.get("MEMD_CCUSAGE20", "~/.cache/ccusage20/node_modules/@ccusage/ccusage-linux-x64/bin/ccusage")).expanduser()  # fmt: skip
+CCUSAGE18 = Path(os.environ.get("MEMD_CCUSAGE18", "~/.cache/ccusage18/node_modules/.bin/ccusage")).expanduser()
+COMPARED = ("records", "bad_lines", "human_turns", "assistant_turns", "tool_calls", "tool_calls_pending",
+            "tokens", "usage", "compactions", "paused")  # fmt: skip
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall, CPU) seconds of one command, its output read through a pipe; CPU is user + system of it
+    and its children (ccusage's threads, memd's workers)."""
+    cpu0 = _children_cpu()
+    secs, r = timed(cmd, env=env, text=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return secs, _children_cpu() - cpu0
+
+
+def ledger_exact(home: Path, sources: dict[tuple[str, str], Path]) -> int:
+    """Every session of the ledger against the independent count of its corpus file
+    (tests/reference.py); AssertionError on the first that differs. Returns how many were checked."""
+    from memd.ledger.sessions import session_json  # noqa: PLC0415
+    from tests.reference import claude_counts  # noqa: PLC0415
+
+    expect: dict[Path, dict] = {}
+    conn = state.connect(Home(home).state_db)
+    try:
+        rows = ledger.session_rows(conn)
+    finally:
+        conn.close()
+    for row in rows:
+        main = sources[(row["key"], row["session_id"])]
+        if main not in expect:
+            subs = main.with_suffix("") / "subagents"
+            expect[main] = claude_counts(main, sorted(subs.glob("*.jsonl")) if subs.is_dir() else [])
+        got = session_json(row)
+        assert {k: got[k] for k in COMPARED} == expect[main], (row["key"], row["session_id"], main)
+    return len(rows)
+
+
+def anchors_bench(work: Path, mb: int, rounds: int, core: int, with_18: bool) -> dict:
+    """memd's first scan against ccusage 20 and the plain orjson loop over the same fresh-id copies of
+    the corpus, alternated round by round: on one core (`taskset -c core`, memd with
+    MEMD_SCAN_WORKERS=1) and each with its own parallelism. Ratios are per round (the others' time
+    over memd's), medians reported; the ledger is checked exact after each kind of scan."""
+    home = work / "fresh"
+    sources: dict[tuple[str, str], Path] = {}
+    total = replicate_fresh(home, mb * 1_000_000, sources)
+    subprocess.run(["sync"])
+    projects = home / "projects"
+    parse_only(projects)  # the page cache warm for all alike
+    pin = ["taskset", "-c", str(core)]
+    one = dict(os.environ, MEMD_SCAN_WORKERS="1")
+    cc_env = dict(os.environ, CLAUDE_CONFIG_DIR=str(home))
+    scan = [*MEMD, "--home", str(home), "scan", "--json"]
+    cc = [str(CCUSAGE20), "daily", "--json", "--offline"]
+    version = subprocess.run([str(CCUSAGE20), "--version"], capture_output=True, text=True).stdout.strip()
+    loads = [os.getloadavg()[0]]
+    runs: dict[str, list[tuple[float, float]]] = {}
+    checked = {}
+    for n in range(rounds):
+        shutil.rmtree(home / "memd", ignore_errors=True)
+        runs.setdefault("memd_1core", []).append(_run([*pin, *scan], one))
+        if n == 0:
+            checked["one_core"] = ledger_exact(home, sources)
+        runs.setdefault("orjson_loop_1core", []).append(_run([*pin, sys.executable, "-c", PLAIN_LOOP, str(projects)]))
+        runs.setdefault("ccusage20_1core", []).append(_run([*pin, *cc], cc_env))
+        shutil.rmtree(home / "memd", ignore_errors=True)
+        runs.setdefault("memd_workers", []).append(_run(scan))
+        if n == 0:
+            checked["workers"] = ledger_exact(home, sources)
+        runs.setdefault("ccusage20_threads", []).append(_run(cc, cc_env))
+        loads.append(os.getloadavg()[0])
+    if with_18 and CCUSAGE18.exists():
+        runs["ccusage18"] = [_run([str(CCUSAGE18), "daily", "--json", "--offline"], cc_env)]
+    med = statistics.median
+
+    def ratio(other: str, mine: str, i: int) -> float:
+        return med(a[i] / b[i] for a, b in zip(runs[other], runs[mine]))
+
+    return {
+        "bytes": total,
+        "sessions_checked_exact": checked,
+        "ccusage20_version": version,
+        "load_1min": [round(x, 2) for x in loads],
+        "wall_s": {k: round(med(x[0] for x in v), 3) for k, v in runs.items()},
+        "cpu_s": {k: round(med(x[1] for x in v), 3) for k, v in runs.items()},
+        "each_wall_s": {k: [round(x[0], 3) for x in v] for k, v in runs.items()},
+        "ratio_wall": {"orjson_loop/memd_1core": ratio("orjson_loop_1core", "memd_1core", 0),
+                       "ccusage20_1core/memd_1core": ratio("ccusage20_1core", "memd_1core", 0),
+                       "ccusage20_threads/memd_workers": ratio("ccusage20_threads", "memd_workers", 0)},
+        "ratio_cpu": {"orjson_loop/memd_1core": ratio("orjson_loop_1core", "memd_1core", 1),
+                      "ccusage20_1core/memd_1core": ratio("ccusage20_1core", "memd_1core", 1)},
+    }  # fmt: skip
+
+
 def append_bench(work: Path) -> dict:
     """A warm ledger (as in the daemon): one 1 KB append to a 100 MB transcript."""
 
@@ -242,7 +408,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=int, default=500, help="corpus replicated to this many MB for the ingest")
     ap.add_argument("--runs", type=int, default=1, help="ingest runs (the median ratio is reported, and each one)")
-    ap.add_argument("--only", default="ingest,append,sessions", help="comma-separated: ingest, append, sessions")
+    ap.add_argument(
+        "--only", default="ingest,append,sessions", help="comma-separated: ingest, anchors, append, sessions"
+    )
+    ap.add_argument("--rounds", type=int, default=5, help="anchors: rounds of the alternated contenders")
+    ap.add_argument("--core", type=int, default=0, help="anchors: the core the one-core runs are pinned to")
+    ap.add_argument("--ccusage18", action="store_true", help="anchors: also run ccusage 18 once (slow)")
     ap.add_argument("--breakdown", action="store_true", help="also time each stage of the ingest (CPU, in process)")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
@@ -253,6 +424,8 @@ def main() -> None:
         res = {}
         if "ingest" in only:
             res["ingest"] = ingest_bench(work, args.mb, args.runs, args.breakdown)
+        if "anchors" in only:
+            res["anchors"] = anchors_bench(work, args.mb, args.rounds, args.core, args.ccusage18)
         if "append" in only:
             res["append"] = append_bench(work)
         if "sessions" in only:

@@ -73,18 +73,26 @@ def write(conn: sqlite3.Connection, read: Read, now_iso: str) -> None:
     moved the session's offsets since the read began (the caller rolls back, and reads again)."""
     sf = read.sf
     sid = read.sid
+    fresh = False  # a row this transaction made: no other ingester can have offsets in it
     if sid is None:
-        sid = conn.execute(
+        made = conn.execute(
             "INSERT INTO sessions(key, session_id, path) VALUES (?, ?, ?) "
-            "ON CONFLICT(key, session_id) DO UPDATE SET path=path RETURNING id",
+            "ON CONFLICT(key, session_id) DO NOTHING RETURNING id",
             (sf.key, sf.session_id, sf.main),
-        ).fetchone()[0]
-    current = {
-        r["path"]: (r["offset"], r["inode"])
-        for r in conn.execute("SELECT path, offset, inode FROM files WHERE session=?", (sid,))
-    }
-    if current != read.start_offsets:
-        raise Retry
+        ).fetchone()
+        if made is not None:
+            sid, fresh = made[0], True
+        else:  # another process made the row since the read began
+            sid = conn.execute(
+                "SELECT id FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)
+            ).fetchone()[0]
+    if not fresh:
+        current = {
+            r["path"]: (r["offset"], r["inode"])
+            for r in conn.execute("SELECT path, offset, inode FROM files WHERE session=?", (sid,))
+        }
+        if current != read.start_offsets:
+            raise Retry
     if read.result.reset:
         conn.execute("DELETE FROM files WHERE session=?", (sid,))
         conn.execute("DELETE FROM seen_tools WHERE session=?", (sid,))

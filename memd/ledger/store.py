@@ -32,10 +32,22 @@ from memd.transcripts.lines import LineReader
 from memd.transcripts.tally import Tally, UsageBook
 
 MAX_BAD_LINE_LOGS = 5
-def _session_row(conn: sqlite3.Connection, sf: SessionFile) -> sqlite3.Row | None:
+def _session_row(conn: sqlite3.Connection, sf: SessionFile, known: set[tuple[str, str]] | None = None) -> sqlite3.Row | None:
     """The session's row, or None for a session the ledger has not met (created when its first
-    read commits, so the read itself writes nothing)."""
+    read commits, so the read itself writes nothing). `known`, the sessions that had a row when a
+    scan began, spares a query for each new one: a row another process makes meanwhile is met by
+    the commit, whose offset check sends the read round again (`commit.Retry`)."""
+    if known is not None and (sf.key, sf.session_id) not in known:
+        return None
     return conn.execute("SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)).fetchone()
+
+
+def _known_sessions(conn: sqlite3.Connection) -> set[tuple[str, str]]:
+    """Every session the ledger has a row for, in one query (a first scan of a full home would
+    otherwise ask once per session, each a read transaction of its own)."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    return set(cur.execute("SELECT key, session_id FROM sessions"))
 
 
 def _tally_of(row: sqlite3.Row) -> Tally:
@@ -97,9 +109,10 @@ def ingest_many(
     on its own. Results come in the order of `sfs`."""
     batch: list[Read] = []
     size = 0
+    known = _known_sessions(conn)
     for sf in sfs:
         try:
-            read = _read_session(conn, sf, log)
+            read = _read_session(conn, sf, log, known)
         except (OSError, sqlite3.DatabaseError) as exc:
             yield from _flush(conn, batch, now_iso, log)
             record_error(conn, sf, str(exc), now_iso)
@@ -175,10 +188,10 @@ def _clear_error(conn: sqlite3.Connection, read: Read) -> None:
         )
 
 
-def _read_session(conn: sqlite3.Connection, sf: SessionFile, log: Any) -> Read:
+def _read_session(conn: sqlite3.Connection, sf: SessionFile, log: Any, known: set[tuple[str, str]] | None = None) -> Read:
     """Read and fold whatever is new in one session, writing nothing."""
     result = IngestResult(sf.key, sf.session_id)
-    row = _session_row(conn, sf)
+    row = _session_row(conn, sf, known)
     sid = None if row is None else int(row["id"])
     files = file_rows(conn, sid, sf)
     start_offsets = {f.rel: (f.offset, f.inode) for f in files if f.known}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,7 @@ from memd.discovery import discover_sessions
 from memd.ledger import files as ledgerfiles
 from memd.ledger import query as ledgerquery
 from memd.ledger import store as ledger
+from memd.ledger.scan import scan_home
 from memd.ledger.sessions import list_sessions, session_json, sessions_json_text
 from memd.tree import Home
 from tests.conftest import CORPUS, corpus_sessions, memd_cmd, require_corpus
@@ -340,3 +343,56 @@ def test_a_batched_read_that_loses_the_race_is_read_again_alone(corpus_home: Pat
     shutil.copytree(home, serial)
     shutil.rmtree(serial / "memd")
     assert _ledger_of(home, serial) == ingest_all(serial)
+
+
+def test_a_first_scan_asks_nothing_per_new_session(corpus_home: Path, tmp_path: Path) -> None:
+    """Which sessions the ledger has is one query at the start of `ingest_many`, and a row the batch
+    makes itself needs no re-check of offsets: no statement per new session but its writes (each
+    look-up was a read transaction of its own, a tenth of the ledger's part of a first scan). The
+    race this leaves to the commit is `test_a_batched_read_that_loses_the_race_is_read_again_alone`."""
+    home = tmp_path / "h"
+    shutil.copytree(corpus_home, home)
+    h = Home(home)
+    todo = discover_sessions(h)
+    conn = state.connect(h.state_db)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    results = list(ledger.ingest_many(conn, todo, NOW))
+    conn.set_trace_callback(None)
+    conn.close()
+    assert len(results) == len(todo) > 10
+    lookups = [s for s in statements if s.startswith(("SELECT * FROM sessions WHERE", "SELECT path, offset, inode FROM files"))]
+    assert lookups == []
+    assert sum(s.startswith("INSERT INTO sessions") for s in statements) == len(todo)
+
+
+def test_a_scan_folds_with_the_cycle_collector_paused_and_leaves_none_behind(
+    corpus_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`scan_home` pauses the cyclic collector while it folds (it makes no cycles: nothing is left
+    for the collector after a whole corpus) and turns it back on however the scan ends."""
+    home = tmp_path / "h"
+    shutil.copytree(corpus_home, home)
+    enabled: list[bool] = []
+    real = ledger.ingest_many
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        enabled.append(gc.isenabled())
+        yield from real(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "ingest_many", spy)
+    monkeypatch.setenv("MEMD_SCAN_WORKERS", "1")
+    gc.collect()
+    totals = scan_home(Home(home))
+    assert totals["records"] > 1000 and enabled == [False] and gc.isenabled()
+    assert gc.collect() == 0
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("disk went away")
+        yield
+
+    monkeypatch.setattr(ledger, "ingest_many", broken)
+    shutil.rmtree(home / "memd")
+    with pytest.raises(OSError):
+        scan_home(Home(home))
+    assert gc.isenabled()
