@@ -38,7 +38,9 @@ message's content blocks verbatim, e.g. a `tool_use` block; `tool_use()` builds 
 "preamble"?: str}` is its script shorthand), `{"kind": "status", "status": int, "retry_after"?: num,
 "error_type"?: str, "message"?: str}`, `{"kind": "malformed"}`, and any reply
 may carry `"delay": seconds` (the server waits before answering; a client with
-a shorter timeout sees a timeout). A bare string is shorthand for a text reply.
+a shorter timeout sees a timeout) and `"until": path` (the server answers only
+once that file exists: a test holds a call in flight for exactly as long as it
+needs, however slow the machine, and releases it by creating the file). A bare string is shorthand for a text reply.
 A text reply may also carry `"drip": seconds` (`drip()` builds one): the status
 line and headers go out at once, then the body one byte every `drip` seconds —
 a server that is never silent long enough to trip a per-read timeout, so only a
@@ -142,6 +144,7 @@ class Reply:
     delay: float = 0.0
     content: tuple[dict[str, Any], ...] | None = None  # content blocks verbatim; None: one text block
     drip: float = 0.0  # > 0: headers at once, then the body one byte every `drip` seconds
+    until: str | None = None  # a path: the answer waits (after `delay`) until that file exists
 
     def blocks(self) -> list[dict[str, Any]]:
         """The message's content blocks: `content` if given, else one text block of `text`."""
@@ -152,7 +155,7 @@ class Reply:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
         defaults = Reply(kind=self.kind)
-        for name in ("text", "status", "retry_after", "error_type", "message", "usage", "model", "stop_reason", "delay", "content", "drip"):
+        for name in ("text", "status", "retry_after", "error_type", "message", "usage", "model", "stop_reason", "delay", "content", "drip", "until"):
             value = getattr(self, name)
             if value != getattr(defaults, name):
                 out[name] = list(value) if name == "content" else value
@@ -593,6 +596,13 @@ class FakeAnthropic:
         """Sleep `seconds` unless the server stops first; True if it is stopping."""
         return self._stopping.wait(seconds) if seconds > 0 else self._stopping.is_set()
 
+    def _wait_for_file(self, path: Path) -> bool:
+        """Wait until `path` exists unless the server stops first; True if it is stopping."""
+        while not path.exists():
+            if self._stopping.wait(0.05):
+                return True
+        return False
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -666,7 +676,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, _error_body(404, "not_found_error", f"fakeapi: no route {path}"))
             return
         reply = fake._choose(body)
-        if fake._wait(reply.delay):
+        if fake._wait(reply.delay) or (reply.until and fake._wait_for_file(Path(reply.until))):
             return
         try:
             self._answer(fake, body, reply)

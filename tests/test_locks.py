@@ -192,7 +192,7 @@ def test_an_exception_in_the_body_releases_everything(home: Home) -> None:
 
 
 def test_second_process_waits_then_gets_the_lock(home: Home, holders) -> None:
-    holder = Holder(home, f"{GLOBAL},{PROJECT}", 0.8)
+    holder = Holder(home, f"{GLOBAL},{PROJECT}", 3)  # long enough to be waited for however late this process gets to ask
     holders.append(holder)
     waited: list[Place] = []
     start = time.monotonic()
@@ -201,7 +201,7 @@ def test_second_process_waits_then_gets_the_lock(home: Home, holders) -> None:
         assert holder.proc.poll() is not None or holder.wait() == 0  # holder finished first
     assert waited == [PROJECT]  # told once, before waiting
     assert held.waited_s[PROJECT] > 0.3
-    assert 0.3 < elapsed < 15
+    assert 0.3 < elapsed < 60
 
 
 def test_lock_busy_when_the_holder_outlasts_the_timeout(home: Home, holders) -> None:

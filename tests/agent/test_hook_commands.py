@@ -227,7 +227,7 @@ def test_the_daemon_runs_the_summary_a_pre_compact_hook_asked_for(world: tuple[H
     ev = event(proj, home, "PreCompact", trigger="manual", custom_instructions="")
     assert hook(home, "precompact", "--hook", stdin=json.dumps(ev))[0] == 0
     target = f"session:{cwd_key(proj)}:{SID}"
-    wait_log(home.root, timeout=60, event="job.finished", job="summary", target=target)  # the hook's own run
+    wait_log(home.root, event="job.finished", job="summary", target=target)  # the hook's own run
 
     def requests_left() -> int:
         conn = state.connect(home.state_db)
@@ -238,7 +238,7 @@ def test_the_daemon_runs_the_summary_a_pre_compact_hook_asked_for(world: tuple[H
 
     assert requests_left() == 1
     with DaemonProc(home.root) as daemon:
-        wait_for(lambda: requests_left() == 0, 60)  # the daemon took the request (and found the summary current)
+        wait_for(lambda: requests_left() == 0)  # the daemon took the request (and found the summary current)
         daemon.stop()
     assert home.summary_file(cwd_key(proj), SID).exists()
 

@@ -40,8 +40,8 @@ def test_hand_edit_reindexed_within_a_second(tmp_path: Path) -> None:
         # (bench/bench_daemon.py): a wall-time bound here failed on a loaded machine.
         # MEMORY.md and the drawer's render (memory.md) are two writes of one job: wait for both, as a
         # reader between them sees the first alone (CI caught exactly that).
-        wait_for(lambda: "tabs.md" in (home / "memory" / "MEMORY.md").read_text(), timeout=30)
-        wait_for(lambda: "indents with tabs" in (home / "memory.md").read_text(), timeout=30)
+        wait_for(lambda: "tabs.md" in (home / "memory" / "MEMORY.md").read_text())
+        wait_for(lambda: "indents with tabs" in (home / "memory.md").read_text())
         assert d.stop() == 0
 
 
@@ -59,7 +59,7 @@ def test_transcript_append_is_ingested(tmp_path: Path) -> None:
             r = run_memd(home, "sessions", "--json", "--no-scan")
             return r.returncode == 0 and any(x["human_turns"] == 1 for x in json.loads(r.stdout))
 
-        wait_for(ingested, timeout=10)
+        wait_for(ingested)
         assert d.stop() == 0
 
 
@@ -110,7 +110,7 @@ def test_run_now_waits_for_a_held_lock_then_runs(tmp_path: Path) -> None:
         assert "waiting for the lock on global" in line
         time.sleep(0.3)
         assert proc.poll() is None  # still waiting
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "index global: ok" in out
     assert "a.md" in (home / "memory" / "MEMORY.md").read_text()
@@ -174,7 +174,7 @@ def test_a_job_that_raises_is_logged_once_retried_and_the_daemon_goes_on(tmp_pat
         assert "traceback" not in rec and "summary.md" in rec["reason"] and "\n" not in rec["reason"], rec
         wait_log(home, event="job.retry_scheduled", job="summary")
         blocker.rmdir()
-        wait_for(lambda: (home / "projects" / "k" / "s1" / "session-memory" / "summary.md").is_file(), 20)
+        wait_for(lambda: (home / "projects" / "k" / "s1" / "session-memory" / "summary.md").is_file())
         wait_log(home, event="job.finished", job="summary", outcome="ok")  # the file lands before the log line
         assert d.proc.poll() is None  # never stopped the daemon
         finished = [r for r in log_records(home) if r.get("event") == "job.finished" and r.get("job") == "summary"]
@@ -185,23 +185,29 @@ def test_a_job_that_raises_is_logged_once_retried_and_the_daemon_goes_on(tmp_pat
 
 @pytest.mark.slow
 def test_run_now_does_not_wait_for_a_model_call_in_flight(tmp_path: Path) -> None:
-    """The daemon runs a slow extraction (the model takes 3 s): no memory lock is held while it
-    waits, so run-now of the same scope runs at once; the extraction's write lands after."""
+    """The daemon runs a slow extraction (the model answers only once run-now is done): no memory
+    lock is held while it waits, so run-now of the same scope runs at once; the extraction's write
+    lands after. (A fixed 3 s answer raced run-now's own start-up on a loaded machine: the write
+    landed first and run-now then waited for the lock behind it.)"""
 
     home = tmp_path / "h"
+    release = tmp_path / "release-the-extraction"
     write_session(home / "projects" / "k" / "s1.jsonl", [("user", "Remember that releases are cut on Tuesdays."), ("assistant", "ok")])
+    (home / "settings.json").write_text(json.dumps({"memd": {"timeoutSeconds": 600}}))  # the held call outlasts no deadline
     script = {"rules": [{"if_system_contains": "memory gate", "reply": {"kind": "text", "text": "yes"}},
-                        {"if_system_contains": "You maintain", "reply": {"kind": "text", "delay": 3,
+                        {"if_system_contains": "You maintain", "reply": {"kind": "text", "until": str(release),
                          "text": ops_text(op(scope="global", name="tuesday-releases", type="user"))}}]}  # fmt: skip
     with FakeApiProc(tmp_path, script) as api:
         env = memd_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="k")
         with DaemonProc(home, env=env) as d:
-            wait_for(lambda: len(api.requests()) >= 2, 20)  # the extraction call is in flight
+            wait_for(lambda: len(api.requests()) >= 2)  # the extraction call is in flight
             proc = subprocess.run([*memd_cmd(), "--home", str(home), "run-now", "index", "--global"],
-                                  capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+                                  capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
             assert proc.returncode == 0, proc.stderr
             assert "waiting for the lock" not in proc.stderr and "index global: ok" in proc.stdout
-            wait_for(lambda: "tuesday-releases" in _read(home / "memory" / "MEMORY.md"), 30)
+            assert "tuesday-releases" not in _read(home / "memory" / "MEMORY.md")  # the extraction has not written
+            release.touch()
+            wait_for(lambda: "tuesday-releases" in _read(home / "memory" / "MEMORY.md"))
             assert d.stop() == 0
 
 
@@ -224,20 +230,21 @@ def test_run_now_waits_visibly_for_a_held_lock(tmp_path: Path) -> None:
     def hold() -> None:
         with acquire(Home(home), [Place.global_()], timeout=5):
             held.set()
-            release.wait(10)
+            release.wait(120)
 
     t = threading.Thread(target=hold)
     t.start()
-    held.wait(10)
+    assert held.wait(120)
     proc = subprocess.Popen([*memd_cmd(), "--home", str(home), "run-now", "index", "--global"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=memd_env())  # fmt: skip
-    wait_for(lambda: (home / "memd" / "locks").is_dir(), 10)
-    time.sleep(1.5)
+    # Released once run-now says it waits, not after a fixed 1.5 s: a process that took longer than
+    # that to start on a loaded machine found the lock free and never said it waited.
+    first = proc.stderr.readline() if proc.stderr else ""
     release.set()
-    out, err = proc.communicate(timeout=60)
-    t.join(10)
-    assert proc.returncode == 0, err
-    assert "waiting for the lock on global" in err and "index global: ok" in out
+    out, err = proc.communicate(timeout=120)
+    t.join(120)
+    assert proc.returncode == 0, first + err
+    assert "waiting for the lock on global" in first and "index global: ok" in out
 
 
 @pytest.mark.slow
@@ -270,7 +277,7 @@ def test_debug_logging_leaves_out_the_watchers_own_events(tmp_path: Path) -> Non
             with open(t, "a") as fh:
                 fh.write(json.dumps({"type": "user", "uuid": f"u{i}", "message": {"role": "user", "content": f"hi {i}"}}) + "\n")
             time.sleep(0.02)
-        wait_for(lambda: "ledger.ingested" in (home / "memd" / "logs" / "memd.jsonl").read_text(), 20)
+        wait_for(lambda: "ledger.ingested" in (home / "memd" / "logs" / "memd.jsonl").read_text())
         assert d.stop() == 0
     lines = [json.loads(x) for x in (home / "memd" / "logs" / "memd.jsonl").read_text().splitlines() if x.strip()]
     assert any(r.get("event") == "ledger.ingested" for r in lines)

@@ -41,7 +41,7 @@ def test_append_triggers_gate_and_extraction(tmp_path: Path) -> None:
         write_session(transcript, [("user", "Remember that we deploy only on Fridays, please."),
                                    ("assistant", "Noted.")], start=1)  # fmt: skip
         mdir = home / "projects" / KEY / "memory"
-        wait_for(lambda: (mdir / "MEMORY.md").exists() and "deploy-fridays" in (mdir / "MEMORY.md").read_text(), 30)
+        wait_for(lambda: (mdir / "MEMORY.md").exists() and "deploy-fridays" in (mdir / "MEMORY.md").read_text())
         rec = wait_log(home, event="job.finished", job="extract", outcome="ok")
         assert rec["calls"] == 2 and rec["input_tokens"] > 0 and "prompt" not in json.dumps(rec)
         assert [r["body"]["model"] for r in api.requests()] == ["claude-haiku-4-5", "claude-sonnet-4-6"]
@@ -58,14 +58,14 @@ def test_kill_9_mid_job_then_restart_reruns_and_files_are_whole(tmp_path: Path) 
     mdir = home / "projects" / KEY / "memory"
     with FakeApiProc(tmp_path, script(delay=30)) as api:
         with DaemonProc(home, env=_env(api)) as d:
-            wait_for(lambda: len(api.requests()) >= 2, 30)  # the extraction call is in flight
+            wait_for(lambda: len(api.requests()) >= 2)  # the extraction call is in flight
             d.stop(signal.SIGKILL)
         assert not (mdir / "deploy-fridays.md").exists()
     again = tmp_path / "again"
     again.mkdir()
     with FakeApiProc(again, script()) as api:
         with DaemonProc(home, env=_env(api)) as d:
-            wait_for(lambda: (mdir / "deploy-fridays.md").exists(), 30)
+            wait_for(lambda: (mdir / "deploy-fridays.md").exists())
             wait_log(home, event="job.finished", job="extract", outcome="ok")
             assert d.stop() == 0
     assert [m.name for m in scan_dir(mdir, "project", KEY).memories] == ["deploy-fridays"]
@@ -105,6 +105,6 @@ def test_a_service_without_the_env_key_reads_the_private_key_file(tmp_path: Path
     with FakeApiProc(tmp_path, script()) as api:
         env = memd_env(ANTHROPIC_BASE_URL=api.url)  # no ANTHROPIC_API_KEY, as under systemd
         with DaemonProc(home, env=env) as d:
-            wait_for(lambda: (home / "projects" / KEY / "memory" / "deploy-fridays.md").exists(), 30)
+            wait_for(lambda: (home / "projects" / KEY / "memory" / "deploy-fridays.md").exists())
             assert d.stop() == 0
         assert all(r["has_credential"] for r in api.requests())

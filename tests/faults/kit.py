@@ -35,7 +35,7 @@ from memd.ledger.sessions import session_json
 from memd.memory.names import INDEX_NAME
 from memd.memory.scan import scan_dir
 from memd.tree import Home
-from tests.procs import memd_env, wait_for
+from tests.procs import WAIT_S, memd_env, wait_for
 from tests.reference import claude_counts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,7 +119,7 @@ class FakeModel:
     def __enter__(self) -> FakeModel:
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.faults.fakemodel", "--port-file", str(self.port_file),
                                       "--record", str(self.record), *self.args], cwd=REPO)  # fmt: skip
-        wait_for(lambda: self.port_file.exists() and self.port_file.read_text().strip(), 30)
+        wait_for(lambda: self.port_file.exists() and self.port_file.read_text().strip())
         return self
 
     @property
@@ -223,7 +223,7 @@ class ForkedDaemon:
         except (OSError, ValueError):
             return False
 
-    def wait_ready(self, timeout: float = 20.0) -> None:
+    def wait_ready(self, timeout: float = WAIT_S) -> None:
         def ok() -> bool:
             if self.proc.exitcode is not None:
                 tail = self.out.read_text(errors="replace")[-2000:] if self.out.exists() else ""

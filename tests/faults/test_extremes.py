@@ -61,7 +61,7 @@ from tests.procs import DaemonProc, log_records, memd_env, wait_for
 KEY = "-home-dev-webshop"  # the demo home's project (`memd demo`)
 SID = "6d1f0c2e-1b7a-4c55-9a0e-5b8f3e2d4a10"
 CWD = "/home/dev/webshop"
-BOUND = 30.0  # seconds a command may take here; a hang is a failure, not a stuck suite
+BOUND = 120.0  # seconds a command may take here (a loaded CI machine is slow); a hang is a failure, not a stuck suite
 MEMORY = "---\nname: {name}\ndescription: {desc}\nmetadata:\n  type: {type}\n---\n\n{body}\n"
 DURABLE = [("user", "Please always remember: we deploy the billing service only on Tuesdays, because of on-call."),
            ("assistant", "Understood, Tuesdays only.")]  # fmt: skip
@@ -176,8 +176,8 @@ def test_a_daemon_with_fifos_in_place_finishes_its_jobs_and_stops_on_sigterm(dem
                 p.write_text(p.read_text() + "\nedited\n")
         for target in (f"project:{KEY}", "global"):
             wait_for(lambda t=target: [x for x in log_records(home)[seen:] if x.get("event") == "job.finished"
-                                       and x.get("job") == "index" and x.get("target") == t], 60)  # fmt: skip
-        assert d.stop(timeout=30) == 0
+                                       and x.get("job") == "index" and x.get("target") == t])  # fmt: skip
+        assert d.stop() == 0
     r = _run(home, "run-now", "index", "--project", KEY, "--no-wait")  # the lock was released
     assert r.returncode == 0, r.stderr
     problems = [x for x in log_records(home) if x.get("event") == "memory.unreadable"]

@@ -150,7 +150,7 @@ def test_the_daemon_on_a_home_with_history_sends_only_recent_sessions(tmp_path: 
                                                     "memd": {"reconcileSeconds": 2}}))  # fmt: skip
     with FakeApiProc(tmp_path, {"default": {"kind": "text", "text": "no"}}) as api, \
             DaemonProc(home, env=api_env(api)):  # fmt: skip
-        wait_for(lambda: _cursor(home, "new"), 60, every=0.2)
+        wait_for(lambda: _cursor(home, "new"), every=0.2)
         st = json.loads(run_memd(home, "status", "--json", env=api_env(api)).stdout)
         assert st["backlog"]["sessions"] == 1 and st["jobs"]["extract"]["due"] == 0, st["backlog"]
         sent = json.dumps([r["body"] for r in api.requests()])
@@ -158,7 +158,7 @@ def test_the_daemon_on_a_home_with_history_sends_only_recent_sessions(tmp_path: 
         assert _cursor(home, "old") is None
         r = run_memd(home, "backfill", "--json", env=api_env(api))
         assert r.returncode == 0 and json.loads(r.stdout)["daemon"] is True, r.stdout + r.stderr
-        wait_for(lambda: _cursor(home, "old"), 60, every=0.2)
+        wait_for(lambda: _cursor(home, "old"), every=0.2)
         assert "(old 0)" in json.dumps([r["body"] for r in api.requests()])
 
 

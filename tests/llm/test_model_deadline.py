@@ -43,13 +43,13 @@ def test_sigterm_with_a_call_in_flight_drains_within_the_timeout(tmp_path: Path)
         home = _home(tmp_path, api, max_retries=2)
         with DaemonProc(home, env=memd_env(ANTHROPIC_API_KEY="test-key")) as d:
             assert d.proc is not None
-            wait_for(lambda: api.requests(), 60)  # recorded on arrival: the call is in flight
+            wait_for(lambda: api.requests())  # recorded on arrival: the call is in flight
             sent = time.monotonic()
             d.proc.send_signal(signal.SIGTERM)
-            code = d.proc.wait(TIMEOUT_S + 60)
+            code = d.proc.wait(TIMEOUT_S + 120)
             drained = time.monotonic() - sent
         assert code == 0
-        assert drained < TIMEOUT_S + 10, drained  # before the fix: still running after 200 s
+        assert drained < TIMEOUT_S + 60, drained  # before the fix: still running after 200 s (margin: a loaded CI machine)
         assert len(api.requests()) == 1  # the stop was honoured between attempts
     logs = log_records(home)
     [run] = [r for r in logs if r.get("event") == "job.finished" and r.get("job") == "extract"]
@@ -68,9 +68,9 @@ def test_a_drip_fed_call_fails_at_its_bound_in_the_daemon(tmp_path: Path) -> Non
         with DaemonProc(home, env=memd_env(ANTHROPIC_API_KEY="test-key")) as d:
             started = time.monotonic()
             run = wait_for(lambda: next((r for r in log_records(home) if r.get("event") == "job.finished"
-                                         and r.get("job") == "extract"), None), 2 * TIMEOUT_S + 60)  # fmt: skip
+                                         and r.get("job") == "extract"), None), 2 * TIMEOUT_S + 180)  # fmt: skip
             took = time.monotonic() - started
             assert d.stop() == 0
     assert run["outcome"] == "failed" and "after 2 attempts: timed out after 3 s" in run["reason"], run
-    assert took < 2 * TIMEOUT_S + 30, took  # two bounded attempts and a backoff; unbounded: ~10 min each
+    assert took < 2 * TIMEOUT_S + 120, took  # start-up, two bounded attempts and a backoff; unbounded: ~10 min each
     assert len(api.requests()) >= 2

@@ -32,7 +32,7 @@ def _finished(log_file: Path) -> int:
     return sum('"sync.finished"' in line for line in log_file.read_text().splitlines())
 
 
-def _wait_for_git_child(p: subprocess.Popen[bytes], timeout: float = 30) -> None:
+def _wait_for_git_child(p: subprocess.Popen[bytes], timeout: float = 120) -> None:
     proc = psutil.Process(p.pid)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and p.poll() is None:
@@ -42,6 +42,13 @@ def _wait_for_git_child(p: subprocess.Popen[bytes], timeout: float = 30) -> None
         except psutil.Error:
             pass
         time.sleep(0.005)
+
+
+def _children(p: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    try:
+        return psutil.Process(p.pid).children(recursive=True)
+    except psutil.Error:
+        return []
 
 
 @pytest.mark.slow
@@ -65,13 +72,17 @@ def test_kill_9_during_sync_leaves_both_repositories_valid(tmp_path: Path) -> No
                              stderr=subprocess.DEVNULL)  # fmt: skip
         _wait_for_git_child(p)  # the sync is under way: it runs git
         time.sleep(rng.uniform(0.0, 0.2))  # soon after git starts: a sync of a few files is quick
+        kids = _children(p)  # taken just before the kill: the git processes the kill orphans
         killed = p.poll() is None
         if killed:
             p.send_signal(signal.SIGKILL)
-        p.wait(30)
+        p.wait(60)
         # a kill can land after the sync logged its end, while the process exits: that one is not mid-sync
         mid_sync += killed and _finished(log_file) == before
-        time.sleep(0.3)  # a git child of the killed memd may still be finishing
+        # A git child of the killed memd may still be finishing: wait for it to end (a fixed 0.3 s was
+        # too short on a loaded machine, and fsck then read a repository git was still writing).
+        _gone, alive = psutil.wait_procs(kids, timeout=120)
+        assert not alive, alive
         _fsck(remote)
         if (a.memd_dir / "git" / "HEAD").exists():
             _fsck(a.memd_dir / "git")

@@ -53,6 +53,7 @@ def test_every_page_in_chromium(tmp_path: Path, browser: Any) -> None:
     problems: list[str] = []
     with served(home) as srv:
         ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+        ctx.set_default_timeout(120_000)  # auto-waits: a loaded CI machine renders slowly; passing costs nothing
         page = ctx.new_page()
         page.on("console", lambda m: problems.append(f"console {m.type} at {page.url}: {m.text}") if m.type == "error" else None)
         page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
@@ -71,10 +72,14 @@ def test_every_page_in_chromium(tmp_path: Path, browser: Any) -> None:
 
         page.fill("input[name=q]", "linter")
         page.click("text=Search")
+        # A click that navigates returns once the new page commits, not once it is parsed: wait for it
+        # before reading (all_inner_texts and count do not wait).
+        page.wait_for_load_state()
         assert page.locator("table tr td a").all_inner_texts() == ["run-linter-before-committing"]
 
         # one memory: text, why (the user's own line, its session) and its history with a diff
         page.click("text=run-linter-before-committing")
+        page.wait_for_load_state()
         assert "Please always run the linter" in page.locator("pre.line").first.inner_text()
         assert "session s-first" in page.inner_text("main")
         assert page.locator(".run").count() == 1 and page.locator("pre.diff .add").count() >= 3
@@ -85,6 +90,7 @@ def test_every_page_in_chromium(tmp_path: Path, browser: Any) -> None:
         assert page.locator(".proposal").count() == 1 and page.locator(".proposal pre.diff .add").count() >= 3
         shot("review")
         page.click(".proposal button:has-text('Accept')")
+        page.wait_for_load_state()
         assert "accepted proposal" in page.inner_text(".flash")
         assert proposals.list_proposals(Home(home)) == []
         accepted = home / "projects" / KEY / "memory"
@@ -94,7 +100,9 @@ def test_every_page_in_chromium(tmp_path: Path, browser: Any) -> None:
         # ... and undo it from the memory's page
         page.goto(f"{srv.base}/")
         page.click(f"text={cents[0].stem}")
+        page.wait_for_load_state()
         page.click(".run button:has-text('Undo this run')")
+        page.wait_for_load_state()
         assert "restored as before" in page.inner_text(".flash")
         assert not cents[0].exists(), "the undo took the accepted memory back"
         assert "not in the project" in page.inner_text("main")
@@ -109,7 +117,7 @@ def test_every_page_in_chromium(tmp_path: Path, browser: Any) -> None:
         done = run_memd(home, "run-now", "dream", "--global", "--force", process=True)  # memd does something
         assert done.returncode == 0, done.stderr
         rows = page.locator("table.timeline tr[data-run]")
-        for _ in range(300):  # up to 30 s (the page polls every 1.5 s; no script eval: the page's policy forbids it)
+        for _ in range(1200):  # up to 120 s (the page polls every 1.5 s; no script eval: the page's policy forbids it)
             if rows.count() > runs:
                 break
             page.wait_for_timeout(100)

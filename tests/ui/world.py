@@ -119,7 +119,7 @@ def served(home: Path) -> Iterator[Page]:
 
 
 def _wait_listening(port: int) -> None:
-    for _ in range(400):
+    for _ in range(2400):  # about two minutes at most: a loaded machine starts the server slowly
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return

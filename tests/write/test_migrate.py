@@ -40,7 +40,7 @@ def test_sub_directory_and_worktree_memories_move_to_the_root_and_undo_puts_them
     wt_mem = plant(home, cwd_key(tmp_path / "wt"), tmp_path / "wt", {"ci.md": "CI runs nightly."})
     before = {"root": mds(root_mem), "sub": mds(sub_mem), "wt": mds(wt_mem)}
     with DaemonProc(home, env=memd_env()) as d:
-        wait_for(lambda: "lint.md" in mds(root_mem) and "ci-2.md" in mds(root_mem), 30)
+        wait_for(lambda: "lint.md" in mds(root_mem) and "ci-2.md" in mds(root_mem))
         assert d.stop() == 0
     after = mds(root_mem)
     assert set(after) == {"db.md", "ci.md", "lint.md", "ci-2.md"}  # same bytes not copied twice; a clash renamed
@@ -56,6 +56,6 @@ def test_sub_directory_and_worktree_memories_move_to_the_root_and_undo_puts_them
         assert r.returncode == 0, r.stderr
     assert mds(root_mem) == before["root"] and mds(sub_mem) == before["sub"] and mds(wt_mem) == before["wt"]
     with DaemonProc(home, env=memd_env()) as d:  # once per home: not moved again
-        wait_for(lambda: (home / "memd" / "daemon.json").exists(), 10)
+        wait_for(lambda: (home / "memd" / "daemon.json").exists())
         assert d.stop() == 0
     assert mds(sub_mem) == before["sub"]

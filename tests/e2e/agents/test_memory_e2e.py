@@ -47,7 +47,7 @@ def test_memory_written_beside_a_real_claude_reaches_its_next_session(
             run = run_claude(STATEMENTS[label], cwd, config, api.url, claude=claude)
             assert run.returncode == 0, run.stderr
             assert (config / "projects" / cwd_key(cwd)).is_dir()
-            wait_for(lambda label=label: MARKS[label] in _read(index), 30)
+            wait_for(lambda label=label: MARKS[label] in _read(index))
             before = len(api.message_requests)
             nxt = run_claude("hello again", cwd, config, api.url, claude=claude)
             assert nxt.returncode == 0, nxt.stderr

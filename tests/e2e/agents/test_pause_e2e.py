@@ -102,18 +102,18 @@ def test_a_pause_typed_in_a_resumed_session_holds_until_resume(
         else:
             assert any(r.get("type") == "system" and r.get("subtype") == "local_command"
                        and r.get("content") == "/pause-memory" for r in records)  # fmt: skip
-        wait_for(lambda: _extracted_past(config, transcript, PAUSED), 60)
+        wait_for(lambda: _extracted_past(config, transcript, PAUSED))
         assert "Postgres" not in _memories(folder)
         assert _session(config, sid)["paused"] is True  # the ledger says so, from the same parser
         for prompt in ("/resume-memory", RESUMED):
             run = run_claude(prompt, repo, config, api.url, claude=claude, resume=sid)
             assert run.returncode == 0, run.stderr
-        wait_for(lambda: "ruff" in _memories(folder), 60)
+        wait_for(lambda: "ruff" in _memories(folder))
         assert _session(config, sid)["paused"] is False
         for prompt in (f"/pause-memory {SWALLOWED}", PAUSED_TOO):  # the command swallows the text after it
             run = run_claude(prompt, repo, config, api.url, claude=claude, resume=sid)
             assert run.returncode == 0, run.stderr
-        wait_for(lambda: _extracted_past(config, transcript, PAUSED_TOO), 60)
+        wait_for(lambda: _extracted_past(config, transcript, PAUSED_TOO))
         assert _session(config, sid)["paused"] is True
         got = _memories(folder)
         assert "Postgres" not in got and "Kubernetes" not in got and "changelog" not in got

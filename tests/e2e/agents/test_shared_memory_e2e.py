@@ -48,7 +48,7 @@ def test_auto_memory_and_memd_share_the_folder_and_nothing_is_lost(
     (memdir / "debugging.md").write_text(DEBUGGING)  # the docs' topic file: no front matter
 
     with FakeAnthropic(default=text("Noted.")) as api, DaemonProc(config, env=memd_env()) as daemon:
-        wait_for(lambda: INDEX_HEADER in _read(index), 30)  # memd's first index run over the agent's file
+        wait_for(lambda: INDEX_HEADER in _read(index))  # memd's first index run over the agent's file
         assert f"{DEBUG_POINTER}\n{NOTE}\n" in _read(index)
         api.enqueue(
             tool_use("Write", {"file_path": str(memdir / "flaky_test.md"), "content": FLAKY}, id="toolu_w"),
@@ -61,7 +61,7 @@ def test_auto_memory_and_memd_share_the_folder_and_nothing_is_lost(
         assert run.returncode == 0, run.stderr
         results = {r["tool_use_id"]: r for r in request_tool_results(api.message_requests[-1])}
         assert not any(r.get("is_error") for r in results.values()), results  # Claude Code's own writes went in
-        wait_for(lambda: "Postgres" in _read(index) and FLAKY_POINTER in _read(index), 60)  # memd's memory beside
+        wait_for(lambda: "Postgres" in _read(index) and FLAKY_POINTER in _read(index))  # memd's memory beside
         nxt_from = len(api.message_requests)
         nxt = run_claude("hello again", repo, config, api.url, claude=claude)
         assert nxt.returncode == 0, nxt.stderr

@@ -177,7 +177,7 @@ def _child(home: Path, timeout: float, force: bool, fixed: str = "", env: dict[s
 
 
 def _result(p: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = p.communicate(timeout=60)
+    out, err = p.communicate(timeout=240)
     lines = [x for x in out.splitlines() if x.startswith("{")]
     assert lines, err[-2000:]
     return json.loads(lines[-1])
@@ -191,18 +191,20 @@ def test_two_processes_one_dream(home: Path) -> None:
     gate = threading.Event()
 
     def responder(body: dict[str, Any]) -> Any:
-        gate.wait(30)
+        gate.wait(240)  # held until the third child has answered, however long its start-up takes
         return ops_reply({"op": "delete", "name": "pnpm-ci", "reason": "folded into pnpm"})
 
     with FakeAnthropic(responder=responder) as api:
         (home / "settings.json").write_text(json.dumps({
             "memory": {"dream": {"minHours": 1, "minSessions": 1}},
-            "memd": {"provider": "anthropic", "baseUrl": api.base_url, "maxRetries": 0},
+            "memd": {"provider": "anthropic", "baseUrl": api.base_url, "maxRetries": 0, "timeoutSeconds": 600},
         }))  # fmt: skip
         env = {**os.environ, "ANTHROPIC_API_KEY": "test-key"}
-        a, b = _child(home, 30, False, env=env), _child(home, 30, False, env=env)
+        # The loser waits for the lock while the winner's call is held: for longer than the third child
+        # can take to start on a loaded machine (a 30 s wait ran out there, and the loser was deferred).
+        a, b = _child(home, 240, False, env=env), _child(home, 240, False, env=env)
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 120
             while not msgs(api) and time.monotonic() < deadline and (a.poll() is None or b.poll() is None):
                 time.sleep(0.02)
             assert msgs(api), "no dream reached the model"

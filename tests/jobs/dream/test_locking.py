@@ -51,14 +51,14 @@ PLAN = ops_reply({"op": "delete", "name": "pnpm-ci", "reason": "folded into pnpm
 def _settings(home: Path, url: str) -> dict[str, str]:
     (home / "settings.json").write_text(json.dumps({
         "memory": {"dream": {"minHours": 1, "minSessions": 1}},
-        "memd": {"provider": "anthropic", "baseUrl": url, "maxRetries": 0, "timeoutSeconds": 60},
+        "memd": {"provider": "anthropic", "baseUrl": url, "maxRetries": 0, "timeoutSeconds": 600},  # the gated call outlasts no deadline
     }))  # fmt: skip
     return {**os.environ, "ANTHROPIC_API_KEY": "test-key"}
 
 
 def _gated(gate: threading.Event) -> Any:
     def responder(body: dict[str, Any]) -> Any:
-        gate.wait(60)
+        gate.wait(240)  # released by the test; the cap only ends a failed test
         return PLAN
 
     return responder
@@ -84,7 +84,7 @@ def test_writers_do_not_wait_for_a_dream_and_the_dream_defers(home: Path) -> Non
         env = _settings(home, api.base_url)
         child = _child(home, 30, True, env=env)
         try:
-            wait_for(lambda: msgs(api) or child.poll() is not None, 60)
+            wait_for(lambda: msgs(api) or child.poll() is not None)
             assert msgs(api), "the dream did not reach the model"
             # a memory write, as every memd writer does it: under the scope's lock, here with no patience
             with acquire(Home(home), [Place.project(KEY)], timeout=0):
@@ -123,7 +123,7 @@ def test_an_index_run_that_changes_nothing_lets_the_dream_apply(home: Path) -> N
         env = _settings(home, api.base_url)
         child = _child(home, 30, False, env=env)
         try:
-            wait_for(lambda: msgs(api) or child.poll() is not None, 60)
+            wait_for(lambda: msgs(api) or child.poll() is not None)
             assert msgs(api), "the dream did not reach the model"
             r = run_memd(home, "run-now", "index", "--project", KEY, "--no-wait", env=env, timeout=60)
             assert r.returncode == 0, (r.stdout, r.stderr)

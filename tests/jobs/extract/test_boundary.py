@@ -17,7 +17,7 @@ from memd.job.runner import run_job
 from memd.keys import cwd_key, project_key
 from memd.locks import acquire
 from memd.tree import Home, Place
-from tests.fakeapi import FakeAnthropic, delay, text
+from tests.fakeapi import FakeAnthropic, text
 from tests.jobkit import context, ingest, make_settings
 from tests.test_keys import git, make_repo
 
@@ -124,7 +124,13 @@ def test_no_memory_lock_is_held_while_the_model_answers(tmp_path: Path) -> None:
     key = "-slow-model"
     session(home, key, "/nonexistent", [RULE])
     ingest(home)
-    with FakeAnthropic([delay(3.0, text("no"))]) as api:
+    answer = threading.Event()  # the gate's answer waits for the test, not for a fixed 3 s a loaded machine may outlast
+
+    def gated(_body: object) -> object:
+        answer.wait(120)
+        return text("no")
+
+    with FakeAnthropic(responder=gated) as api:
         out: list[object] = []
 
         def work() -> None:
@@ -134,12 +140,15 @@ def test_no_memory_lock_is_held_while_the_model_answers(tmp_path: Path) -> None:
 
         t = threading.Thread(target=work)
         t.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120
         while not api.message_requests and time.monotonic() < deadline:
             time.sleep(0.02)
         assert api.message_requests, "the gate call never arrived"
-        with acquire(Home(home), [Place.global_(), Place.project(key)], timeout=0.5):
-            pass  # taken at once while the gate call is in flight
-        t.join(20)
+        try:
+            with acquire(Home(home), [Place.global_(), Place.project(key)], timeout=0.5):
+                pass  # taken at once while the gate call is in flight
+        finally:
+            answer.set()
+        t.join(120)
         assert out and out[0].outcome == "ok"  # type: ignore[attr-defined]
         assert len(api.message_requests) == 1

@@ -229,7 +229,7 @@ def test_corpus_through_the_daemon_extracts_main_thread_only_into_the_right_scop
     assert_leak_check_has_teeth(tmp_path, leaks)
 
     with FakeApiProc(tmp_path, corpus_script(exp)) as api, DaemonProc(home, env=api_env(api)) as d:
-        wait_for(lambda: cursors_at_safe_offset(home, set(yes)), 90, every=0.2)
+        wait_for(lambda: cursors_at_safe_offset(home, set(yes)), every=0.2)
         status = json.loads(run_memd(home, "status", "--json", env=api_env(api)).stdout)
         assert status["jobs"]["extract"]["due"] == 0, status["jobs"]["extract"]
         assert d.stop() == 0
@@ -357,7 +357,7 @@ def test_paused_corpus_session_writes_nothing_until_resumed(tmp_path: Path) -> N
         write_session(transcript, [("user", "<command-name>/toggle-memory</command-name>"),
                                    ("user", RESUMED_SAYING), ("assistant", "Will do.")], start=950)  # fmt: skip
         wait_cursor(home, sid, first["safe_human_turns"] + 2)
-        wait_for(lambda: (home / "projects" / key / "memory" / "review-migrations.md").exists(), 30)
+        wait_for(lambda: (home / "projects" / key / "memory" / "review-migrations.md").exists())
         assert d.stop() == 0
         sent = [request_user_text(r["body"]) for r in api.requests()]
 
