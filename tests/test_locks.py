@@ -211,7 +211,7 @@ def test_lock_busy_when_the_holder_outlasts_the_timeout(home: Home, holders) -> 
         with acquire(home, [PROJECT], timeout=0.5):
             pass
     elapsed = time.monotonic() - start
-    assert 0.45 < elapsed < 5
+    assert 0.45 < elapsed < 30  # the upper bound only rules out a hang: a loaded machine is slow
     assert err.value.exit_code == 75
     assert str(PROJECT) in str(err.value) and "waited" in str(err.value)
 

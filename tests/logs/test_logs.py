@@ -170,10 +170,10 @@ def test_redact_secrets_processor_is_pure_and_cheap() -> None:
     out = logs.redact_secrets(None, "info", dict(event))
     assert out["event"] == "tick" and out["n"] == 3 and out["obj"] == "/tmp/x"
     assert out["nested"] == {"deep": ["a", {"x": "DB_PASSWORD=[REDACTED:env-assignment]"}]}
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a loaded machine stretches wall time, not the work done here
     for _ in range(2000):
         logs.redact_secrets(None, "info", {"event": "job.finished", "job": "dream", "target": "k", "duration_ms": 12})
-    assert time.perf_counter() - started < 1.0  # well under a millisecond an event
+    assert time.process_time() - started < 1.0  # well under a millisecond an event
 
 
 def test_configure_is_idempotent(home: Home) -> None:

@@ -114,9 +114,9 @@ def test_session_scan_is_one_cheap_query_over_10k_sessions(home: Path) -> None:
     rows = [(f"-p{i % 100}", f"s{i}", "/x", i % 97 != 0, iso(now - timedelta(minutes=i))) for i in range(10_000)]
     ctx.conn.executemany("INSERT INTO sessions(key, session_id, path, human_turns, last_ts) VALUES (?,?,?,?,?)", rows)
     base = {Place("global"): now - timedelta(hours=24), Place("project", "-p1"): now - timedelta(days=30)}
-    t = time.perf_counter()
+    t = time.process_time()  # CPU time: a loaded machine stretches wall time, not the work done here
     got = sessions_since(ctx.conn, base)
-    took = time.perf_counter() - t
+    took = time.process_time() - t
     assert got[Place("global")] == sum(1 for r in rows if r[3] and r[4] > iso(now - timedelta(hours=24)))
     assert got[Place("project", "-p1")] == sum(1 for r in rows if r[0] == "-p1" and r[3])
     assert took < 0.5, took
