@@ -52,6 +52,7 @@ def _children(p: subprocess.Popen[bytes]) -> list[psutil.Process]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a kill loop: its length grows with the machine's load (290 s of a 300 s limit seen at load 13)
 def test_kill_9_during_sync_leaves_both_repositories_valid(tmp_path: Path) -> None:
     remote = bare_remote(tmp_path)
     a, b = make_home(tmp_path, "a", remote), make_home(tmp_path, "b", remote)
