@@ -201,6 +201,7 @@ def test_run_now_does_not_wait_for_a_model_call_in_flight(tmp_path: Path) -> Non
         env = memd_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="k")
         with DaemonProc(home, env=env) as d:
             wait_for(lambda: len(api.requests()) >= 2)  # the extraction call is in flight
+            wait_log(home, event="job.finished", job="index", target="global")  # the daemon's own start-up index is done
             proc = subprocess.run([*memd_cmd(), "--home", str(home), "run-now", "index", "--global"],
                                   capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
             assert proc.returncode == 0, proc.stderr
