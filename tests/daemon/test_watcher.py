@@ -42,7 +42,7 @@ def test_the_watcher_asks_the_kernel_for_writes_only(tmp_path: Path) -> None:
         assert d.proc is not None
         pid = d.proc.pid
         # projects/, projects/-k/ and memory/: every watch carries the mask it was added with.
-        wait_for(lambda: len(_inotify_masks(pid)) >= 3, timeout=30)
+        wait_for(lambda: len(_inotify_masks(pid)) >= 3)
         masks = _inotify_masks(pid)
         assert all(m & (IN_OPEN | IN_CLOSE_NOWRITE | IN_ACCESS) == 0 for m in masks), [hex(m) for m in masks]
         assert all(m & IN_MODIFY and m & IN_CLOSE_WRITE for m in masks), [hex(m) for m in masks]
