@@ -129,6 +129,40 @@ def run(handler: Callable[[Event], str | None], stdin: IO[bytes] | None = None) 
     return 0
 
 
+# --------------------------------------------------------------------------- the commands
+
+COMMANDS = ("context", "recall", "precompact")  # `memd <sub> --hook`, each a hook of HOOKS in memd.agent.connect
+
+
+def find_home(explicit: str | None) -> Home | None:
+    """The home of `--home`, else `$DEEPCODE_HOME`, else `~/.deepcode`, when it is a directory; None when
+    not (no hook creates a home, and `memd.cli.get_home` refuses one that is missing or not a directory)."""
+    from memd.tree import resolve_home
+
+    try:
+        root = resolve_home(explicit)
+        return Home(root) if root.is_dir() else None
+    except Exception:
+        return None
+
+
+def command(sub: str, home: Home | None, *, agent: str | None = None) -> int:
+    """`memd <sub> --hook` (`sub` of COMMANDS) on `home`: the exit code, 0 whatever happens (a hook never
+    blocks a session); no home, nothing done. The click commands and the click-free path of the `memd`
+    script (`memd.__main__`) both run a hook through here."""
+    if home is None:
+        return 0
+    if sub == "context":
+        return run(lambda event: session_start(home, event, agent=agent or "claude"))
+    if sub == "precompact":
+        return run(lambda event: pre_compact(home, event))
+    code = run(lambda event: user_prompt(home, event))
+    from memd.agent.recall import leave_if_a_call_was_cut
+
+    leave_if_a_call_was_cut(code)
+    return code
+
+
 # --------------------------------------------------------------------------- where
 
 
