@@ -101,9 +101,13 @@ def measure(scripts: dict[str, Path], home: Home, projects: list[Path], runs: in
         t.run("system floor", [str(SYSTEM_PYTHON), "-c", "pass"])
         for name, memd in scripts.items():
             start = event(home, proj, sid, "SessionStart", source="startup")
-            answered += bool(t.run(f"{name} context", [str(memd), *args, "context", "--hook"], json.dumps(start).encode()).strip())
+            answered += bool(
+                t.run(f"{name} context", [str(memd), *args, "context", "--hook"], json.dumps(start).encode()).strip()
+            )
             ask = event(home, proj, sid, "UserPromptSubmit", prompt=prompt)
-            recalled += bool(t.run(f"{name} recall", [str(memd), *args, "recall", "--hook"], json.dumps(ask).encode()).strip())
+            recalled += bool(
+                t.run(f"{name} recall", [str(memd), *args, "recall", "--hook"], json.dumps(ask).encode()).strip()
+            )
     labels = [k for k in t.wall if k != "warm"]
     return {"stats": {k: t.stats(k) for k in labels}, "answered": answered, "recalled": recalled}
 
@@ -114,8 +118,11 @@ def main() -> int:
     ap.add_argument("--memories", type=int, nargs="+", default=[2_000, 20_000])
     ap.add_argument("--runs", type=int, default=200, help="rounds per home (each: floors, SessionStart, recall)")
     ap.add_argument("--baseline-wheel", type=Path, help="also time this wheel's install (e.g. one built from main)")
-    ap.add_argument("--no-daemon", action="store_true",
-                    help="nothing holds the state database open: each hook's close checkpoints its WAL (two fsyncs)")
+    ap.add_argument(
+        "--no-daemon",
+        action="store_true",
+        help="nothing holds the state database open: each hook's close checkpoints its WAL (two fsyncs)",
+    )
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--no-write", action="store_true", help="print the results, leave RESULTS.md alone")
     args = ap.parse_args()

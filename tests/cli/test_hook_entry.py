@@ -62,7 +62,9 @@ def loaded_modules(args: list[str], stdin: bytes, cwd: Path) -> tuple[bytes, set
     """The hook's stdout and the modules it imported after the interpreter's start (`-X importtime`)."""
     r = run([ENTRY[0], "-X", "importtime", *ENTRY[1:]], args, stdin, cwd)
     assert r.returncode == 0, r.stderr.decode()[-2000:]
-    names = [line.rsplit("|", 1)[-1].strip() for line in r.stderr.decode().splitlines() if line.startswith("import time:")]
+    names = [
+        line.rsplit("|", 1)[-1].strip() for line in r.stderr.decode().splitlines() if line.startswith("import time:")
+    ]
     return r.stdout, set(names[names.index("memd") :])  # from memd's package on (site's imports come before)
 
 
@@ -90,7 +92,9 @@ def test_a_hook_loads_no_click_no_logging_nothing_it_does_not_use(
     assert needle in out  # it did its whole work (a hook that bailed out early would load less)
     assert "memd.agent.hooks" in names
     assert not only_stdlib_and_memd(names), sorted(only_stdlib_and_memd(names))
-    assert not {n for n in names if n in DENIED or n.split(".")[0] in DENIED or n.rsplit(".", 1)[0] in DENIED}, sorted(names)
+    assert not {n for n in names if n in DENIED or n.split(".")[0] in DENIED or n.rsplit(".", 1)[0] in DENIED}, sorted(
+        names
+    )
 
 
 @pytest.mark.parametrize(("args", "expected"), [
