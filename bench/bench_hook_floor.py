@@ -5,8 +5,7 @@
 memd is built as a wheel (`pip wheel`) and installed into a fresh venv, as a user has it: pip
 compiles its bytecode at install, and the `memd` script is the one pip writes. Each measure is
 the wall time of one process, start to exit, interleaved so that each meets the same moments of
-a shared machine: the floor (`python -c pass` with the venv's interpreter, and the system's
-`python3 -c pass`), `memd context --hook` (SessionStart) and `memd recall --hook`
+a shared machine: the floor (`python -c pass` with the venv's interpreter), `memd context --hook` (SessionStart) and `memd recall --hook`
 (UserPromptSubmit, offline provider) with the hook's JSON on stdin, as Claude Code runs them
 (bench_hooks.py's home, events and prompts). The ratios are taken against the floor measured in
 the same run. `--baseline-wheel` times a second install (e.g. a wheel of main) alongside.
@@ -34,7 +33,6 @@ from memd import state
 from memd.logs.events import cli_defaults
 from memd.tree import Home
 
-SYSTEM_PYTHON = Path(sys.base_prefix) / "bin" / "python3"  # the interpreter itself, outside any venv (no shim)
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TITLE = "## Hooks near the floor (issue 27 point 3)"
 TITLE_NO_DAEMON = "## Hooks near the floor without the daemon (issue 27 point 3)"
@@ -98,7 +96,6 @@ def measure(scripts: dict[str, Path], home: Home, projects: list[Path], runs: in
     for i, prompt in enumerate(prompts(runs)):
         proj, sid = projects[(i // 5) % 20], f"s{i // 5}"  # five prompts a session, in one project
         t.run("floor", [str(python), "-c", "pass"])
-        t.run("system floor", [str(SYSTEM_PYTHON), "-c", "pass"])
         for name, memd in scripts.items():
             start = event(home, proj, sid, "SessionStart", source="startup")
             answered += bool(
@@ -116,7 +113,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     ap.add_argument("--sessions", type=int, default=10_000)
     ap.add_argument("--memories", type=int, nargs="+", default=[2_000, 20_000])
-    ap.add_argument("--runs", type=int, default=200, help="rounds per home (each: floors, SessionStart, recall)")
+    ap.add_argument("--runs", type=int, default=100, help="rounds per home (each: floors, SessionStart, recall)")
     ap.add_argument("--baseline-wheel", type=Path, help="also time this wheel's install (e.g. one built from main)")
     ap.add_argument(
         "--no-daemon",
@@ -156,7 +153,7 @@ def main() -> int:
 
 def render(r: dict[str, Any], args: argparse.Namespace) -> str:
     cmd = "`.venv/bin/python bench/bench_hook_floor.py"
-    if args.memories != [2_000, 20_000] or args.runs != 200 or args.sessions != 10_000:
+    if args.memories != [2_000, 20_000] or args.runs != 100 or args.sessions != 10_000:
         cmd += f" --sessions {args.sessions} --memories {' '.join(map(str, args.memories))} --runs {args.runs}"
     if args.baseline_wheel:
         cmd += " --baseline-wheel <wheel of main>"
@@ -174,14 +171,14 @@ def render(r: dict[str, Any], args: argparse.Namespace) -> str:
         "`memd` script pip writes); the hooks' JSON on stdin as Claude Code sends it; offline provider. Each",
         f"round runs the floor, SessionStart and a recall one after the other, {r['runs']} rounds a home, so every",
         "ratio is against the floor measured in the same run, at the same moments. Floor: `python -c pass` with",
-        "the venv's interpreter (what the `memd` script starts with); the system's `python3 -c pass` beside it.",
+        "the venv's interpreter (the `memd` script's; a plain `python3` on PATH here is pyenv's shell shim).",
         *daemon,
         "Target: each hook's p95 ≤ 2 × the floor's p50.",
         "",
         "| memories | command | p50 ms | p95 ms | CPU p50 ms | p95 ÷ floor p50 | p95 ÷ floor p95 | load |",
         "|---:|---|---:|---:|---:|---:|---:|---|",
     ]  # fmt: skip
-    names = {"floor": "`python -c pass` (the venv's)", "system floor": "`python3 -c pass` (the system's)",
+    names = {"floor": "`python -c pass` (the floor)",
              "memd context": "`memd context --hook`", "memd recall": "`memd recall --hook`",
              "baseline context": "`memd context --hook`, baseline", "baseline recall": "`memd recall --hook`, baseline"}  # fmt: skip
     for h in r["homes"]:
