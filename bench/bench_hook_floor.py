@@ -33,6 +33,9 @@ from memd import state
 from memd.logs.events import cli_defaults
 from memd.tree import Home
 
+# The standard library a hook's work needs (its modules list, tests/cli/test_hook_entry.py): what any
+# hook built on memd's modules pays before its first line of its own.
+STDLIB = "import re, json, sqlite3, datetime, pathlib, dataclasses, typing, threading"
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TITLE = "## Hooks near the floor (issue 27 point 3)"
 TITLE_NO_DAEMON = "## Hooks near the floor without the daemon (issue 27 point 3)"
@@ -96,6 +99,7 @@ def measure(scripts: dict[str, Path], home: Home, projects: list[Path], runs: in
     for i, prompt in enumerate(prompts(runs)):
         proj, sid = projects[(i // 5) % 20], f"s{i // 5}"  # five prompts a session, in one project
         t.run("floor", [str(python), "-c", "pass"])
+        t.run("stdlib", [str(python), "-c", STDLIB])
         for name, memd in scripts.items():
             start = event(home, proj, sid, "SessionStart", source="startup")
             answered += bool(
@@ -178,14 +182,14 @@ def render(r: dict[str, Any], args: argparse.Namespace) -> str:
         "| memories | command | p50 ms | p95 ms | CPU p50 ms | p95 ÷ floor p50 | p95 ÷ floor p95 | load |",
         "|---:|---|---:|---:|---:|---:|---:|---|",
     ]  # fmt: skip
-    names = {"floor": "`python -c pass` (the floor)",
+    names = {"floor": "`python -c pass` (the floor)", "stdlib": f"`python -c '{STDLIB}'`",
              "memd context": "`memd context --hook`", "memd recall": "`memd recall --hook`",
              "baseline context": "`memd context --hook`, baseline", "baseline recall": "`memd recall --hook`, baseline"}  # fmt: skip
     for h in r["homes"]:
         s, floor = h["stats"], h["stats"]["floor"]
         for label, v in s.items():
-            ratio = "—" if "floor" in label else f"**{v['p95'] / floor['p50']:.2f}**"
-            ratio95 = "—" if "floor" in label else f"{v['p95'] / floor['p95']:.2f}"
+            ratio = "—" if label == "floor" else f"**{v['p95'] / floor['p50']:.2f}**"
+            ratio95 = "—" if label == "floor" else f"{v['p95'] / floor['p95']:.2f}"
             lines.append(f"| {h['memories']:,} | {names.get(label, label)} | {v['p50']:.1f} | {v['p95']:.1f} | "
                          f"{v['cpu_p50']:.1f} | {ratio} | {ratio95} | {h['load'][0]:.1f}–{h['load'][1]:.1f} |")  # fmt: skip
     lines += ["", f"Home: {r['sessions']:,} sessions in the ledger, the memories over 20 git projects and the global drawer,",

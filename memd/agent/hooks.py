@@ -12,8 +12,10 @@ Rules every hook here keeps:
   on stderr says what happened (Claude Code shows it in its debug output only).
 * **Only the answer reaches stdout.** While a hook works, `sys.stdout` is
   stderr, so a stray print or log line cannot corrupt the JSON Claude Code reads.
-* **Fast.** p95 ≤ 150 ms with process start (bench/bench_hooks.py): no
-  structlog, no model SDK unless a model is configured, small files read.
+* **Fast.** The `memd` script runs a hook's command line without click (`memd.__main__`, then
+  `command` here); no logging, structlog or hashlib, no model SDK unless a model is configured,
+  small files read (bench/bench_hook_floor.py, against a bare interpreter's start;
+  tests/cli/test_hook_entry.py lists the modules a hook loads).
 * **What a hook surfaced is recorded**, per session and per day, in the state
   database's `kv` table: `hooks:<session>` holds the session's counts (`memd
   sessions --json`, field `hooks`), `hookday:<YYYY-MM-DD>` the day's (`memd

@@ -30,7 +30,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["CJK_STOP", "FIELDS", "SPACELESS", "STOPWORDS", "ParsedQuery", "parse_query", "run_pairs", "sentence_pieces"]
+__all__ = ["CJK_STOP", "FIELDS", "SPACELESS", "STOPWORDS", "ParsedQuery", "parse_query", "run_pairs", "sentence_pieces",
+           "spaceless_run"]  # fmt: skip
 
 FIELDS = {"name": "name", "description": "description", "desc": "description", "body": "body"}
 _OPERATORS = frozenset({"AND", "OR", "NOT"})
@@ -96,8 +97,9 @@ SPACELESS = (
 
 
 @functools.cache
-def _spaceless_run() -> re.Pattern[str]:
-    """Runs of SPACELESS, compiled on first use: the class takes milliseconds to compile."""
+def spaceless_run() -> re.Pattern[str]:
+    """Runs of SPACELESS, compiled on first use (the class takes milliseconds to compile); search and
+    offline recall share it."""
     return re.compile(f"[{SPACELESS}]+")
 
 
@@ -120,7 +122,7 @@ def sentence_pieces(word: str) -> list[str] | None:
     character pairs without a particle or pronoun. None for any other word (searched whole)."""
     if word.isascii():  # the common case, without compiling the scripts' class
         return None
-    runs = list(_spaceless_run().finditer(word))
+    runs = list(spaceless_run().finditer(word))
     if not any(len(m.group()) >= 3 for m in runs):
         return None
     pieces: list[str] = []
