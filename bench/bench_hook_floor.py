@@ -192,6 +192,13 @@ def render(r: dict[str, Any], args: argparse.Namespace) -> str:
             ratio95 = "—" if label == "floor" else f"{v['p95'] / floor['p95']:.2f}"
             lines.append(f"| {h['memories']:,} | {names.get(label, label)} | {v['p50']:.1f} | {v['p95']:.1f} | "
                          f"{v['cpu_p50']:.1f} | {ratio} | {ratio95} | {h['load'][0]:.1f}–{h['load'][1]:.1f} |")  # fmt: skip
+    for h in r["homes"]:
+        s = h["stats"]
+        if "stdlib" in s:
+            cpu = {k: v["cpu_p50"] for k, v in s.items()}
+            lines += ["", f"CPU at {h['memories']:,} memories (p50): the floor {cpu['floor']:.0f} ms; the standard library a hook's work",
+                      f"needs, imported alone, {cpu['stdlib']:.0f} ms ({cpu['stdlib'] / cpu['floor']:.1f} × the floor); memd's modules and",
+                      f"the work add {cpu['memd context'] - cpu['stdlib']:.0f} ms (SessionStart) and {cpu['memd recall'] - cpu['stdlib']:.0f} ms (recall)."]  # fmt: skip
     lines += ["", f"Home: {r['sessions']:,} sessions in the ledger, the memories over 20 git projects and the global drawer,",
               "indexed (bench_hooks.py's). A quarter of the prompts name a topic, a quarter ask to fix something, a quarter",
               "are Chinese, a quarter name nothing memory holds.", ""]  # fmt: skip
