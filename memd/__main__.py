@@ -15,7 +15,7 @@ This module imports nothing at the top: everything it loads is on the hooks' pat
 
 from __future__ import annotations
 
-HOOK_COMMANDS = frozenset({"context", "recall", "precompact"})  # memd.agent.hooks.COMMANDS
+HOOK_COMMANDS = frozenset({"context", "recall", "precompact"})  # memd.agent.connect.SUBCOMMANDS (a test holds them equal)
 
 
 def _usable_home_value(value: str) -> bool:

@@ -133,9 +133,6 @@ def run(handler: Callable[[Event], str | None], stdin: IO[bytes] | None = None) 
 
 # --------------------------------------------------------------------------- the commands
 
-COMMANDS = ("context", "recall", "precompact")  # `memd <sub> --hook`, each a hook of HOOKS in memd.agent.connect
-
-
 def find_home(explicit: str | None) -> Home | None:
     """The home of `--home`, else `$DEEPCODE_HOME`, else `~/.deepcode`, when it is a directory; None when
     not (no hook creates a home, and `memd.cli.get_home` refuses one that is missing or not a directory)."""
@@ -149,7 +146,7 @@ def find_home(explicit: str | None) -> Home | None:
 
 
 def command(sub: str, home: Home | None, *, agent: str | None = None) -> int:
-    """`memd <sub> --hook` (`sub` of COMMANDS) on `home`: the exit code, 0 whatever happens (a hook never
+    """`memd <sub> --hook` (`sub` of memd.agent.connect.SUBCOMMANDS) on `home`: the exit code, 0 whatever happens (a hook never
     blocks a session); no home, nothing done. The click commands and the click-free path of the `memd`
     script (`memd.__main__`) both run a hook through here."""
     if home is None:

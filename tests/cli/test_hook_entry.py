@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from memd.__main__ import hook_call
+from memd.__main__ import HOOK_COMMANDS, hook_call
+from memd.agent.connect import SUBCOMMANDS
 from memd.index.refresh import refresh_all
 from memd.keys import cwd_key, project_key
 from memd.memory.file import render_memory, write_memory
@@ -76,6 +77,7 @@ def only_stdlib_and_memd(names: set[str]) -> set[str]:
 def test_the_memd_script_is_the_click_free_entry() -> None:
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["memd"] == "memd.__main__:main"
+    assert HOOK_COMMANDS == SUBCOMMANDS  # every hook `memd connect` installs takes the click-free path
 
 
 @pytest.mark.parametrize(("sub", "name", "extra", "needle"), [
