@@ -132,28 +132,38 @@ def test_a_home_value_click_refuses_is_left_to_click(tmp_path: Path) -> None:
     assert hook_call(["--home", str(tmp_path / "absent"), "context", "--hook"]) == ("context", str(tmp_path / "absent"))
 
 
-def test_the_hook_path_answers_byte_for_byte_as_the_click_command(world: tuple[Home, Path], tmp_path: Path) -> None:
-    """Same stdout, stderr and exit code, through the click-free entry and through click: answers, a malformed
-    event, a missing home, a home that is a file (click's usage error, exit 2, on both)."""
+CASES = [  # (command line, H the home and F a file; the event's name, None for a malformed one; its fields; answers)
+    (["--home", "H", "context", "--hook"], "SessionStart", {"source": "startup"}, True),
+    (["recall", "--hook", "--home=H"], "UserPromptSubmit", {"prompt": "deploy on fridays"}, True),
+    (["--home", "H", "recall", "--hook"], "UserPromptSubmit", {"prompt": "nothing memory holds"}, False),
+    (["--home", "H", "recall", "--hook"], None, {}, False),
+    (["--home", "H", "context", "--hook"], None, {}, False),
+    (["--home", "H/absent", "context", "--hook"], "SessionStart", {"source": "startup"}, False),
+    (["--home", "F", "recall", "--hook"], "UserPromptSubmit", {"prompt": "deploy"}, False),  # click's usage error, exit 2
+]
+
+
+@pytest.mark.parametrize(("args", "name", "extra", "answers"), CASES)
+def test_the_hook_path_answers_byte_for_byte_as_the_click_command(
+    world: tuple[Home, Path], tmp_path: Path, args: list[str], name: str | None, extra: dict[str, Any], answers: bool
+) -> None:
+    """Same stdout, stderr and exit code through the click-free entry and through click: answers, a
+    malformed event, a missing home, a home that is a file."""
     home, proj = world
     (tmp_path / "a-file").write_text("")
-    cases = [
-        (["--home", str(home.root), "context", "--hook"], "SessionStart", {"source": "startup"}),
-        (["recall", "--hook", f"--home={home.root}"], "UserPromptSubmit", {"prompt": "deploy on fridays"}),
-        (["--home", str(home.root), "recall", "--hook"], "UserPromptSubmit", {"prompt": "nothing memory holds"}),
-        (["--home", str(home.root), "recall", "--hook"], None, {}),
-        (["--home", str(home.root), "context", "--hook"], None, {}),
-        (["--home", str(tmp_path / "absent"), "context", "--hook"], "SessionStart", {"source": "startup"}),
-        (["--home", str(tmp_path / "a-file"), "recall", "--hook"], "UserPromptSubmit", {"prompt": "deploy"}),
-    ]
-    for i, (args, name, extra) in enumerate(cases):
-        results = []
-        for j, cmd in enumerate((ENTRY, CLICK)):
-            stdin = event(home, proj, f"s{i}-{j}", name, **extra) if name else b'{"session_id": '
-            r = run(cmd, args, stdin, proj)
-            results.append((r.returncode, r.stdout, r.stderr))
-        assert results[0] == results[1], (args, results)
-        assert results[0][0] == (2 if "a-file" in args[1] else 0)
+    args = [a.replace("H", str(home.root)) if "H" in a else a.replace("F", str(tmp_path / "a-file")) for a in args]
+    results = []
+    for j, cmd in enumerate((ENTRY, CLICK)):
+        stdin = event(home, proj, f"s{j}", name, **extra) if name else b'{"session_id": '
+        r = run(cmd, args, stdin, proj)
+        results.append((r.returncode, r.stdout, r.stderr))
+    assert results[0] == results[1], results
+    assert results[0][0] == (2 if "a-file" in " ".join(args) else 0)
+    assert bool(results[0][1]) == answers
+
+
+def test_malformed_hook_input_is_one_line_and_exit_0(world: tuple[Home, Path]) -> None:
+    home, proj = world
     malformed = run(ENTRY, ["--home", str(home.root), "recall", "--hook"], b"{", proj)
-    assert malformed.stdout == b"" and malformed.stderr.decode().count("\n") == 1
+    assert malformed.returncode == 0 and malformed.stdout == b"" and malformed.stderr.decode().count("\n") == 1
     assert malformed.stderr.startswith(b"memd: hook skipped: JSONDecodeError")
