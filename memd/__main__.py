@@ -1,3 +1,85 @@
-from memd.cli import main
+"""The `memd` program: the `memd` script (pyproject's `[project.scripts]`) and `python -m memd`.
 
-main()
+The agent hooks start a process on every session start and every prompt, so their command
+lines — exactly as `memd connect` writes them, `memd [--home H] context|recall|precompact --hook`
+— run without click (about 15 ms of imports, more than the hook's own work): `hook_call`
+recognises them and `memd.agent.hooks.command` runs them, the code the click commands run for
+`--hook`. Any other command line goes to the click CLI (`memd.cli.main`) unchanged, and so does
+any that click would treat otherwise than a hook form: another option (`--agent`, `--help`), a
+`--home` value click's path check refuses (a file, an unreadable directory) or one that looks
+like an option. Invariant: for every argv `hook_call` accepts, the output, side effects and exit
+code are those of the click command (tests/cli/test_hook_entry.py runs both).
+
+This module imports nothing at the top: everything it loads is on the hooks' path.
+"""
+
+from __future__ import annotations
+
+HOOK_COMMANDS = frozenset({"context", "recall", "precompact"})  # memd.agent.connect.SUBCOMMANDS (a test holds them equal)
+
+
+def _usable_home_value(value: str) -> bool:
+    """Whether click's `--home` type (`click.Path(file_okay=False)`) takes `value` as it is: absent,
+    or there and neither a regular file nor unreadable. An option-like value is left to click too."""
+    import os
+    import stat
+
+    if value.startswith("-"):
+        return False
+    try:
+        st = os.stat(value)
+    except (OSError, ValueError):
+        return True
+    return not stat.S_ISREG(st.st_mode) and os.access(value, os.R_OK)
+
+
+def hook_call(args: list[str]) -> tuple[str, str | None] | None:
+    """(sub-command, `--home` value or None) when `args` (argv after the program) is a hook's command
+    line — `--home` options, the sub-command, then one `--hook` and `--home` options in any order —
+    else None. As in click, the group's last `--home` counts, the command's last one wins over it, and
+    an empty one counts as none."""
+    homes: tuple[list[str], list[str]] = ([], [])  # the group's, the command's
+    sub: str | None = None
+    hooks = 0
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--home" or arg.startswith("--home="):
+            if arg == "--home" and i + 1 == len(args):
+                return None
+            value = args[i + 1] if arg == "--home" else arg[len("--home=") :]
+            if not _usable_home_value(value):
+                return None
+            homes[sub is not None].append(value)
+            i += 2 if arg == "--home" else 1
+        elif arg == "--hook" and sub is not None:
+            hooks += 1
+            i += 1
+        elif arg in HOOK_COMMANDS and sub is None:
+            sub = arg
+            i += 1
+        else:
+            return None
+    if sub is None or hooks != 1:
+        return None
+    group, own = homes
+    return sub, (own[-1] if own else "") or (group[-1] if group else "") or None
+
+
+def main() -> None:
+    """Run `memd` with `sys.argv`: a hook without click, anything else through click."""
+    import sys
+
+    call = hook_call(sys.argv[1:])
+    if call is None:
+        from memd.cli import main as cli
+
+        cli()
+        return
+    from memd.agent import hooks
+
+    sys.exit(hooks.command(call[0], hooks.find_home(call[1])))
+
+
+if __name__ == "__main__":
+    main()

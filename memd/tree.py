@@ -8,7 +8,6 @@ sessions and memory directories a home holds is `memd.discovery`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -219,4 +218,6 @@ def _component(text: str | None) -> bool:
 
 
 def _digest(text: str, n: int) -> str:
+    import hashlib  # noqa: PLC0415 - start-up: the hooks never hash (OpenSSL's start costs them 2 ms)
+
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:n]

@@ -23,7 +23,6 @@ functions of their inputs; the rest reads the search and state databases.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import sqlite3
@@ -130,20 +129,14 @@ def content_terms(query: str, limit: int = MAX_TERMS) -> list[str]:
     return out
 
 
-@functools.cache
-def _spaceless_run() -> re.Pattern[str]:
-    from memd.index.query import SPACELESS  # noqa: PLC0415 - start-up
-    return re.compile(f"[{SPACELESS}]+")
-
-
 def _split_spaceless(word: str) -> list[str]:
     if word.isascii():  # the common case, without compiling the scripts' character class
         return _spaced_word(word)
-    from memd.index.query import run_pairs  # noqa: PLC0415 - start-up
+    from memd.index.query import run_pairs, spaceless_run  # noqa: PLC0415 - start-up
 
     pieces: list[str] = []
     pos = 0
-    for m in _spaceless_run().finditer(word):
+    for m in spaceless_run().finditer(word):
         pieces += _spaced_word(word[pos : m.start()])
         pieces += run_pairs(m.group())
         pos = m.end()

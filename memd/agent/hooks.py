@@ -12,8 +12,10 @@ Rules every hook here keeps:
   on stderr says what happened (Claude Code shows it in its debug output only).
 * **Only the answer reaches stdout.** While a hook works, `sys.stdout` is
   stderr, so a stray print or log line cannot corrupt the JSON Claude Code reads.
-* **Fast.** p95 ≤ 150 ms with process start (bench/bench_hooks.py): no
-  structlog, no model SDK unless a model is configured, small files read.
+* **Fast.** The `memd` script runs a hook's command line without click (`memd.__main__`, then
+  `command` here); no logging, structlog or hashlib, no model SDK unless a model is configured,
+  small files read (bench/bench_hook_floor.py, against a bare interpreter's start;
+  tests/cli/test_hook_entry.py lists the modules a hook loads).
 * **What a hook surfaced is recorded**, per session and per day, in the state
   database's `kv` table: `hooks:<session>` holds the session's counts (`memd
   sessions --json`, field `hooks`), `hookday:<YYYY-MM-DD>` the day's (`memd
@@ -127,6 +129,37 @@ def run(handler: Callable[[Event], str | None], stdin: IO[bytes] | None = None) 
             except Exception:
                 pass
     return 0
+
+
+# --------------------------------------------------------------------------- the commands
+
+def find_home(explicit: str | None) -> Home | None:
+    """The home of `--home`, else `$DEEPCODE_HOME`, else `~/.deepcode`, when it is a directory; None when
+    not (no hook creates a home, and `memd.cli.get_home` refuses one that is missing or not a directory)."""
+    from memd.tree import resolve_home
+
+    try:
+        root = resolve_home(explicit)
+        return Home(root) if root.is_dir() else None
+    except Exception:
+        return None
+
+
+def command(sub: str, home: Home | None, *, agent: str | None = None) -> int:
+    """`memd <sub> --hook` (`sub` of memd.agent.connect.SUBCOMMANDS) on `home`: the exit code, 0 whatever happens (a hook never
+    blocks a session); no home, nothing done. The click commands and the click-free path of the `memd`
+    script (`memd.__main__`) both run a hook through here."""
+    if home is None:
+        return 0
+    if sub == "context":
+        return run(lambda event: session_start(home, event, agent=agent or "claude"))
+    if sub == "precompact":
+        return run(lambda event: pre_compact(home, event))
+    code = run(lambda event: user_prompt(home, event))
+    from memd.agent.recall import leave_if_a_call_was_cut
+
+    leave_if_a_call_was_cut(code)
+    return code
 
 
 # --------------------------------------------------------------------------- where

@@ -41,7 +41,7 @@ def context_cmd(ctx: click.Context, cwd: str | None, agent: str | None, hook: bo
             home = get_home(ctx)
         except Exception:
             sys.exit(0)
-        sys.exit(hooks.run(lambda event: hooks.session_start(home, event, agent=agent or "claude")))
+        sys.exit(hooks.command("context", home, agent=agent))
     import os
 
     from memd import settings as st
@@ -76,4 +76,4 @@ def precompact_cmd(ctx: click.Context, hook: bool) -> None:
         home = get_home(ctx)
     except Exception:
         sys.exit(0)
-    sys.exit(hooks.run(lambda event: hooks.pre_compact(home, event)))
+    sys.exit(hooks.command("precompact", home))

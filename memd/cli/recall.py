@@ -90,11 +90,7 @@ def recall_cmd(ctx: click.Context, query: str | None, key: str | None, cwd: str 
             home = get_home(ctx)
         except Exception:
             sys.exit(0)
-        code = hooks.run(lambda event: hooks.user_prompt(home, event))
-        from memd.agent.recall import leave_if_a_call_was_cut
-
-        leave_if_a_call_was_cut(code)
-        sys.exit(code)
+        sys.exit(hooks.command("recall", home))
     if not query:
         from memd.errors import UsageError
 

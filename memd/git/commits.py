@@ -81,7 +81,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memd.git.repo import GitBusy, Repo
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 from memd.settings import Settings
 from memd.tree import Home, Place
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memd.fsutil import atomic_write, ensure_private_dir
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 from memd.tree import Home, Place
 
 log = lazy_logger("memd.gitmem")

@@ -34,7 +34,7 @@ from memd.git.layout import (
 )
 from memd.git.plumbing import BRANCH, REF, Entries, Git, GitError, blob_sha, message, user_identity
 from memd.git.worktree import Commit, read_capped, scan_place, write_live
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 from memd.settings import Settings
 from memd.tree import Home, Place
 

@@ -23,7 +23,7 @@ from memd.git.layout import (
     is_memory_name,
 )
 from memd.git.plumbing import Entries, blob_sha
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 from memd.settings import Settings
 from memd.tree import Home, Place
 

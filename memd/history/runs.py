@@ -43,7 +43,7 @@ from memd.history.store import (
 )
 from memd.history.writes import UndoConflict, refresh_recorded, undo_write
 from memd.locks import acquire
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 from memd.memory.names import is_candidate_name
 from memd.settings import Settings
 from memd.tree import Home, Place

@@ -46,7 +46,7 @@ from memd.fsutil import atomic_write, ensure_own_dir, ensure_private_dir, fsync_
 from memd.history.store import FILES_DIR, MAX_JSON_BYTES, RUN_FILE, RUN_ID, SUMS_FILE, history_root
 from memd.history.treecopy import Copied, copy_tree, durable, rmtree
 from memd.locks import LockBusy, acquire
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 from memd.tree import Home, Place
 
 log = lazy_logger("memd.history.runs")  # the name its events have always had

@@ -25,11 +25,13 @@ Pure: no SQLite, no I/O. `segment` is passed in so this module does not import t
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["CJK_STOP", "FIELDS", "SPACELESS", "STOPWORDS", "ParsedQuery", "parse_query", "run_pairs", "sentence_pieces"]
+__all__ = ["CJK_STOP", "FIELDS", "SPACELESS", "STOPWORDS", "ParsedQuery", "parse_query", "run_pairs", "sentence_pieces",
+           "spaceless_run"]  # fmt: skip
 
 FIELDS = {"name": "name", "description": "description", "desc": "description", "body": "body"}
 _OPERATORS = frozenset({"AND", "OR", "NOT"})
@@ -92,7 +94,15 @@ SPACELESS = (
     "\uff66-\uff9f"  # half-width Katakana
     "\U00020000-\U0003134f"  # CJK extensions B-G
 )
-_RUN = re.compile(f"[{SPACELESS}]+")
+
+
+@functools.cache
+def spaceless_run() -> re.Pattern[str]:
+    """Runs of SPACELESS, compiled on first use (the class takes milliseconds to compile); search and
+    offline recall share it."""
+    return re.compile(f"[{SPACELESS}]+")
+
+
 # Characters of spaceless scripts that rarely carry a topic (particles, pronouns, question words).
 CJK_STOP = frozenset("的了是在我你他她它们吗呢吧啊和与就都也还这那有个么怎什请把被给要会能可以为")
 
@@ -110,7 +120,9 @@ def sentence_pieces(word: str) -> list[str] | None:
     """A word holding a run of three or more spaceless-script characters (a Chinese sentence
     typed as one word) as searchable pieces: its other parts, and the run's overlapping
     character pairs without a particle or pronoun. None for any other word (searched whole)."""
-    runs = list(_RUN.finditer(word))
+    if word.isascii():  # the common case, without compiling the scripts' class
+        return None
+    runs = list(spaceless_run().finditer(word))
     if not any(len(m.group()) >= 3 for m in runs):
         return None
     pieces: list[str] = []

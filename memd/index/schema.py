@@ -21,7 +21,7 @@ from pathlib import Path
 
 from memd.fsutil import PRIVATE_FILE, UnusableFile, check_regular_or_absent, ensure_private_dir
 from memd.index.search import BUSY_TIMEOUT_S, SEGMENTER
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 
 log = lazy_logger("memd.search")  # the search DB's events keep the logger name they always had
 

@@ -73,13 +73,14 @@ Why this design
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 from memd.index.query import SPACELESS, STOPWORDS, ParsedQuery, parse_query
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 
 log = lazy_logger("memd.search")  # structlog on first use: the hook commands never pay for it
 
@@ -92,7 +93,16 @@ BUSY_TIMEOUT_S = 5.0
 # Scripts written without spaces between words (plus Hangul, whose words carry
 # attached particles): one token per character. Combining marks inside these
 # blocks count as part of the script, so a mark never starts a new token.
-_SEG_RE = re.compile(rf"(?<=[{SPACELESS}])(?=\w)|(?<=\w)(?=\w)(?=[{SPACELESS}])")
+# Compiled on first use, by text that has a character of those blocks: the class takes milliseconds
+# to compile, which a hook answering an English prompt does not pay.
+SPACELESS_FIRST = "\u0e00"  # the lowest character of SPACELESS
+
+
+@functools.cache
+def _seg_re() -> re.Pattern[str]:
+    return re.compile(rf"(?<=[{SPACELESS}])(?=\w)|(?<=\w)(?=\w)(?=[{SPACELESS}])")
+
+
 _HL_OPEN, _HL_CLOSE = "\x02", "\x03"
 
 
@@ -115,8 +125,11 @@ class Hit:
 
 
 def segment(text: str) -> str:
-    """Insert U+200B between characters of spaceless scripts (see the module docstring)."""
-    return _SEG_RE.sub(ZWSP, text)
+    """Insert U+200B between characters of spaceless scripts (see the module docstring). A text
+    below SPACELESS_FIRST has none, and every match needs one: it comes back as it is."""
+    if max(text, default=SPACELESS_FIRST) < SPACELESS_FIRST:
+        return text
+    return _seg_re().sub(ZWSP, text)
 
 
 def _clean_snippet(raw: str | None, open_mark: str, close_mark: str) -> str:

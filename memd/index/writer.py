@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, TypeVar
 from memd.fsutil import UnusableFile
 from memd.index.schema import damaged, open_db, set_aside, transaction
 from memd.index.search import Hit, query_index, segment
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 from memd.memory.file import Memory
 from memd.tree import Home
 

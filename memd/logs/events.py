@@ -1,7 +1,7 @@
 """Structured logs: one JSON object per line, for people, journald and `memd status` (DESIGN "Logs").
 
-This module sets the pipeline up (`configure`, `cli_defaults`, `get_logger`, `lazy_logger`)
-and holds its steps (redaction, time stamp, key order). The log file's handler is
+This module sets the pipeline up (`configure`, `cli_defaults`, `get_logger`; the loggers of
+modules that must import fast are `memd.logs.lazy`'s) and holds its steps (redaction, time stamp, key order). The log file's handler is
 `memd.logs.file`; reading the log back (`memd logs`, rotation, following) is `memd.logs.read`.
 
 Invariants this module keeps:
@@ -348,26 +348,3 @@ def cli_defaults() -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
-
-
-class _LazyLogger:
-    """A module-level logger that imports structlog on first use, not at import.
-
-    Modules that `memd status` imports (through the job registry) use it: structlog
-    costs tens of milliseconds to import, and status must start fast.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._logger: Any = None
-
-    def __getattr__(self, attr: str) -> Any:
-        if self._logger is None:
-            import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
-
-            self._logger = structlog.get_logger(self._name)
-        return getattr(self._logger, attr)
-
-
-def lazy_logger(name: str) -> Any:
-    return _LazyLogger(name)

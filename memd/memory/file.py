@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 from memd.memory.names import is_candidate_name, memory_path
 
 # libyaml's safe loader parses front matter ~10x faster than the pure-Python one; same safety.

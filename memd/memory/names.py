@@ -8,7 +8,6 @@ is not `MEMORY.md`, does not start with a dot, and fits in 255 bytes.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from pathlib import Path
@@ -76,6 +75,8 @@ def slugify(name: str) -> str:
     ascii_text = decomposed.encode("ascii", "ignore").decode("ascii")
     slug = _NOT_SLUG.sub("-", ascii_text.lower()).strip("-")
     lost = any(ch.isalnum() and not ch.isascii() for ch in decomposed)
+    import hashlib  # noqa: PLC0415 - start-up: the SessionStart hook imports this module, never hashes
+
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     if not slug:
         if not lost:

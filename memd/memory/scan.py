@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memd.fsutil import read_at_most
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 from memd.memory.file import Memory, MemoryParseError, parse_memory
 from memd.memory.names import fold_name, is_candidate_name
 

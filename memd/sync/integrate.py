@@ -32,7 +32,7 @@ from memd.git.quarantine import keep_aside
 from memd.git.repo import Repo
 from memd.git.worktree import write_live
 from memd.job.context import make_context
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 from memd.memory import readonly
 from memd.settings import Settings
 from memd.sync.merge import Merged, merge_entries, merged_text

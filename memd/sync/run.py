@@ -48,7 +48,7 @@ from memd.errors import MemdError
 from memd.fsutil import atomic_write
 from memd.git.plumbing import REF, REMOTE, REMOTE_REF, Git, GitError, SyncError, SyncNotConfigured
 from memd.job.backoff import backoff_seconds
-from memd.logs.events import lazy_logger
+from memd.logs.lazy import lazy_logger
 from memd.settings import Settings
 from memd.tree import Home, Place
 

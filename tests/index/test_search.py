@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -15,8 +16,12 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from memd.discovery import list_memory_dirs
+from memd.index.query import SPACELESS, sentence_pieces
 from memd.index.refresh import refresh_all, refresh_dir
 from memd.index.search import ZWSP, open_readonly, query_index, segment
 from memd.index.writer import SearchIndex
@@ -474,3 +479,16 @@ def test_words_match_by_stem_and_plain_words_fall_back_to_prefixes(tmp_path: Pat
         assert [h.name for h in db.search("shipped", project_key=None)] == ["deploys"]
         assert db.search('"fri"', project_key=None) == []  # explicit syntax: no prefix fallback
         assert [h.name for h in db.search("frida", project_key=None)] == ["deploys"]  # plain: fallback fri*
+
+
+_SEG_SOURCE = re.compile(rf"(?<=[{SPACELESS}])(?=\w)|(?<=\w)(?=\w)(?=[{SPACELESS}])")  # the one regex, compiled here
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab _1é\u0301ßЖ\u0dfe\u0e00\u0e31กข部署\u3042\uac00\U00020000 -")))
+def test_segment_skips_the_regex_only_for_text_it_could_not_change(text: str) -> None:
+    """A text below the spaceless blocks is returned as it is, without compiling their class (the hooks'
+    English prompts); every other text is segmented by the regex."""
+    assert segment(text) == _SEG_SOURCE.sub(ZWSP, text)
+    pieces = sentence_pieces(text.replace(" ", ""))
+    assert pieces is None or any(ch >= "\u0e00" for ch in text)
