@@ -385,7 +385,9 @@ def test_a_scan_folds_with_the_cycle_collector_paused_and_leaves_none_behind(
     gc.collect()
     totals = scan_home(Home(home))
     assert totals["records"] > 1000 and enabled == [False] and gc.isenabled()
-    assert gc.collect() == 0
+    # The fold makes no cycles: a cycle per record would leave thousands. Not `== 0`: in a long pytest
+    # process other threads' garbage lands in the same collection (51 objects were seen once).
+    assert gc.collect() < totals["records"] // 10
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise OSError("disk went away")
