@@ -179,10 +179,9 @@ def _summary(home: Home, key: str, sid: str) -> tuple[str | None, str | None]:
 def _own_title(path: str) -> str | None:
     """A session without a summary: the title the agent gave it (MewCode's `.meta`), else its first
     prompt, redacted; a malformed `.meta` is said in the log, the page shows the session anyway."""
+    from memd.logs.events import get_logger  # noqa: PLC0415 - start-up
     from memd.redact.redactor import may_hold_secret, redact  # noqa: PLC0415 - start-up
     from memd.transcripts.titles import session_title  # noqa: PLC0415 - start-up
-
-    from memd.logs.events import get_logger  # noqa: PLC0415 - start-up
 
     log = get_logger("memd.ui")
     title = session_title(Path(path), warn=lambda line: log.warning("session.meta_ignored", problem=line))

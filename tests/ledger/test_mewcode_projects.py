@@ -14,6 +14,7 @@ from memd.keys import project_key
 from memd.ledger import files as ledgerfiles
 from memd.ledger import outside
 from memd.ledger import store as ledger
+from memd.settings import parse_text
 from memd.tree import Home
 from tests.procs import run_memd
 
@@ -124,8 +125,6 @@ def test_a_malformed_meta_is_ignored_with_one_line(home: Path, tmp_path: Path) -
 
 
 def test_roots_that_are_not_a_list_of_directories_are_one_line_naming_the_field(home: Path) -> None:
-    from memd.settings import parse_text
-
     for bad, why in ((["relative/dir"], "item 1 is not absolute"), ("~/code", "not a list of directories"),
                      (["/a", 3], "item 2 is not a string")):  # fmt: skip
         s = parse_text(json.dumps({"memd": {"roots": bad}}))
