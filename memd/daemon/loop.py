@@ -310,8 +310,10 @@ class Daemon:
         if "memsig" in kinds:
             self._memory_signatures()
         if "reconcile" in kinds:
-            for _scope, mkey, _p in list_memory_dirs(self.home):
-                self.submit("index", Place.memory(mkey))
+            scopes = [Place.memory(mkey) for _scope, mkey, _p in list_memory_dirs(self.home)]
+            scopes += [Place.project(ps.key) for ps in self.outside]  # their own `.mewcode/memory/` (recall)
+            for place in dict.fromkeys(scopes):
+                self.submit("index", place)
         if "due" in kinds:
             self._due_all()
         if "sync" in kinds:  # memd.git with a remote: the sync job, when it is due

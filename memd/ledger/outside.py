@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from memd.discovery import MEW_SESSIONS, ProjectSessions, project_sessions, session_cwd
-from memd.keys import canonical_root
+from memd.keys import canonical_root, key_for_root
 from memd.tree import Home
 
 _CWD_BY_PATH: dict[str, str | None] = {}  # a transcript's first cwd never changes: read once per process
@@ -53,3 +53,32 @@ def known_projects(conn: sqlite3.Connection, home: Home) -> list[str]:
 def find(conn: sqlite3.Connection, home: Home, roots: Sequence[str]) -> list[ProjectSessions]:
     """Every project's own sessions directory reachable from `roots` and the projects memd knows."""
     return project_sessions(home, roots, known_projects(conn, home))
+
+
+def projects_of(conn: sqlite3.Connection, home: Home, key: str) -> list[str]:
+    """The project directories whose sessions memd files under `key`: the project of each of its
+    MewCode sessions in a project's own sessions directory, and its sessions' git root when that
+    root's key is `key` (a Claude Code or deepcode session's `cwd`)."""
+    out: dict[str, None] = {}
+    homes = {os.path.realpath(home.root) + os.sep, str(home.root) + os.sep}
+    rows = conn.execute("SELECT path FROM sessions WHERE key=? AND is_subagent=0 ORDER BY path", (key,)).fetchall()
+    for (path,) in rows:
+        at = path.rfind(_MARK)
+        if at > 0 and not any(path.startswith(h) for h in homes):
+            out[path[:at]] = None
+    if rows:
+        first = rows[0][0]
+        if first not in _CWD_BY_PATH:
+            _CWD_BY_PATH[first] = session_cwd(first)
+        cwd = _CWD_BY_PATH[first]
+        if cwd and os.path.isabs(cwd) and os.path.isdir(cwd) and key_for_root(root := canonical_root(cwd)) == key:
+            out[str(root)] = None
+    return list(out)
+
+
+def outside_keys(conn: sqlite3.Connection, home: Home) -> list[str]:
+    """The keys of the sessions found in projects' own sessions directories (not under the home)."""
+    homes = {os.path.realpath(home.root) + os.sep, str(home.root) + os.sep}
+    rows = conn.execute("SELECT DISTINCT key, path FROM sessions WHERE is_subagent=0 AND path LIKE ? ORDER BY key",
+                        (f"%{_MARK}%",))  # fmt: skip
+    return list(dict.fromkeys(k for k, p in rows if not any(p.startswith(h) for h in homes)))
