@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
+
+from structlog.testing import capture_logs
 
 from memd import state
 from memd.keys import project_key
@@ -16,6 +19,7 @@ from memd.ledger import outside
 from memd.ledger import store as ledger
 from memd.settings import parse_text
 from memd.tree import Home
+from memd.ui.views import daemon_page
 from tests.procs import run_memd
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mewcode" / "mew-0001.jsonl"
@@ -131,3 +135,17 @@ def test_roots_that_are_not_a_list_of_directories_are_one_line_naming_the_field(
         assert s.memd.roots == [] and len(s.warnings) == 1, s.warnings
         assert s.warnings[0].startswith("memd.roots: ") and why in s.warnings[0] and "\n" not in s.warnings[0]
     assert parse_text(json.dumps({"memd": {"roots": ["~/code", "/srv/x"]}})).memd.roots == ["~/code", "/srv/x"]
+
+
+def test_the_pages_sessions_show_the_meta_title_and_say_a_malformed_one_in_the_log(home: Path, tmp_path: Path) -> None:
+    proj = mew_project(tmp_path / "p", title="结账页面重构")
+    set_roots(home, [str(proj)])
+    assert run_memd(home, "scan").returncode == 0
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    assert [r["title"] for r in daemon_page(Home(home), now)["session_rows"]] == ["结账页面重构"]
+    (proj / ".mewcode" / "sessions" / "mew-0001.meta").write_text("[1, 2]")
+    with capture_logs() as logs:
+        rows = daemon_page(Home(home), now)["session_rows"]
+    assert [r["session_id"] for r in rows] == ["mew-0001"] and rows[0]["title"] != "结账页面重构"
+    said = [e for e in logs if e["event"] == "session.meta_ignored"]
+    assert len(said) == 1 and "mew-0001.meta: not a JSON object" in said[0]["problem"], logs
