@@ -134,6 +134,8 @@ def update_views(ctx: Any, place: Place) -> list[str]:
 
     if not is_mewcode_home(ctx.home.root):
         return []
+    if place.is_global and not ctx.settings.memory.global_.enabled:
+        return []  # the drawer switched off is neither rendered nor injected: nor is its view here
     directory = place.memory_dir(ctx.home)
     memories = scan_dir(directory, place.kind, place.key).memories if directory.is_dir() else []
     if place.is_global:
