@@ -61,13 +61,13 @@ def projects_of(conn: sqlite3.Connection, home: Home, key: str) -> list[str]:
     root's key is `key` (a Claude Code or deepcode session's `cwd`)."""
     out: dict[str, None] = {}
     homes = {os.path.realpath(home.root) + os.sep, str(home.root) + os.sep}
-    rows = conn.execute("SELECT path FROM sessions WHERE key=? AND is_subagent=0 ORDER BY path", (key,)).fetchall()
-    for (path,) in rows:
+    for (path,) in conn.execute("SELECT path FROM sessions WHERE key=? AND is_subagent=0 AND path LIKE ? ORDER BY path",
+                                (key, f"%{_MARK}%")):  # fmt: skip
         at = path.rfind(_MARK)
         if at > 0 and not any(path.startswith(h) for h in homes):
             out[path[:at]] = None
-    if rows:
-        first = rows[0][0]
+    first = conn.execute("SELECT MIN(path) FROM sessions WHERE key=? AND is_subagent=0", (key,)).fetchone()[0]
+    if first:
         if first not in _CWD_BY_PATH:
             _CWD_BY_PATH[first] = session_cwd(first)
         cwd = _CWD_BY_PATH[first]

@@ -95,3 +95,9 @@ def test_recall_reads_the_projects_own_mewcode_memory_directory(tmp_path: Path) 
     assert [h["file"] for h in hits] == [str(mem / "deploy.md")], hits
     found = json.loads(ok(home, "search", "--project", key, "--json", "staging"))
     assert any(h["file"] == str(mem / "deploy.md") for h in (found if isinstance(found, list) else found["hits"]))
+
+
+def test_memd_init_takes_a_sessions_title_from_its_meta(tmp_path: Path) -> None:
+    home, proj, _key = mew_home(tmp_path)
+    draft = json.loads(ok(home, "init", str(proj), "--json"))
+    assert draft["file"] == str(proj / "MEWCODE.md") and draft["inputs"]["summaries"] == ["lint and deploy"]
