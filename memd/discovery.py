@@ -125,7 +125,7 @@ class ProjectSessions:
     """
 
     key: str
-    project: str
+    project: str  # the project directory, real path (`sessions` is `<project>/.mewcode/sessions`)
     sessions: str
 
     def session_files(self) -> list[SessionFile]:
@@ -153,7 +153,7 @@ def project_sessions(home: Home, roots: Sequence[str], known: Sequence[str]) -> 
 
     Links are followed only within the places: a sessions directory whose real path lies outside
     every root and known project is skipped (whatever route led there). Hidden sub-directories of a
-    root are not looked in. Pure listing: no transcript is read.
+    root are not looked in. Listing only: no transcript is read.
     """
     places = _real_dirs([*roots, *known])
     seen: set[str] = set()
@@ -167,7 +167,7 @@ def project_sessions(home: Home, roots: Sequence[str], known: Sequence[str]) -> 
         if real in seen or not within(real, places) or within(real, [os.path.realpath(home.root)]):
             return
         seen.add(real)
-        out.append(ProjectSessions(key or project_key(project), project, real))
+        out.append(ProjectSessions(key or project_key(project), os.path.dirname(os.path.dirname(real)), real))
 
     for k in list_project_keys(home):
         if os.path.islink(os.path.join(home.projects, k, MEW_DIR)):

@@ -43,8 +43,10 @@ def known_projects(conn: sqlite3.Connection, home: Home) -> list[str]:
         if cwd and os.path.isabs(cwd) and os.path.isdir(cwd):
             out[cwd] = None
             out[str(canonical_root(cwd))] = None
-    for (path,) in conn.execute("SELECT path FROM sessions WHERE is_subagent=0 AND path LIKE ?", (f"%{_MARK}%",)):
-        project = path[: path.rfind(_MARK)]
+    for (project,) in conn.execute(
+        "SELECT DISTINCT substr(path, 1, instr(path, ?) - 1) FROM sessions WHERE is_subagent=0 AND path LIKE ?",
+        (_MARK, f"%{_MARK}%"),
+    ):
         if project and not any((project + os.sep).startswith(h) for h in homes):
             out[project] = None
     return list(out)
