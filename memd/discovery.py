@@ -15,7 +15,7 @@ those places, never out of them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +112,8 @@ def discover_sessions(home: Home, key: str | None = None, outside: Sequence[Proj
 
 MEW_DIR = ".mewcode"
 MEW_SESSIONS = os.path.join(MEW_DIR, "sessions")
+_SEP_MEW = os.sep + MEW_DIR
+_SEP_SESSIONS = os.sep + MEW_SESSIONS
 
 
 @dataclass(frozen=True)
@@ -146,34 +148,51 @@ def within(path: str, places: Iterable[str]) -> bool:
     return any(path == p or path.startswith(p.rstrip(os.sep) + os.sep) for p in places)
 
 
-def project_sessions(home: Home, roots: Sequence[str], known: Sequence[str]) -> list[ProjectSessions]:
+def project_sessions(
+    home: Home, roots: Sequence[str], known: Sequence[str], keys: Mapping[str, str] | None = None
+) -> list[ProjectSessions]:
     """Every project's own `.mewcode/sessions/` reachable from `roots` (each a project, or a folder
     whose direct sub-directories are projects), from `known` project directories, and from a
     `projects/<key>/.mewcode` link in the home.
 
     Links are followed only within the places: a sessions directory whose real path lies outside
     every root and known project is skipped (whatever route led there). Hidden sub-directories of a
-    root are not looked in. Listing only: no transcript is read.
+    root are not looked in. `keys` (real sessions directory → key) holds the keys the ledger already
+    files directories under: a session keeps its key even if its project's git layout changes.
+    Listing only: no transcript is read.
     """
-    places = _real_dirs([*roots, *known])
+    keys = keys or {}
+    given = [os.path.abspath(os.path.expanduser(p)) for p in (*roots, *known)]
+    resolved: list[str] = []  # the places' real paths, only when a given spelling does not already match
+    home_real = os.path.realpath(home.root)
     seen: set[str] = set()
     out: list[ProjectSessions] = []
 
+    def inside(real: str) -> bool:
+        # A fully resolved path that starts with a place's spelling proves that spelling holds no link.
+        if within(real, given):
+            return True
+        if not resolved:
+            resolved.extend(_real_dirs(given))
+        return within(real, resolved)
+
     def add(project: str, key: str | None) -> None:
-        sdir = os.path.join(project, MEW_SESSIONS)
+        sdir = project + _SEP_SESSIONS
         if not os.path.isdir(sdir):
             return
         real = os.path.realpath(sdir)
-        if real in seen or not within(real, places) or within(real, [os.path.realpath(home.root)]):
+        if real in seen or within(real, [home_real]) or not inside(real):
             return
         seen.add(real)
-        out.append(ProjectSessions(key or project_key(project), os.path.dirname(os.path.dirname(real)), real))
+        out.append(ProjectSessions(keys.get(real) or key or project_key(project), os.path.dirname(os.path.dirname(real)),
+                                   real))  # fmt: skip
 
-    for k in list_project_keys(home):
-        if os.path.islink(os.path.join(home.projects, k, MEW_DIR)):
-            add(os.path.join(home.projects, k), k)
-    for project in [*_candidates(roots), *known]:
-        add(os.path.abspath(os.path.expanduser(project)), None)
+    pdir = str(home.projects) + os.sep
+    for k in list_project_keys(home):  # one lstat a key: string joins, no Path (a home has thousands)
+        if os.path.islink(pdir + k + _SEP_MEW):
+            add(pdir + k, k)
+    for project in [*_candidates(roots), *given[len(roots):]]:
+        add(project, None)
     return out
 
 

@@ -346,10 +346,13 @@ class Daemon:
         more = self._find_outside()
         seen = set(more)
         while True:  # a session just read may name a project with sessions of its own: one more pass
-            for sf in ledgerfiles.stale_sessions(self.conn, self.home, outside=more):
+            todo = ledgerfiles.stale_sessions(self.conn, self.home, outside=more)
+            for sf in todo:
                 if self.stop_requested:
                     return
                 self._ingest(sf)
+            if not todo:
+                return  # nothing new was read: no project became known
             more = [ps for ps in self._find_outside() if ps not in seen]
             if not more:
                 return
