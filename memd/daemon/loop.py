@@ -377,7 +377,7 @@ class Daemon:
             self.log.info("discovery.project_sessions", key=ps.key, directory=ps.sessions)
             if self.observer:
                 try:
-                    self.observer.schedule(EventForwarder(self.events), ps.sessions, recursive=False,  # type: ignore[arg-type]
+                    self.observer.schedule(EventForwarder(self.events), ps.sessions, recursive=False,
                                            event_filter=self._event_filter)  # fmt: skip
                 except Exception as exc:
                     self.log.warning("watcher.unavailable", directory=ps.sessions, reason=str(exc))
