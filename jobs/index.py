@@ -28,7 +28,12 @@ def scopes(target: Place) -> list[Place]:
 
 
 def targets(ctx: JobContext) -> list[Place]:
-    return [Place("global") if s == "global" else Place("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
+    """Every memory directory's scope, and the projects with MewCode sessions of their own (whose
+    `.mewcode/memory/` search holds, `memd.write.mewcode`)."""
+    from memd.ledger.outside import outside_keys  # noqa: PLC0415 - start-up
+
+    out = [Place("global") if s == "global" else Place("project", k) for s, k, _p in list_memory_dirs(ctx.home)]
+    return out + [p for p in (Place.project(k) for k in outside_keys(ctx.conn, ctx.home)) if p not in out]
 
 
 def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
@@ -47,6 +52,7 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         if link := ctx.home.memory_link(key):  # as in discovery (tree.list_memory_dirs): not followed out of the tree
             return RunResult("skipped", f"{link} is a symlink; not followed")
         if not directory.is_dir():
+            _mewcode(ctx, target)  # a project's own `.mewcode/memory/` is recalled even before memd has any
             return RunResult("skipped", "no memory directory")
     swept = sweep_temp_files(directory, ctx.now().timestamp())
     if target.kind == "global":
@@ -68,6 +74,15 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
                "drawer": result.drawer_mode, "temp_files_swept": swept,
                "no_front_matter": len(result.notes), "index_run": result.index_run}  # fmt: skip
     return RunResult("ok", details=details)
+
+
+def _mewcode(ctx: JobContext, target: Place) -> None:
+    """A project without a memory directory of memd's: its own `.mewcode/memory/` (MewCode's recall
+    directory) in search all the same (`memd.write.mewcode`; with one, `refresh_scope` does it)."""
+    if target.kind == "project":
+        from memd.write import mewcode  # noqa: PLC0415 - start-up
+
+        mewcode.index_project_memory(ctx, target.key or "")
 
 
 def _check_search_db(ctx: JobContext) -> None:

@@ -20,7 +20,8 @@ from typing import Any, NamedTuple, TypeVar
 
 # Field specs: (dotted path, kind, default). Kinds: bool, int:<lo>..<hi> (an integer in that range,
 # both ends included), share (a number from 0 to 1), str (at most MAX_STR characters), choice:<a|b>,
-# url (empty or http(s)://, no white space or control character), model (a model name: no path, no control).
+# url (empty or http(s)://, no white space or control character), model (a model name: no path, no control),
+# dirs (a list of at most MAX_LIST directory paths, each absolute or `~/…`, no control character).
 # Every number has a range (issue 16): a value JSON accepts but memd cannot use — 2^63 tokens,
 # 10^400 hours, a 10^20-second timeout — falls back to its default with the usual one-line warning
 # instead of overflowing SQLite, a float conversion or a timer later.
@@ -65,11 +66,13 @@ MEMD_FIELDS: list[tuple[str, str, Any]] = [
     ("git", "bool", False),
     ("sync.remote", "str", ""),
     ("sync.everyMinutes", "int:1..525600", 15),  # a year
+    ("roots", "dirs", []),  # where MewCode projects keep their own `.mewcode/sessions/` (memd.ledger.outside)
 ]
 
 T = TypeVar("T")
 
 MAX_STR = 4096  # a model name, a URL, a git remote: longer is a mistake, not a setting
+MAX_LIST = 64  # directories in a list-valued field (`memd.roots`): more is a mistake, not a setting
 _URL = re.compile(r"https?://[^\x00-\x20\x7f/?#]+(?:[/?#][^\x00-\x20\x7f]*)?")  # kind `url`: no space, no control character
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}", re.ASCII)  # kind `model`: no separator, no control
 MAX_FILE_BYTES = 1 << 20  # settings.json over 1 MiB is refused like one that does not parse (fails closed)
@@ -157,6 +160,7 @@ class Memd(NamedTuple):
     dream_max_delete_share: float
     git: bool
     sync: Sync
+    roots: list[str]
 
 
 def _json_name(attr: str) -> str:
@@ -295,10 +299,29 @@ def check_value(kind: str, value: Any) -> str | None:
         if not isinstance(value, str):
             return "not a string"
         return None if _MODEL.fullmatch(value) and ".." not in value else "not a model name"
+    if kind == "dirs":
+        return _check_dirs(value)
     if kind.startswith("choice:"):
         options = kind[len("choice:") :].split("|")
         return None if value in options else f"not one of {', '.join(options)}"
     raise ValueError(kind)
+
+
+def _check_dirs(value: Any) -> str | None:
+    """Why `value` is not a list of directory paths (kind `dirs`), or None. A relative path is refused:
+    relative to what? The daemon, a hook and the CLI each run from a directory of their own."""
+    if not isinstance(value, list):
+        return "not a list of directories"
+    if len(value) > MAX_LIST:
+        return f"a list of over {MAX_LIST} directories"
+    for i, item in enumerate(value, 1):
+        if not isinstance(item, str):
+            return f"not a list of directories (item {i} is not a string)"
+        if not item or len(item) > MAX_STR or any(not c.isprintable() for c in item):
+            return f"not a list of directories (item {i} is not a path)"
+        if not (item.startswith("/") or item == "~" or item.startswith("~/")):
+            return f"not a list of directories (item {i} is not absolute or ~/…)"
+    return None
 
 
 def _apply(

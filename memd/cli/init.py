@@ -51,7 +51,7 @@ class Inputs:
 
     name: str
     memories: list[tuple[str, str, str, str]] = field(default_factory=list)  # type, name, description, body
-    summaries: list[str] = field(default_factory=list)  # one line per session: its title
+    summaries: list[str] = field(default_factory=list)  # one line per session: its summary's title, or its .meta's
     commands: list[tuple[str, int]] = field(default_factory=list)  # command, times run successfully
 
 
@@ -153,6 +153,7 @@ def gather(ctx: Any, key: str, name: str) -> Inputs:
     from memd.memory.scan import scan_dir
     from memd.redact.redactor import redact
     from memd.transcripts.spans import read_span
+    from memd.transcripts.titles import meta_title  # MewCode's `.meta` title, for a session without a summary
 
     inp = Inputs(name)
     directory = ctx.home.project_memory(key)
@@ -166,7 +167,7 @@ def gather(ctx: Any, key: str, name: str) -> Inputs:
     for r in rows:
         if r["key"] != key and memory_key_for_session(session_cwd(r["path"]), r["key"]) != key:
             continue
-        title = _summary_title(ctx.home.summary_file(r["key"], r["session_id"]))
+        title = _summary_title(ctx.home.summary_file(r["key"], r["session_id"])) or meta_title(Path(r["path"]))
         if title and len(inp.summaries) < MAX_SUMMARIES:
             inp.summaries.append(redact(title))
         try:

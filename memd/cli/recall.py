@@ -30,7 +30,8 @@ On any error it prints nothing and exits 0.
 
 \b
 --json prints a list; each element has:
-  file         path relative to the home ('/'-separated)
+  file         path relative to the home ('/'-separated); absolute for a
+               project's own .mewcode/memory/ (MewCode)
   name         the memory's name
   description  its one-line description
   type         user | feedback | project | reference

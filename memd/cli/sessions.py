@@ -80,8 +80,8 @@ SESSION_HEADERS = ["SESSION", "DATE", "FMT", "HUMAN", "ASST", "TOOLS", "TOKENS",
 def session_table(rows: list[dict[str, Any]]) -> list[str]:
     """`memd sessions` as text: a `[project]` line, then its sessions, columns aligned over all of them.
 
-    DATE is the session's first record in local time; TITLE the agent's own title or the first
-    prompt (`memd.transcripts.titles`)."""
+    DATE is the session's first record in local time; TITLE the agent's own title (MewCode's `.meta`
+    title included) or the first prompt (`memd.transcripts.titles`)."""
     from pathlib import Path
 
     from memd.clock import local_text
@@ -110,7 +110,7 @@ def _title(path: Any) -> str:
     """The session's title with any secret in it redacted (a prompt may quote a key); "" for none."""
     from memd.transcripts.titles import session_title
 
-    title = session_title(path) or ""
+    title = session_title(path, warn=lambda line: click.echo(f"memd: warning: {line}", err=True)) or ""
     if title:
         from memd.redact.redactor import may_hold_secret, redact
 

@@ -35,12 +35,13 @@ from memd.daemon import registry
 from memd.daemon.batching import gather_seconds, take_batch
 from memd.daemon.dispatch import Dispatch
 from memd.daemon.lock import DaemonLock
-from memd.discovery import classify_path, discover_sessions, list_memory_dirs, session_file
+from memd.discovery import ProjectSessions, classify_path, discover_sessions, list_memory_dirs, session_file
 from memd.fsutil import ensure_private_dir
 from memd.history.snapshots import recover
 from memd.job.context import JobContext, make_context, make_llm
 from memd.job.runner import run_job
 from memd.ledger import files as ledgerfiles
+from memd.ledger import outside as ledgeroutside
 from memd.ledger import store as ledger
 from memd.memory.names import is_candidate_name
 from memd.tree import Home, Place
@@ -112,6 +113,9 @@ class Daemon:
         self._last_reconcile = 0.0
         self._last_sync = 0.0
         self._last_file_batch: float | None = None  # monotonic end of the last batch with file events
+        self.outside: list[ProjectSessions] = []  # MewCode projects' own sessions directories (each scan)
+        self._watched: set[str] = set()
+        self._event_filter: Any = None
 
     # -- signals: flags only ----------------------------------------------------
     def _on_stop(self, signum: int, _frame: Any) -> None:
@@ -222,6 +226,7 @@ class Daemon:
             obs.daemon = True
             obs.start()
             self.observer = obs
+            self._event_filter = writes  # for the projects' own sessions directories (`_watch_outside`)
         except Exception as exc:
             self.log.warning("watcher.unavailable", reason=str(exc), fallback="polling")
             self.observer = False
@@ -255,6 +260,7 @@ class Daemon:
                 self.settings = settings_mod.load(self.home.settings_file)
                 self._record_settings()
                 self.log.info("settings.reloaded")
+                self.events.put(("scan", None))  # `memd.roots` may name new places
             self._periodic()
             try:
                 first = self.events.get(timeout=0.25)
@@ -290,7 +296,7 @@ class Daemon:
         places: set[Place] = set()
         kinds = {k for k, _ in batch}
         for arg in dict.fromkeys(arg for kind, arg in batch if kind == "path"):  # a burst repeats its paths
-            pk = classify_path(self.home, arg)
+            pk = classify_path(self.home, arg, self.outside)
             if pk.kind == "transcript" and pk.key:
                 sessions.add((pk.key, pk.session_id))
             elif pk.kind == "memory":
@@ -304,8 +310,10 @@ class Daemon:
         if "memsig" in kinds:
             self._memory_signatures()
         if "reconcile" in kinds:
-            for _scope, mkey, _p in list_memory_dirs(self.home):
-                self.submit("index", Place.memory(mkey))
+            scopes = [Place.memory(mkey) for _scope, mkey, _p in list_memory_dirs(self.home)]
+            scopes += [Place.project(ps.key) for ps in self.outside]  # their own `.mewcode/memory/` (recall)
+            for place in dict.fromkeys(scopes):
+                self.submit("index", place)
         if "due" in kinds:
             self._due_all()
         if "sync" in kinds:  # memd.git with a remote: the sync job, when it is due
@@ -320,7 +328,7 @@ class Daemon:
                 if ledgerfiles.needs_read(self.conn, each):
                     self._ingest(each)
             return
-        one = session_file(self.home, key, sid)
+        one = session_file(self.home, key, sid, self.outside)
         if one is not None:
             self._ingest(one)
 
@@ -335,10 +343,44 @@ class Daemon:
             self._session_due(sf.key, sf.session_id)
 
     def _scan_all(self) -> None:
-        for sf in ledgerfiles.stale_sessions(self.conn, self.home):
-            if self.stop_requested:
+        more = self._find_outside()
+        seen = set(more)
+        while True:  # a session just read may name a project with sessions of its own: one more pass
+            todo = ledgerfiles.stale_sessions(self.conn, self.home, outside=more)
+            for sf in todo:
+                if self.stop_requested:
+                    return
+                self._ingest(sf)
+            if not todo:
+                return  # nothing new was read: no project became known
+            more = [ps for ps in self._find_outside() if ps not in seen]
+            if not more:
                 return
-            self._ingest(sf)
+            seen.update(more)
+
+    def _find_outside(self) -> list[ProjectSessions]:
+        """MewCode projects' own sessions directories now (`memd.ledger.outside`), watched from now on."""
+        try:
+            self.outside = ledgeroutside.find(self.conn, self.home, self.settings.memd.roots)
+        except Exception as exc:  # a bad root never stops the home's own scan
+            self.log.exception("discovery.outside_failed", reason=str(exc))
+        self._watch_outside()
+        return self.outside
+
+    def _watch_outside(self) -> None:
+        """Watch each project's own sessions directory once (not recursively): an append there is an
+        event like one under the home. Polling mode has no watcher; its scans find the bytes."""
+        for ps in self.outside:
+            if ps.sessions in self._watched:
+                continue
+            self._watched.add(ps.sessions)
+            self.log.info("discovery.project_sessions", key=ps.key, directory=ps.sessions)
+            if self.observer:
+                try:
+                    self.observer.schedule(EventForwarder(self.events), ps.sessions, recursive=False,
+                                           event_filter=self._event_filter)  # fmt: skip
+                except Exception as exc:
+                    self.log.warning("watcher.unavailable", directory=ps.sessions, reason=str(exc))
 
     def _memory_signatures(self) -> None:
         """Polling mode: notice hand edits in memory directories by their listing."""

@@ -133,7 +133,7 @@ class Recorder:
             self._entry = None
 
 
-def refresh_recorded(home: Home, settings: Any, place: Place, now: datetime) -> Any:
+def refresh_recorded(home: Home, settings: Any, place: Place, now: datetime, also: Any = ()) -> Any:
     """`refresh_place`, with a rewrite of a MEMORY.md that holds lines memd did not write (Claude
     Code's auto-memory, `/memory`, a hand edit) kept as a write run of job `index` (SPEC §14):
     `memd undo` brings the file's bytes back. A MEMORY.md that is memd's own output untouched is
@@ -142,7 +142,7 @@ def refresh_recorded(home: Home, settings: Any, place: Place, now: datetime) -> 
 
     rec = Recorder(home, place, "index", "MEMORY.md rebuilt beside lines memd did not write", now)
     try:
-        result = refresh_place(home, settings, place, now.date(), record=rec.before)
+        result = refresh_place(home, settings, place, now.date(), record=rec.before, also=also)
     except BaseException:
         rec.discard()
         raise

@@ -293,6 +293,7 @@ def refresh_dir(
     write_drawer: bool = True,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     record: Record | None = None,
+    also: Sequence[Memory] = (),
 ) -> RefreshResult:
     """Refresh one memory directory: MEMORY.md, the drawer render (global only), search rows.
 
@@ -302,7 +303,8 @@ def refresh_dir(
     `global.enabled` (§8). The search DB is always kept current. Pass an open
     `index` to reuse a connection; otherwise one is opened for this call. `record` (a history
     recorder's `before`) is called before a MEMORY.md holding lines memd did not write is
-    rewritten (`write_index`).
+    rewritten (`write_index`). `also`: memories kept in search under this scope that live elsewhere
+    (a MewCode project's own `.mewcode/memory/`, `memd.write.mewcode`): in no view, only in search.
     """
     owned = index is None
     db = SearchIndex.for_home(home) if index is None else index
@@ -321,7 +323,7 @@ def refresh_dir(
             known=db.known(scope, key),
             record=record,
         )
-        result.search = db.sync({(scope, key): memories})
+        result.search = db.sync({(scope, key): [*memories, *also]})
     finally:
         if owned:
             db.close()
@@ -387,12 +389,13 @@ def refresh_all(
     return results
 
 
-def refresh_place(home: Home, settings: Settings, place: Any, today: date, *, record: Record | None = None) -> Any:
+def refresh_place(home: Home, settings: Settings, place: Any, today: date, *, record: Record | None = None,
+                  also: Sequence[Memory] = ()) -> Any:  # fmt: skip
     """One memory directory's indexes as the settings want them (§6, §8): the one refresh entry
     (jobs, the history's undo, migrations, sync) and the one place that reads those settings."""
     return refresh_dir(
         home, place.kind, place.key, place.memory_dir(home),
         max_bytes_drawer=int(settings.memory.global_.max_bytes), today=today,
         write_index=bool(settings.memory.index_consolidation.enabled),
-        write_drawer=bool(settings.memory.global_.enabled), record=record,
+        write_drawer=bool(settings.memory.global_.enabled), record=record, also=also,
     )  # fmt: skip

@@ -8,10 +8,11 @@ import hashlib
 import os
 import sqlite3
 import stat as stat_mod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memd.discovery import SessionFile, discover_sessions, list_project_keys
+from memd.discovery import ProjectSessions, SessionFile, discover_sessions, list_project_keys
 from memd.tree import Home
 
 FP_WINDOW = 4096
@@ -162,7 +163,11 @@ def project_changed(home: Home, key: str, known: dict[str, FileSig]) -> bool:
     """One pass of `stat`s over a project's transcripts (sub-agent and MewCode ones included),
     building nothing: an idle home of 10,000 sessions is checked without a SessionFile each."""
     rel = f"projects/{key}"
-    if _changed_in(home, rel, known) or _changed_in(home, f"{rel}/.mewcode/sessions", known):
+    if _changed_in(home, rel, known):
+        return True
+    if not os.path.islink(os.path.join(home.projects, key, ".mewcode")) and _changed_in(
+        home, f"{rel}/.mewcode/sessions", known
+    ):  # a linked `.mewcode` is a project's own sessions directory: `outside_changed`
         return True
     try:
         with os.scandir(os.path.join(home.projects, key)) as it:
@@ -172,13 +177,38 @@ def project_changed(home: Home, key: str, known: dict[str, FileSig]) -> bool:
     return any(_changed_in(home, f"{rel}/{d}/subagents", known) for d in subdirs if d != "memory")
 
 
-def stale_sessions(conn: sqlite3.Connection, home: Home, key: str | None = None) -> list[SessionFile]:
-    """The sessions with bytes the ledger has not read; projects with nothing new cost only stats."""
+def outside_changed(ps: ProjectSessions, known: dict[str, FileSig]) -> bool:
+    """Whether a project's own sessions directory holds a regular `.jsonl` the ledger has not read as
+    it is (those transcripts are known by their absolute path: they are not under the home)."""
+    try:
+        with os.scandir(ps.sessions) as it:
+            for e in it:
+                if not e.name.endswith(".jsonl"):
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat_mod.S_ISREG(st.st_mode) and known.get(e.path) != (st.st_size, st.st_mtime_ns, st.st_ino):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def stale_sessions(
+    conn: sqlite3.Connection, home: Home, key: str | None = None, outside: Sequence[ProjectSessions] = ()
+) -> list[SessionFile]:
+    """The sessions with bytes the ledger has not read; projects with nothing new cost only stats.
+    `outside`: the projects' own MewCode sessions directories (`memd.ledger.outside.find`)."""
     known = known_files(conn, key)
     out: list[SessionFile] = []
     for k in [key] if key else list_project_keys(home):
         if project_changed(home, k, known):
             out.extend(sf for sf in discover_sessions(home, k) if needs_read(conn, sf, known))
+    for ps in outside:
+        if (key is None or ps.key == key) and outside_changed(ps, known):
+            out.extend(sf for sf in ps.session_files() if needs_read(conn, sf, known))
     return out
 
 

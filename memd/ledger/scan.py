@@ -69,9 +69,28 @@ def scan_home(home: Home, *, key: str | None = None, progress: bool = False, log
 
 
 def _scan(conn: Any, home: Home, key: str | None, progress: bool, log: Any) -> dict[str, Any]:
-    todo = ledgerfiles.stale_sessions(conn, home, key)
     totals: dict[str, Any] = {"sessions": 0, "read": 0, "bytes": 0, "records": 0, "problems": 0}
-    bar = _bar(todo) if progress else None
+    roots = _roots(home)
+    found: list[Any] = []
+    more = _outside(conn, home, roots)
+    while True:  # a session just read may name a project with sessions of its own: one more pass
+        found += more
+        read = totals["read"]
+        _ingest_pass(conn, home, ledgerfiles.stale_sessions(conn, home, key, outside=more), totals,
+                     progress=progress, log=log)  # fmt: skip
+        if totals["read"] == read:
+            break  # nothing new was read: no project became known
+        more = [ps for ps in _outside(conn, home, roots) if ps not in found]
+        if not more:
+            break
+    q = "SELECT COUNT(*) FROM sessions WHERE is_subagent=0" + (" AND key=?" if key else "")
+    totals["sessions"] = conn.execute(q, (key,) if key else ()).fetchone()[0]
+    return totals
+
+
+def _ingest_pass(conn: Any, home: Home, todo: list[SessionFile], totals: dict[str, Any], *, progress: bool,
+                 log: Any) -> None:  # fmt: skip
+    bar = _bar(todo) if progress and todo else None
     workers = _workers(todo)
     results = (
         _ingest_parallel(home, todo, workers, log, None if bar is None else bar.update)
@@ -87,9 +106,20 @@ def _scan(conn: Any, home: Home, key: str | None, progress: bool, log: Any) -> d
             bar.update(_size(sf))
     if bar is not None:
         bar.finish()
-    q = "SELECT COUNT(*) FROM sessions WHERE is_subagent=0" + (" AND key=?" if key else "")
-    totals["sessions"] = conn.execute(q, (key,) if key else ()).fetchone()[0]
-    return totals
+
+
+def _roots(home: Home) -> list[str]:
+    from memd.settings import load  # noqa: PLC0415 - start-up
+
+    return list(load(home.settings_file).memd.roots)
+
+
+def _outside(conn: Any, home: Home, roots: list[str]) -> list[Any]:
+    """MewCode projects' own sessions directories (`memd.ledger.outside`), from `memd.roots` and the
+    projects the ledger knows."""
+    from memd.ledger import outside  # noqa: PLC0415 - start-up
+
+    return outside.find(conn, home, roots)
 
 
 def _workers(todo: list[SessionFile]) -> int:

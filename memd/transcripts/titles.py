@@ -4,8 +4,10 @@ holds one, else the session's first user prompt, shortened.
 Read at display time from the transcript's head and tail (bounded: a title costs at most
 `HEAD_BYTES + TAIL_BYTES` of reading, whatever the session's size), so the ledger keeps no
 copy of prompt text. Titles the agent writes: Claude Code's `custom-title` (a name the user
-gave) and `summary` records, MewCode's `<session>.meta` `title`. The text is one line without
-control characters; `None` when there is nothing to show.
+gave) and `summary` records, MewCode's `<session>.meta` `title` (its seed §1: title, message and
+token counts, times). The text is one line without control characters; `None` when there is nothing
+to show. A `.meta` that is not a JSON object with a string title is ignored, and said once through
+the caller's `warn` (one line naming the file): a title is never worth a failed listing.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import contextlib
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,21 +93,43 @@ def _own_title(rec: dict[str, Any]) -> str | None:
     return None
 
 
-def _meta_title(path: Path) -> str | None:
-    """MewCode keeps its title beside the transcript, in `<session>.meta`."""
+Warn = Callable[[str], None]
+
+
+def meta_title(path: Path, warn: Warn | None = None) -> str | None:
+    """MewCode keeps its title beside the transcript, in `<session>.meta`; None without one. A
+    malformed file (not JSON, not an object, a title that is not a string) is ignored, with one
+    `warn` line; an absent, linked or unreadable one silently."""
     meta = path.with_suffix(".meta")
-    with contextlib.suppress(OSError, ValueError):
+    try:
         if not meta.is_file() or meta.is_symlink():
             return None
-        data = json.loads(meta.read_bytes()[:HEAD_BYTES])
-        if isinstance(data, dict) and isinstance(data.get("title"), str) and data["title"].strip():
-            return str(data["title"])
-    return None
+        raw = meta.read_bytes()[: HEAD_BYTES + 1]
+    except OSError:
+        return None
+    data: Any = None
+    why = f"over {HEAD_BYTES} bytes" if len(raw) > HEAD_BYTES else None
+    if why is None:
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):
+            why = "not JSON"
+    if why is None and not isinstance(data, dict):
+        why = "not a JSON object"
+    elif why is None and not isinstance(data.get("title"), (str, type(None))):
+        why = "its title is not a string"
+    if why is not None:
+        if warn is not None:
+            warn(f"{meta}: {why}; its title is ignored")
+        return None
+    title = data.get("title") if isinstance(data, dict) else None
+    return title if isinstance(title, str) and title.strip() else None
 
 
-def session_title(path: Path) -> str | None:
+def session_title(path: Path, warn: Warn | None = None) -> str | None:
     """The title `memd sessions` shows: the last title record, else MewCode's meta title, else the
-    first prompt; `None` for an unreadable file or one with none of those."""
+    first prompt; `None` for an unreadable file or one with none of those. `warn` hears of a
+    malformed `.meta` (`meta_title`)."""
     try:
         head, tail = _read(path)
     except OSError:
@@ -117,5 +141,5 @@ def session_title(path: Path) -> str | None:
                 rec = _record(line)
                 own = (_own_title(rec) if rec else None) or own
     prompt = next((p for line in _lines_with(head, b'"user"') if (rec := _record(line)) and (p := _prompt(rec))), None)
-    title = own or _meta_title(path) or prompt
+    title = own or meta_title(path, warn) or prompt
     return shorten(title) if title and title.strip() else None

@@ -176,6 +176,18 @@ def _summary(home: Home, key: str, sid: str) -> tuple[str | None, str | None]:
     return title, (body[:SUMMARY_CHARS] + "…" if len(body) > SUMMARY_CHARS else body) or None
 
 
+def _own_title(path: str) -> str | None:
+    """A session without a summary: the title the agent gave it (MewCode's `.meta`), else its first
+    prompt, redacted; a malformed `.meta` is said in the log, the page shows the session anyway."""
+    from memd.logs.events import get_logger  # noqa: PLC0415 - start-up
+    from memd.redact.redactor import may_hold_secret, redact  # noqa: PLC0415 - start-up
+    from memd.transcripts.titles import session_title  # noqa: PLC0415 - start-up
+
+    log = get_logger("memd.ui")
+    title = session_title(Path(path), warn=lambda line: log.warning("session.meta_ignored", problem=line))
+    return redact(title) if title and may_hold_secret(title) else title
+
+
 def daemon_page(home: Home, now: datetime) -> dict[str, Any]:
     """`memd status` as data, the last runs of every job (newest first) and the sessions (latest first)."""
     data = gather(home, now)
@@ -195,7 +207,7 @@ def daemon_page(home: Home, now: datetime) -> dict[str, Any]:
         conn.close()
     for r in rows[:SESSIONS_SHOWN]:
         title, summary = _summary(home, r["key"], r["session_id"])
-        data["session_rows"].append({**r, "title": title, "summary": summary})
+        data["session_rows"].append({**r, "title": title or _own_title(r["path"]), "summary": summary})
     data["sessions_total"] = len(rows)
     return data
 

@@ -368,6 +368,13 @@ def refresh(ctx: JobContext, touched: set[tuple[str, str | None]]) -> None:
 
 def refresh_scope(ctx: JobContext, scope: str, key: str | None) -> Any:
     """One directory's indexes, through the one refresh entry (`memd.index.refresh.refresh_place`);
-    a MEMORY.md holding lines memd did not write is rewritten as a history run."""
+    a MEMORY.md holding lines memd did not write is rewritten as a history run. For a MewCode home,
+    MewCode's `memories.md` of the scope too (`memd.write.mewcode`)."""
 
-    return refresh_recorded(ctx.home, ctx.settings, Place.memory(None if scope == "global" else key), ctx.now())
+    from memd.write.mewcode import own_memories, update_views  # noqa: PLC0415 - start-up
+
+    place = Place.memory(None if scope == "global" else key)
+    also = own_memories(ctx, key) if key is not None else []  # the project's own `.mewcode/memory/`, for recall
+    result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), also=also)
+    update_views(ctx, place)  # a MewCode home: its `memories.md` views (a no-op elsewhere)
+    return result
