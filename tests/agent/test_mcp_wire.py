@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import io
 import json
+import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -129,22 +129,30 @@ def test_two_hundred_parallel_remember_calls_from_one_client_all_land(world: tup
     assert all(f"[fact-{i:03d}](fact-{i:03d}.md)" in index for i in range(n))
 
 
+def _child_cpu() -> float:
+    """CPU seconds of this process's reaped children so far (user + system)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 @pytest.mark.slow
 def test_tools_list_within_four_bare_interpreter_starts(world: tuple[Home, Path, str]) -> None:  # noqa: F811
     """Claude Code's print mode waits about 2 s for MCP servers (SPEC §11.1). From spawn to the
-    `tools/list` answer, `memd mcp` takes at most 4× a bare `python -c pass` of the same
-    interpreter, best of 5 each, interleaved (bench/bench_mcp_start.py reports p50/p95)."""
+    `tools/list` answer, `memd mcp` spends at most 4× the CPU of a bare `python -c pass` of the same
+    interpreter, best of 5 each, interleaved. CPU, not wall time: on CI's loaded cores a wall-time
+    bound failed with the same code (139 ms against a 32 ms floor in one run, 46 ms alone); the
+    wall-time p50/p95 are bench/bench_mcp_start.py's. Loading the SDK (~0.7 s of CPU) still fails it."""
     home, proj, _key = world
     msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
              "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]  # fmt: skip
-    floor, serve_s = [], []
+    floor, serve = [], []
     for _ in range(5):
-        t = time.perf_counter()
+        c = _child_cpu()
         subprocess.run([sys.executable, "-c", "pass"], check=True, env=memd_env())
-        floor.append(time.perf_counter() - t)
-        t = time.perf_counter()
+        floor.append(_child_cpu() - c)
+        c = _child_cpu()
         p = subprocess.Popen([*memd_cmd(), "--home", str(home.root), "mcp"], cwd=proj, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=memd_env())  # fmt: skip
         assert p.stdin and p.stdout
@@ -152,11 +160,11 @@ def test_tools_list_within_four_bare_interpreter_starts(world: tuple[Home, Path,
         p.stdin.flush()
         p.stdout.readline()
         tools = json.loads(p.stdout.readline())["result"]["tools"]
-        serve_s.append(time.perf_counter() - t)
-        p.kill()
+        p.kill()  # idle on stdin after its answer: its CPU so far is the start-up's
         p.wait()
+        serve.append(_child_cpu() - c)
         assert len(tools) == 6
-    assert min(serve_s) <= 4 * min(floor), (serve_s, floor)
+    assert min(serve) <= 4 * min(floor), (serve, floor)
 
 
 def test_the_servers_writes_queue_on_each_other_not_on_the_memory_lock(world: tuple[Home, Path, str]) -> None:  # noqa: F811
