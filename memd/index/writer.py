@@ -39,7 +39,7 @@ log = lazy_logger("memd.search")  # the search DB's events keep the logger name 
 
 DirKey = tuple[str, str | None]
 T = TypeVar("T")
-_PAGES_CHECKED: set[tuple[str, int, int]] = set()  # databases whose memories table `check_pages` read whole
+_PAGES_CHECKED: set[tuple[str, int, int, int, int]] = set()  # databases whose memories table `check_pages` read whole
 
 
 @dataclass(frozen=True)
@@ -320,7 +320,7 @@ class SearchIndex:
             st = os.stat(self.path)
         except OSError:
             return
-        ident = (str(self.path), st.st_dev, st.st_ino)
+        ident = (str(self.path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)  # a file rewritten in place: again
         if ident in _PAGES_CHECKED:
             return
         self._recovering("checking pages", lambda: self._conn.execute("SELECT sum(size), count(body) FROM memories").fetchone())
