@@ -39,7 +39,9 @@ def ensure_search_db(home: Any, damaged: str | None = None) -> None:
     from memd.daemon import registry
     from memd.job.context import make_context
     from memd.job.runner import run_job
-    from memd.logs.events import get_logger
+    from memd.logs.events import cli_defaults, get_logger
+
+    cli_defaults()  # search and list start without logging (memd.cli.FAST_COMMANDS): the index run logs
 
     job = registry.get("index")
     ctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.search"))
@@ -53,7 +55,7 @@ def ensure_search_db(home: Any, damaged: str | None = None) -> None:
 def echo(text: str, err: bool = False) -> None:
     """Print what memories hold without terminal control sequences (a model's answer, a file written
     by hand: `ESC ] 0 ; … BEL` would retitle the terminal); `--json` output is escaped by JSON itself."""
-    from memd.memory.operations import strip_controls
+    from memd.memory.controls import strip_controls
 
     click.echo(strip_controls(text), err=err)
 

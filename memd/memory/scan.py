@@ -298,9 +298,7 @@ def list_dir(
         elif isinstance(mem, Problem):
             problems.append(mem)
     problems.extend(_duplicates([(m.name, prefix + m.file, m.file.rpartition("/")[2]) for m in out]))
-    for problem in problems:
-        log.warning("memory.rejected", path=str(problem.path), reason=problem.reason)
-    return out, problems
+    return out, problems  # not logged: the listing shows them (and `memd list` sets no logging up)
 
 
 def _relative(path: Path, root: Path) -> str:
