@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
 from memd.logs.lazy import lazy_logger
+from memd.memory.frontmatter import simple_front
 from memd.memory.names import is_candidate_name, memory_path
 
 if TYPE_CHECKING:
@@ -149,6 +150,20 @@ def _decode(path: Path, data: bytes) -> str:
         raise MemoryParseError(path, f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
 
 
+def _load_yaml(head: str) -> Any:
+    """YAML's reading of the front matter; ValueError with a one-line reason when it has none."""
+    yaml = _yaml()
+    try:
+        return yaml.load(head, Loader=_safe_loader())  # a safe loader, libyaml's when present
+    except RecursionError:
+        raise ValueError("front matter is nested too deeply") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ValueError(f"bad YAML in front matter{where}: {problem}") from None
+
+
 def parse_memory(
     path: Path | str,
     text: str | bytes,
@@ -170,16 +185,9 @@ def parse_memory(
         text = _decode(path, text)
     try:
         head, body = _split_front_matter(text)
-        yaml = _yaml()
-        try:
-            front = yaml.load(head, Loader=_safe_loader())  # a safe loader, libyaml's when present
-        except RecursionError:
-            raise ValueError("front matter is nested too deeply") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 2}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or type(exc).__name__
-            raise ValueError(f"bad YAML in front matter{where}: {problem}") from None
+        front = simple_front(head)  # memd's own simple front matter without YAML; anything else below
+        if front is None:
+            front = _load_yaml(head)
         if not isinstance(front, Mapping):
             raise ValueError("front matter is not a YAML mapping")
         if front.get("name") is None:
