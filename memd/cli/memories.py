@@ -33,15 +33,15 @@ def ensure_search_db(home: Any, damaged: str | None = None) -> None:
     why = damaged or problem(home.search_db)
     if why is None and os.path.lexists(home.search_db):
         return
+    from memd.logs.events import cli_defaults, get_logger
+
+    cli_defaults()  # search and list start without logging (memd.cli.FAST_COMMANDS): setting aside and the index run log
     if why is not None and not why.startswith(LAYOUT):  # an old layout is rebuilt in place by the writer
         set_aside(home.search_db, why)
     from memd import settings as st
     from memd.daemon import registry
     from memd.job.context import make_context
     from memd.job.runner import run_job
-    from memd.logs.events import cli_defaults, get_logger
-
-    cli_defaults()  # search and list start without logging (memd.cli.FAST_COMMANDS): the index run logs
 
     job = registry.get("index")
     ctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.search"))
