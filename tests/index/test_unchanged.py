@@ -133,3 +133,20 @@ def test_a_damaged_database_is_still_found_on_the_unchanged_path(tmp_path: Path)
     r = _refresh(home, d)
     assert list(home.search_db.parent.glob("search.sqlite.corrupt-*")), "the damaged database was not set aside"
     assert r.memories == 4 and set(_rows(home)) >= {f"projects/-p/memory/m{i}.md" for i in range(3)}
+
+
+def test_a_changed_search_only_memory_is_seen(tmp_path: Path) -> None:
+    """`also` (a MewCode project's own memories, in search only) is part of what the record covers."""
+    from memd.memory.file import Memory
+
+    home, d = _home(tmp_path)
+    other = home.root / "elsewhere.md"
+
+    def also(desc: str, mtime: float) -> list[Memory]:
+        return [Memory(other, "elsewhere", desc, "project", "b", mtime, 10, "project", "-p")]
+
+    for _ in range(2):
+        refresh_dir(home, "project", "-p", d, today=TODAY, also=also("first", 1.0))
+    assert _record(home) is not None
+    r = refresh_dir(home, "project", "-p", d, today=TODAY, also=also("second", 2.0))
+    assert r.search is not None and r.search.updated == 1 and _rows(home)["elsewhere.md"][0] == "second"
