@@ -12,7 +12,7 @@ from pathlib import Path
 from memd.index import fingerprint
 from memd.index.refresh import RefreshResult, refresh_dir
 from memd.index.writer import SearchIndex
-from memd.memory.file import render_memory
+from memd.memory.file import Memory, render_memory
 from memd.tree import Home
 
 TODAY = date(2026, 11, 20)
@@ -137,8 +137,6 @@ def test_a_damaged_database_is_still_found_on_the_unchanged_path(tmp_path: Path)
 
 def test_a_changed_search_only_memory_is_seen(tmp_path: Path) -> None:
     """`also` (a MewCode project's own memories, in search only) is part of what the record covers."""
-    from memd.memory.file import Memory
-
     home, d = _home(tmp_path)
     other = home.root / "elsewhere.md"
 
