@@ -95,10 +95,13 @@ CHILD = textwrap.dedent(
 )
 
 
+BASE = "main"  # `--base REF`: the tree compared against (the issue's figures were taken on a06201f)
+
+
 def export_main(dest: Path) -> Path:
-    """main's `memd` and `jobs` packages, as committed, in `dest`."""
+    """main's (or `--base`'s) `memd` and `jobs` packages, as committed, in `dest`."""
     dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", "main", "memd", "jobs"], check=True, capture_output=True).stdout
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", BASE, "memd", "jobs"], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     return dest
 
@@ -139,6 +142,79 @@ def list_cpu(tree: Path, home: Path) -> dict[str, Any]:
         raise SystemExit(f"list on {tree}: {r.stderr[-2000:]!r}")
     return {"cpu": (after.children_user - before.children_user) + (after.children_system - before.children_system),
             "out": len(r.stdout)}  # fmt: skip
+
+
+def session_home(root: Path, n: int) -> Path:
+    """n one-record sessions in projects of 100, ingested (`memd scan`), and 1,000 memories indexed."""
+    home = root / f"sessions{n}"
+    if not (home / "memd" / "state.sqlite").exists():
+        rec = json.dumps({"type": "user", "uuid": "u", "timestamp": "2026-01-01T00:00:00Z", "sessionId": "s",
+                          "message": {"role": "user", "content": "hi"}}) + "\n"  # fmt: skip
+        for i in range(n):
+            d = home / "projects" / f"-p{i // 100:04d}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / f"s{i:06d}.jsonl").write_text(rec)
+        (home / "memd").mkdir(exist_ok=True)
+        subprocess.run([sys.executable, "-m", "memd", "--home", str(home), "scan"], check=True, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    return home
+
+
+# The growth table's commands (issue 27 pt 4): each a process, CPU of the child; "index check" is the second
+# `run-now index` after a rebuild (nothing changed); "rebuild" is `run-now index` with search.sqlite removed.
+MEMORY_COMMANDS: dict[str, list[str]] = {
+    "list": ["list", "--all", "--json"],
+    "search": ["search", "deploy", "--project", "-p000", "--json"],
+    "recall": ["recall", "how do we deploy the staging build", "--project", "-p000", "--json"],
+    "index check": ["run-now", "index"],
+}
+SESSION_COMMANDS: dict[str, list[str]] = {
+    "status": ["status", "--json"],
+    "sessions": ["sessions", "--json"],
+    "run-now index (sessions home)": ["run-now", "index"],
+}
+
+
+def process_cpu(tree: Path, home: Path, args: list[str]) -> float:
+    code = "import sys; from memd.cli import main; sys.argv = ['memd'] + sys.argv[1:]; main()"
+    before = os.times()
+    r = subprocess.run([sys.executable, "-c", code, "--home", str(home), *args], capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree)  # fmt: skip
+    after = os.times()
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"{args} on {tree}: {r.stderr[-2000:]!r}")
+    return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def growth_table(root: Path, main_tree: Path, memory_sizes: list[int], session_sizes: list[int], repeat: int) -> dict[str, Any]:
+    """Every command of the table at every size, on main and on this tree, alternated; best of `repeat`."""
+    out: dict[str, Any] = {}
+    jobs = [(name, args, n, list_home_cached(root, n)) for n in memory_sizes for name, args in MEMORY_COMMANDS.items()]
+    jobs += [(name, args, n, session_home(root, n)) for n in session_sizes for name, args in SESSION_COMMANDS.items()]
+    jobs += [("rebuild", ["run-now", "index"], n, list_home_cached(root, n)) for n in memory_sizes]
+    for name, args, n, home in jobs:
+        best: dict[str, float] = {}
+        for _ in range(repeat):
+            for side, tree in (("main", main_tree), ("here", REPO)):
+                if name == "rebuild":
+                    for suffix in ("", "-wal", "-shm"):
+                        (home / "memd" / f"search.sqlite{suffix}").unlink(missing_ok=True)
+                elif name == "index check":
+                    process_cpu(tree, home, args)  # after the other side's run: this side's own state first
+                best[side] = min(best.get(side, math.inf), process_cpu(tree, home, args))
+        out.setdefault(name, []).append({"n": n, "main": best["main"], "here": best["here"]})
+        print(name, out[name][-1], flush=True)
+    for rows in out.values():
+        sizes = [r["n"] for r in rows]
+        if len(sizes) > 1:
+            rows.append({"exp_main": exponent(sizes, [r["main"] for r in rows]),
+                         "exp_here": exponent(sizes, [r["here"] for r in rows])})  # fmt: skip
+    return out
+
+
+def list_home_cached(root: Path, n: int) -> Path:
+    home = root / f"home{n}"
+    return home if (home / "memd" / "search.sqlite").exists() else list_home(root, n)
 
 
 def exponent(sizes: list[int], times: list[float]) -> float:
@@ -193,13 +269,51 @@ def section(r: dict[str, Any], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def table_section(r: dict[str, Any], command: str, load: tuple[float, float]) -> str:
+    lines = ["### Growth table: each command as a process, main and this tree (issue 27, point 4)", "",
+             f"Command: `{command}` (load {load[0]:.1f} before, {load[1]:.1f} after). CPU (user+sys) of the",
+             "child process, best of the repeats, main and this tree alternated in one run. Growth = fitted",
+             "exponent of CPU on size (1.0: linear; the process start-up, ~0.1-0.3 s, flattens it at small sizes).", "",
+             "| command | size | main | this tree | this ÷ main |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for name, rows in r.items():
+        unit = "sessions" if name in SESSION_COMMANDS else "memories"
+        for row in rows:
+            if "n" in row:
+                lines.append(f"| {name} | {row['n']:,} {unit} | {row['main']:.2f} s | {row['here']:.2f} s | {row['here'] / row['main']:.2f} |")
+            else:
+                lines.append(f"| {name}: growth exponent | | {row['exp_main']:.2f} | {row['exp_here']:.2f} | |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,5000,10000")
     ap.add_argument("--passes", default="dups,snapshot,dream,list")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--table", action="store_true", help="the growth table of processes instead of the passes")
+    ap.add_argument("--memory-sizes", default="1000,10000,50000")
+    ap.add_argument("--session-sizes", default="1000,10000,100000")
+    ap.add_argument("--homes", help="keep the built homes here (reused by the next run)")
+    ap.add_argument("--base", default="main", help="the git ref compared against (default main)")
     args = ap.parse_args()
+    global BASE
+    BASE = args.base
+    if args.table:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(args.homes) if args.homes else Path(tmp) / "homes"
+            root.mkdir(parents=True, exist_ok=True)
+            before = os.getloadavg()[0]
+            r = growth_table(root, export_main(Path(tmp) / "main"), [int(x) for x in args.memory_sizes.split(",")],
+                             [int(x) for x in args.session_sizes.split(",")], args.repeat)  # fmt: skip
+            print(json.dumps(r, indent=2))
+            cmd = (f".venv/bin/python bench/bench_growth.py --table --memory-sizes {args.memory_sizes} "
+                   f"--session-sizes {args.session_sizes} --repeat {args.repeat}")  # fmt: skip
+            if not args.no_write:
+                text = table_section(r, cmd, (before, os.getloadavg()[0]))
+                write_section("### Growth table: each command as a process, main and this tree (issue 27, point 4)", text,
+                              REPO / "bench" / "RESULTS.md")  # fmt: skip
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     r = measure(sizes, args.passes.split(","), args.repeat)
     print(json.dumps(r, indent=2))

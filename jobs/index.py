@@ -21,6 +21,7 @@ TRIGGER = "any change in a memory directory (within a second), and a periodic re
 NEEDS_MODEL = False
 TARGET_KINDS: tuple[str, ...] = ("project", "global")
 HAS_THRESHOLDS = False  # run-now without a target runs every scope
+READS_SESSIONS = False  # `memd run-now index` reads no transcript: the ledger is not brought up to date first
 
 
 def scopes(target: Place) -> list[Place]:
@@ -64,8 +65,8 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
 
     from memd.git.commits import after_index  # noqa: PLC0415 - start-up
     after_index(ctx.home, target, ctx.settings)  # hand edits become the user's commit when memd.git is on
-    from memd.write.apply import refresh_scope  # noqa: PLC0415 - start-up
-    result = refresh_scope(ctx, scope, key)
+    from memd.history.writes import refresh_recorded  # noqa: PLC0415 - start-up (not memd.write.apply: its classifier's patterns)
+    result = refresh_recorded(ctx.home, ctx.settings, Place.memory(key if scope == "project" else None), ctx.now())
     reported = [*result.problems, *result.notes]  # a file without front matter is a memory, said so (§14)
     record_problems(ctx, str(target), [(str(p.path), p.reason) for p in reported], result.index_warning)
     for p in result.problems:

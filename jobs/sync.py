@@ -29,6 +29,7 @@ NEEDS_MODEL = False
 TARGET_KINDS: tuple[str, ...] = ("global",)
 HAS_THRESHOLDS = False  # `run-now sync` syncs now; the daemon asks `due` (interval, a write not pushed, backoff)
 EXECUTOR = "network"  # the daemon's worker for jobs that wait on the network
+READS_SESSIONS = False  # `memd run-now sync` reads no transcript: the ledger is not brought up to date first
 
 
 def scopes(target: Place) -> list[Place]:

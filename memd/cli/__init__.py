@@ -52,7 +52,7 @@ COMMAND_MODULES: dict[str, str] = {
 # Commands that must start fast and never log: they skip importing structlog (`scan` sets logging
 # up on its first warning: memd.ledger.scan.DeferredLog).
 FAST_COMMANDS = frozenset({"status", "sessions", "key", "jobs", "config", "context", "precompact", "recall", "mcp",
-                           "scan", None})  # fmt: skip
+                           "scan", "search", "list", None})  # fmt: skip
 
 HOME_HELP = "The agent home to work on (default $DEEPCODE_HOME, else ~/.deepcode)."
 

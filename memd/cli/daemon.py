@@ -85,7 +85,8 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     log = get_logger("memd.run-now")
     names = list(registry.JOB_NAMES) if check_job(job_name, allow_all=True) == "all" else [job_name]
     jobs = [registry.get(n) for n in names]
-    scan_home(home, log=log)
+    if any(getattr(job, "READS_SESSIONS", True) for job in jobs):  # index and sync read no transcript
+        scan_home(home, key=key, log=log)  # with --project, that project's sessions only
     check_project(home, key, _ledger(home))
     results: list[dict[str, Any]] = []
     waited: set[str] = set()

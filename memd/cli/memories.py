@@ -33,13 +33,15 @@ def ensure_search_db(home: Any, damaged: str | None = None) -> None:
     why = damaged or problem(home.search_db)
     if why is None and os.path.lexists(home.search_db):
         return
+    from memd.logs.events import cli_defaults, get_logger
+
+    cli_defaults()  # search and list start without logging (memd.cli.FAST_COMMANDS): setting aside and the index run log
     if why is not None and not why.startswith(LAYOUT):  # an old layout is rebuilt in place by the writer
         set_aside(home.search_db, why)
     from memd import settings as st
     from memd.daemon import registry
     from memd.job.context import make_context
     from memd.job.runner import run_job
-    from memd.logs.events import get_logger
 
     job = registry.get("index")
     ctx = make_context(home, st.load(home.settings_file), log=get_logger("memd.search"))
@@ -53,7 +55,7 @@ def ensure_search_db(home: Any, damaged: str | None = None) -> None:
 def echo(text: str, err: bool = False) -> None:
     """Print what memories hold without terminal control sequences (a model's answer, a file written
     by hand: `ESC ] 0 ; … BEL` would retitle the terminal); `--json` output is escaped by JSON itself."""
-    from memd.memory.operations import strip_controls
+    from memd.memory.controls import strip_controls
 
     click.echo(strip_controls(text), err=err)
 
@@ -162,14 +164,14 @@ def _scopes(home: Any, pkey: str | None, everything: bool) -> list[tuple[str, st
 
 
 def _indexed(home: Any) -> dict[tuple[str, str | None], dict[str, Any]]:
-    """search.sqlite's rows as memories, by directory and path: `scan_dir` reuses a row whose
-    file's size and mtime still match (one stat) instead of reading and parsing the file, and
-    parses the rest (new, changed, unindexed). An absent or unreadable database: nothing known,
-    every file parsed. Read-only: listing never creates or repairs the index."""
+    """search.sqlite's rows by directory and home-relative file, as (name, description, type,
+    mtime, size): `list_dir` takes a row whose file's size and mtime still match (one stat)
+    instead of reading and parsing the file, and parses the rest (new, changed, unindexed). An
+    absent or unreadable database: nothing known, every file parsed. Read-only: listing never
+    creates or repairs the index."""
     import sqlite3
 
     from memd.index.search import open_readonly
-    from memd.memory.file import Memory
 
     out: dict[tuple[str, str | None], dict[str, Any]] = {}
     try:
@@ -179,8 +181,7 @@ def _indexed(home: Any) -> dict[tuple[str, str | None], dict[str, Any]]:
     try:
         rows = conn.execute("SELECT scope, project_key, file, name, description, type, mtime, size FROM memories")
         for scope, key, file, name, desc, mtype, mtime, size in rows:  # the body: `list` shows none
-            path = home.root / file
-            out.setdefault((scope, key), {})[str(path)] = Memory(path, name, desc, mtype, "", mtime, size, scope, key, {})
+            out.setdefault((scope, key), {})[file] = (name, desc, mtype, mtime, size)
     except sqlite3.Error:
         return {}
     finally:
@@ -188,17 +189,30 @@ def _indexed(home: Any) -> dict[tuple[str, str | None], dict[str, Any]]:
     return out
 
 
-def _memories(home: Any, pkey: str | None, everything: bool, *, indexed: bool = False) -> tuple[list[Any], list[Any]]:
-    """The memories in effect and the files that are not; with `indexed` (a listing, which shows
-    neither bodies nor metadata), those search.sqlite still matches are taken from it."""
+def _memories(home: Any, pkey: str | None, everything: bool) -> tuple[list[Any], list[Any]]:
+    """The memories in effect and the files that are not."""
     from memd.memory.scan import scan_dir
 
     mems, problems = [], []
-    known = _indexed(home) if indexed else {}
     for scope, k, path in _scopes(home, pkey, everything):
-        r = scan_dir(path, scope, k, known=known.get((scope, k)))
+        r = scan_dir(path, scope, k)
         mems.extend(r.memories)
         problems.extend(r.problems)
+    return mems, problems
+
+
+def _listing(home: Any, pkey: str | None, everything: bool) -> tuple[list[tuple[Any, str | None, Any]], list[Any]]:
+    """What `list` shows: (scope, project key, `scan.Listed`) of the memories in effect, and the
+    files that are not; those search.sqlite still matches are taken from it (`scan.list_dir`)."""
+    from memd.memory.scan import list_dir
+
+    mems: list[tuple[Any, str | None, Any]] = []
+    problems: list[Any] = []
+    known = _indexed(home)
+    for scope, k, path in _scopes(home, pkey, everything):
+        listed, bad = list_dir(path, scope, k, known.get((scope, k), {}), home.root)
+        mems.extend((scope, k, m) for m in listed)
+        problems.extend(bad)
     return mems, problems
 
 
@@ -212,6 +226,12 @@ def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _listed_json(scope: str, key: str | None, m: Any, now: float, note: Any) -> dict[str, Any]:
+    """`memory_json` of a listed memory (same keys, same order)."""
+    return {"scope": scope, "project_key": key, "file": m.file, "name": m.name, "description": m.description,
+            "type": m.type, "mtime": m.mtime, "size": m.size, "stale": note(m.mtime, now)}  # fmt: skip
+
+
 @command("list")
 @click.option("--project", "key", help="Project key (default: the project of the current directory).",
               shell_complete=complete_project)
@@ -222,15 +242,17 @@ def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
 def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: bool, as_json: bool) -> None:
     """The memories in effect: the global drawer and the project's memory."""
     from memd.clock import system_clock
+    from memd.index.staleness import staleness_note
     from memd.ledger.lookup import check_project
 
     home = get_home(ctx)
     pkey = None if everything else resolve_key(key, cwd)
-    mems, problems = _memories(home, pkey, everything, indexed=True)
-    if key and not everything and not any(m.scope == "project" for m in mems):
+    mems, problems = _listing(home, pkey, everything)
+    if key and not everything and not any(scope == "project" for scope, _k, _m in mems):
         check_project(home, key)  # nothing of its own: a typo is exit 2, a known project just has none yet
-    now = system_clock()
-    rows = [memory_json(m, home, now) for m in sorted(mems, key=lambda m: (m.scope != "global", m.project_key or "", m.type, m.name))]
+    now = system_clock().timestamp()
+    mems.sort(key=lambda e: (e[0] != "global", e[1] or "", e[2].type, e[2].name))
+    rows = [_listed_json(scope, k, m, now, staleness_note) for scope, k, m in mems]
     if as_json:
         json_out({"memories": rows, "problems": [{"file": str(p.path), "reason": p.reason} for p in problems]})
         return

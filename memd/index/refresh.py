@@ -27,6 +27,7 @@ import structlog
 
 from memd.discovery import list_memory_dirs
 from memd.fsutil import PRIVATE_FILE, UnusableFile, atomic_write, durable_temp, fsync_dir, kind_of, read_regular
+from memd.index import fingerprint
 from memd.index.render import IndexRender, render_drawer, render_memory_index
 from memd.index.writer import SearchIndex, SyncStats, sweep_stale_view_temps
 from memd.memory.file import Memory
@@ -308,14 +309,26 @@ def refresh_dir(
     """
     owned = index is None
     db = SearchIndex.for_home(home) if index is None else index
+    directory = Path(directory)
+    day = today or datetime.now(UTC).date()
+    params = {"index": write_index, "drawer": write_drawer, "drawer_bytes": max_bytes_drawer, "file_bytes": max_file_bytes,
+              "tz": str(tz), "today": day.isoformat() if scope == "global" else None,
+              "also": sorted([str(m.path), m.size, m.mtime] for m in also)}  # fmt: skip
+    views = [home.drawer_render] if scope == "global" else []
     try:
+        state = fingerprint.state_digest(directory, params, views)
+        same = _unchanged(db, scope, key, state)
+        if same is not None:
+            log.info("memory_dir.refreshed", scope=scope, key=key, memories=same.memories, problems=len(same.problems),
+                     changed=False, index_warning=same.index_warning, unchanged=True)  # fmt: skip
+            return same
         memories, result = _scan_and_render(
             home,
             scope,
             key,
-            Path(directory),
+            directory,
             max_bytes_drawer=max_bytes_drawer,
-            today=today,
+            today=day,
             tz=tz,
             write_index=write_index,
             write_drawer=write_drawer,
@@ -324,10 +337,12 @@ def refresh_dir(
             record=record,
         )
         result.search = db.sync({(scope, key): [*memories, *also]})
+        result.changed = result.index_written or result.drawer_written or result.search.changed
+        if state is not None and not result.changed and fingerprint.state_digest(directory, params, views) == state:
+            _keep_record(db, scope, key, state, result)
     finally:
         if owned:
             db.close()
-    result.changed = result.index_written or result.drawer_written or result.search.changed
     log.info(
         "memory_dir.refreshed",
         scope=scope,
@@ -338,6 +353,37 @@ def refresh_dir(
         index_warning=result.index_warning,
     )
     return result
+
+
+def _unchanged(db: SearchIndex, scope: str, key: str | None, state: str | None) -> RefreshResult | None:
+    """The recorded outcome when nothing a refresh depends on changed since it was recorded
+    (`memd.index.fingerprint`), else None. Reads the directory's rows, not its files."""
+    if state is None:
+        return None
+    rec = fingerprint.read_record(db.meta(fingerprint.record_key(scope, key)))
+    if rec is None or rec["state"] != state:
+        return None
+    db.check_pages()  # damage anywhere in the table is still found, as the full sync finds it
+    if fingerprint.rows_digest(db.scope_rows(scope, key)) != rec["rows"]:
+        return None
+    out = rec["outcome"]
+    try:
+        problems = [Problem(Path(p), str(r)) for p, r in out["problems"]]
+        notes = [Problem(Path(p), str(r)) for p, r in out["notes"]]
+        return RefreshResult(problems=problems, notes=notes, index_warning=out["warning"], changed=False,
+                             drawer_mode=out["drawer_mode"], search=SyncStats(unchanged=int(out["memories"])),
+                             memories=int(out["memories"]))  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _keep_record(db: SearchIndex, scope: str, key: str | None, state: str, result: RefreshResult) -> None:
+    """Record a refresh that found nothing to change (see `memd.index.fingerprint`)."""
+    outcome = {"problems": [[str(p.path), p.reason] for p in result.problems],
+               "notes": [[str(p.path), p.reason] for p in result.notes], "warning": result.index_warning,
+               "drawer_mode": result.drawer_mode, "memories": result.memories}  # fmt: skip
+    rows = fingerprint.rows_digest(db.scope_rows(scope, key))
+    db.set_meta(fingerprint.record_key(scope, key), fingerprint.make_record(state, rows, outcome))
 
 
 def refresh_all(

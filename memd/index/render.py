@@ -82,6 +82,7 @@ def ordered(memories: Iterable[Memory]) -> list[Memory]:
 
 
 _LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+_NEEDS_ANGLES = re.compile(r"[\s()<>]")
 
 
 def _link_target(file: str) -> str:
@@ -91,7 +92,7 @@ def _link_target(file: str) -> str:
     percent-encoded: an index entry stays on one line (§2.3).
     """
     file = _LINE_BREAKING.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), file)
-    if re.search(r"[\s()<>]", file):
+    if _NEEDS_ANGLES.search(file):
         return "<" + file.replace("<", "%3C").replace(">", "%3E") + ">"
     return file
 
@@ -139,8 +140,8 @@ def index_warning(entries: int, lines: int, size: int, *, max_lines: int, max_by
     )
 
 
-def _memory_lines(memories: Sequence[Memory], max_line_chars: int) -> list[str]:
-    """`## <Type>` groups in §2.1 order, one index line per memory."""
+def _memory_lines(memories: Sequence[Memory], max_line_chars: int, lines: dict[int, str] | None = None) -> list[str]:
+    """`## <Type>` groups in §2.1 order, one index line per memory (`lines`: already rendered, by id)."""
     body: list[str] = []
     current: str | None = None
     for mem in ordered(memories):
@@ -150,7 +151,8 @@ def _memory_lines(memories: Sequence[Memory], max_line_chars: int) -> list[str]:
             body.append(f"## {_TYPE_TITLES.get(mem.type, mem.type.title())}")
             body.append("")
             current = mem.type
-        body.append(index_line(mem, max_line_chars))
+        line = lines.get(id(mem)) if lines is not None else None
+        body.append(index_line(mem, max_line_chars) if line is None else line)
     return body
 
 
@@ -247,11 +249,11 @@ def render_memory_index(
     lines included), since that is what an agent loads; the warning, when any, is the first
     line, so that an agent which truncates still sees it.
     """
-    generated = frozenset(index_line(m, max_line_chars) for m in memories)
-    found = split_existing(existing, generated)
+    lines = {id(m): index_line(m, max_line_chars) for m in memories}  # each rendered once
+    found = split_existing(existing, frozenset(lines.values()))
     linked = linked_files(found.kept)
-    mine = [m for m in memories if m.path.name not in linked]
-    body = _memory_lines(mine, max_line_chars)
+    mine = [m for m in memories if m.path.name not in linked] if linked else list(memories)
+    body = _memory_lines(mine, max_line_chars, lines)
     block = [INDEX_HEADER, "", *body, ""] if body else [INDEX_HEADER, ""]
     tail = "".join(line + "\n" for line in found.kept)
 

@@ -39,6 +39,7 @@ log = lazy_logger("memd.search")  # the search DB's events keep the logger name 
 
 DirKey = tuple[str, str | None]
 T = TypeVar("T")
+_PAGES_CHECKED: set[tuple[str, int, int, int, int]] = set()  # databases whose memories table `check_pages` read whole
 
 
 @dataclass(frozen=True)
@@ -287,6 +288,43 @@ class SearchIndex:
             log.info("search_db.embedded", scope=scope, key=project_key, embedded=stats.embedded, kept=stats.kept,
                      removed=stats.removed)  # fmt: skip
         return stats
+
+    def scope_rows(self, scope: str, project_key: str | None) -> list[tuple[str, int, float]]:
+        """(file, size, mtime) of one directory's rows: what the nothing-changed check compares."""
+        return self._recovering("reading rows", lambda: [(str(f), int(n), float(t)) for f, n, t in self._conn.execute(
+            "SELECT file, size, mtime FROM memories WHERE scope = ? AND project_key IS ?", (scope, project_key))])  # fmt: skip
+
+    def meta(self, key: str) -> str | None:
+        """A value of the `meta` table (the refresh's records: `memd.index.fingerprint`)."""
+        row = self._recovering("reading meta", lambda: self._conn.execute("SELECT value FROM meta WHERE key = ?",
+                                                                        (key,)).fetchone())  # fmt: skip
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set (None: remove) a value of the `meta` table."""
+
+        def run() -> None:
+            with self._transaction() as conn:
+                if value is None:
+                    conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+                else:
+                    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+        self._recovering("writing meta", run)
+
+    def check_pages(self) -> None:
+        """Read every page of the memories table once per process and database file (a damaged page
+        raises, and `_recovering` sets the database aside): the nothing-changed check reads only a
+        directory's rows, and damage elsewhere must still be found as the full sync finds it."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return
+        ident = (str(self.path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)  # a file rewritten in place: again
+        if ident in _PAGES_CHECKED:
+            return
+        self._recovering("checking pages", lambda: self._conn.execute("SELECT sum(size), count(body) FROM memories").fetchone())
+        _PAGES_CHECKED.add(ident)
 
     def count(self) -> int:
         return self._recovering("counting", lambda: int(self._conn.execute("SELECT count(*) FROM memories").fetchone()[0]))

@@ -15,17 +15,32 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
 from memd.logs.lazy import lazy_logger
+from memd.memory.frontmatter import simple_front
 from memd.memory.names import is_candidate_name, memory_path
 
-# libyaml's safe loader parses front matter ~10x faster than the pure-Python one; same safety.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    import yaml
+
+
+@cache
+def _yaml() -> Any:
+    """PyYAML, imported on first parse or render: `memd list` from the index parses nothing."""
+    import yaml  # noqa: PLC0415 - start-up
+
+    return yaml
+
+
+@cache
+def _safe_loader() -> Any:
+    """libyaml's safe loader parses front matter ~10x faster than the pure-Python one; same safety."""
+    y = _yaml()
+    return getattr(y, "CSafeLoader", y.SafeLoader)
 
 log = lazy_logger("memd.memories")  # structlog on first use: the hook commands never pay for it
 
@@ -135,6 +150,20 @@ def _decode(path: Path, data: bytes) -> str:
         raise MemoryParseError(path, f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
 
 
+def _load_yaml(head: str) -> Any:
+    """YAML's reading of the front matter; ValueError with a one-line reason when it has none."""
+    yaml = _yaml()
+    try:
+        return yaml.load(head, Loader=_safe_loader())  # a safe loader, libyaml's when present
+    except RecursionError:
+        raise ValueError("front matter is nested too deeply") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ValueError(f"bad YAML in front matter{where}: {problem}") from None
+
+
 def parse_memory(
     path: Path | str,
     text: str | bytes,
@@ -156,15 +185,9 @@ def parse_memory(
         text = _decode(path, text)
     try:
         head, body = _split_front_matter(text)
-        try:
-            front = yaml.load(head, Loader=_SAFE_LOADER)  # a safe loader, libyaml's when present
-        except RecursionError:
-            raise ValueError("front matter is nested too deeply") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 2}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or type(exc).__name__
-            raise ValueError(f"bad YAML in front matter{where}: {problem}") from None
+        front = simple_front(head)  # memd's own simple front matter without YAML; anything else below
+        if front is None:
+            front = _load_yaml(head)
         if not isinstance(front, Mapping):
             raise ValueError("front matter is not a YAML mapping")
         if front.get("name") is None:
@@ -194,10 +217,6 @@ def parse_memory(
 # --------------------------------------------------------------------------- rendering
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block style, no line folding: front matter stays greppable and diff-friendly."""
-
-
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
     """Double-quote strings holding YAML line breaks other than "\n": PyYAML
     emits U+0085/U+2028/U+2029 raw in other styles and reads them back as line
@@ -206,7 +225,16 @@ def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 
-_Dumper.add_representer(str, _represent_str)
+@cache
+def _dumper() -> Any:
+    """The safe dumper memd writes with: block style, no line folding (front matter stays
+    greppable and diff-friendly), and `_represent_str`."""
+
+    class _Dumper(_yaml().SafeDumper):  # type: ignore[misc]
+        pass
+
+    _Dumper.add_representer(str, _represent_str)
+    return _Dumper
 
 
 def render_memory(
@@ -233,8 +261,9 @@ def render_memory(
         if k != "type":
             metadata[str(k)] = v
     front = {"name": one_name, "description": one_desc, "metadata": metadata}
+    yaml = _yaml()
     head = yaml.dump(
-        front, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1 << 30
+        front, Dumper=_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=False, width=1 << 30
     )
     # memd never writes a file it would read back differently: a last guard
     # against emitter corner cases beyond the ones `_represent_str` handles.

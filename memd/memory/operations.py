@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memd.memory.answer import Caps, ModelOutputError
+from memd.memory.controls import strip_controls
 from memd.memory.names import InvalidName, _path_like, hidden_char, slugify, token_like
 from memd.redact.redactor import find_secrets, redact
 
@@ -54,18 +55,6 @@ SCOPES = ("global", "project")
 TYPES = ("user", "feedback", "project", "reference")
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: a name holding one is rejected
-_STRIPPED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # the same but newline and tab
-
-
-def strip_controls(text: str) -> str:
-    """`text` without C0 and C1 control characters (newline and tab stay).
-
-    A model's answer can carry terminal control sequences (`ESC ] 0 ; title BEL` sets a
-    terminal's title; others move the cursor or hide text): stripped from every description,
-    body and reason at validation, and again when `memd list`/`show`/`search` print (a file
-    written by hand, or before this rule, may still hold them).
-    """
-    return _STRIPPED.sub("", text) if _STRIPPED.search(text) else text
 
 
 

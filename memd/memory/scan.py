@@ -18,6 +18,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from memd.fsutil import read_at_most
 from memd.logs.lazy import lazy_logger
@@ -68,14 +69,30 @@ def bare_memory(path: Path, text: str, *, mtime: float, size: int, scope: str, p
     the write path (an edit, an extraction's update) does, and that is a history run.
     """
     body = text.removeprefix("\ufeff").strip()
+    memory = Memory(path=path, name=path.stem, description=_bare_description(body, path.stem), type=_bare_type(scope),
+                    body=body, mtime=mtime, size=size, scope=scope, project_key=project_key)  # fmt: skip
+    return Bare(memory, bare_note(memory))
+
+
+def _bare_type(scope: str) -> str:
+    return "project" if scope == "project" else "user"
+
+
+def _bare_description(body: str, stem: str) -> str:
+    """A bare memory's description: its first heading, else its first line, else its file name."""
     lines = [ln.strip() for ln in body.split("\n") if ln.strip()]
     heading = next((m.group(1) for ln in lines[:20] if (m := _HEADING.match(ln))), None)
     first = next((ln for ln in lines if not _HEADING.match(ln)), None)
-    description = " ".join((heading or first or path.stem).split())[:200]
-    kind = "project" if scope == "project" else "user"
-    memory = Memory(path=path, name=path.stem, description=description, type=kind, body=body, mtime=mtime,
-                    size=size, scope=scope, project_key=project_key)  # fmt: skip
-    return Bare(memory, bare_note(memory))
+    return " ".join((heading or first or stem).split())[:200]
+
+
+def could_be_bare(memory: Memory) -> bool:
+    """Whether an indexed row may be a file without front matter: only such a row has the name,
+    type and description `bare_memory` gives (file name, the scope's default type, the body's
+    first heading or line). Any other row was parsed from front matter, and reusing it needs
+    no look at the file. The name and type are compared first: they rule out nearly every row."""
+    return (memory.type == _bare_type(memory.scope) and memory.name == memory.path.stem
+            and memory.description == _bare_description(memory.body, memory.name))  # fmt: skip
 
 
 def bare_note(memory: Memory) -> Problem:
@@ -145,7 +162,9 @@ def _load_entry(
 
 def _cached(path: Path, cached: Memory) -> Memory | Bare:
     """A memory reused from the search index's row; a file without front matter keeps its note
-    (a peek at its first bytes, not a parse)."""
+    (a peek at its first bytes, not a parse, and only for a row that `could_be_bare`)."""
+    if not could_be_bare(cached):
+        return cached
     try:
         head = read_at_most(path, 8)
     except OSError:
@@ -157,16 +176,21 @@ def _flag_duplicates(memories: list[Memory]) -> list[Problem]:
     """Names are unique within a directory (§2.2). Both files stay (neither is
     discarded behind the user's back); the later one in file-name order is
     reported so the user or dream can merge them."""
-    first: dict[str, Memory] = {}
+    return _duplicates([(m.name, m.path, m.path.name) for m in memories])
+
+
+def _duplicates(named: list[tuple[str, Path | str, str]]) -> list[Problem]:
+    """`_flag_duplicates` over (name, path, file name) in file-name order."""
+    first: dict[str, str] = {}
     problems: list[Problem] = []
-    for mem in memories:
-        key = fold_name(mem.name)
+    for name, path, file_name in named:
+        key = " ".join(name.casefold().split()) if name.isascii() else fold_name(name)  # NFKC keeps ASCII as is
         if key in first:
-            other = first[key].path.name
+            other = first[key]
             other = other if other.isprintable() else repr(other)  # a reason is one line, whatever the file name holds
-            problems.append(Problem(mem.path, f"duplicate name {mem.name!r} (also in {other})"))
+            problems.append(Problem(Path(path), f"duplicate name {name!r} (also in {other})"))
         else:
-            first[key] = mem
+            first[key] = file_name
     return problems
 
 
@@ -210,3 +234,72 @@ def scan_dir(
         log.warning("memory.rejected", path=str(problem.path), reason=problem.reason)
     log.debug("memories.scanned", dir=str(directory), count=len(result.memories), problems=len(result.problems))
     return result
+
+
+# --------------------------------------------------------------------------- listing
+
+
+IndexedRow = tuple[str, str, str, float, int]  # name, description, type, mtime, size: what search.sqlite holds
+
+
+class Listed(NamedTuple):
+    """One memory as a listing shows it (no body, no metadata); `file` is home-relative.
+    A tuple: a listing makes tens of thousands."""
+
+    file: str
+    name: str
+    description: str
+    type: str
+    mtime: float
+    size: int
+
+
+def list_dir(
+    directory: Path | str,
+    scope: str,
+    project_key: str | None,
+    indexed: Mapping[str, IndexedRow],
+    root: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> tuple[list[Listed], list[Problem]]:
+    """`scan_dir`'s memories and problems as a listing needs them, without a `Memory` or a file
+    read for a file whose search row (`indexed`, by home-relative file) still matches its size and
+    mtime: the same entries, order, problems and duplicate-name check as `scan_dir`, whose
+    `_load_entry` reads every other file. Bodies and notes are not part of a listing."""
+    directory = Path(directory)
+    prefix = str(root).rstrip("/") + "/"
+    out: list[Listed] = []
+    problems: list[Problem] = []
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except FileNotFoundError:
+        return out, problems
+    except OSError as exc:
+        return out, [Problem(directory, f"cannot list directory: {exc.strerror or exc}")]
+    cut = len(prefix)
+    for entry in entries:
+        if not is_candidate_name(entry.name):
+            continue
+        file = entry.path[cut:] if entry.path.startswith(prefix) else None
+        row = indexed.get(file) if file is not None else None
+        if row is not None:
+            try:
+                st = entry.stat(follow_symlinks=False)  # a symlink's own stat: never a regular file
+            except OSError:
+                st = None
+            if st is not None and stat.S_ISREG(st.st_mode) and row[4] == st.st_size and row[3] == st.st_mtime:
+                out.append(Listed(file, *row))  # type: ignore[arg-type]
+                continue
+        loaded = _load_entry(entry, scope, project_key, max_bytes)
+        mem = loaded.memory if isinstance(loaded, Bare) else loaded
+        if isinstance(mem, Memory):
+            out.append(Listed(_relative(mem.path, root), mem.name, mem.description, mem.type, mem.mtime, mem.size))
+        elif isinstance(mem, Problem):
+            problems.append(mem)
+    problems.extend(_duplicates([(m.name, prefix + m.file, m.file.rpartition("/")[2]) for m in out]))
+    return out, problems  # not logged: the listing shows them (and `memd list` sets no logging up)
+
+
+def _relative(path: Path, root: Path) -> str:
+    return str(path.relative_to(root))

@@ -158,7 +158,7 @@ def test_a_piped_run_now_keeps_json_log_lines_out_of_stderr(tmp_path: Path) -> N
     good = {"type": "user", "message": {"role": "user", "content": "hi"}, "uuid": "u1", "sessionId": "s1",
             "timestamp": "2026-11-01T00:00:00Z"}  # fmt: skip
     (h / "projects" / "-p" / "s1.jsonl").write_text(json.dumps(good) + "\nnot json at all\n")
-    r = run_memd(h, "run-now", "index", process=True)  # stderr is a pipe
+    r = run_memd(h, "run-now", "summary", process=True)  # stderr is a pipe; summary reads the sessions (index does not)
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
     assert any("transcript.line_skipped" in x for x in lines), r.stderr  # the warning is said ...

@@ -1,0 +1,114 @@
+"""The nothing-changed check of a directory's refresh: file stats and search.sqlite, no file read.
+
+A refresh (`memd.index.refresh.refresh_dir`) reads every memory file that search.sqlite does not
+already hold, renders MEMORY.md (and, for the drawer, its injection render) and compares them with
+the files on disk. When all of that found nothing to change, the refresh leaves a *record* in
+search.sqlite's `meta` table: a digest of everything the outcome depended on besides the files'
+bytes — each candidate entry's name, mode, inode, size and mtime (nanoseconds), MEMORY.md's and
+the drawer render's, the settings that shape the views and, for the drawer, the day its ages are
+counted from — with the digest of the search rows it left and what it found (problems, notes, the
+over-budget warning). The next refresh first computes that digest again from one `scandir` and
+one stat per entry; when it equals the record's, and the directory's rows in search.sqlite still
+have the recorded digest, the outcome is the recorded one and nothing is read or rendered.
+
+Why this is exact: a memory file's bytes cannot change without its size, mtime or inode changing
+(the same rule `scan_dir` uses to reuse an indexed row), MEMORY.md's likewise, and the renders are
+pure functions of the memories, the files as found, the settings and the day. A record is left
+only by a refresh that wrote nothing and whose stats were the same before and after it, so a write
+racing the refresh leaves no record; a record that no longer matches is ignored and the refresh
+runs whole. The records live in the database they describe: set aside or rebuilt, it has none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from stat import S_ISDIR
+from typing import Any
+
+from memd.memory.names import INDEX_NAME, SUFFIX, is_candidate_name
+
+RECORD_VERSION = 1  # bump when a refresh's outcome starts to depend on something the digest omits
+
+
+def record_key(scope: str, key: str | None) -> str:
+    """The `meta` key of one directory's record."""
+    return f"views:{scope}:{key or ''}"
+
+
+def _sig(st: os.stat_result) -> str:
+    return f"{st.st_mode:o}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _path_sig(path: Path) -> str | None:
+    """A file's stat signature ("-" when absent); None when it cannot be stat'ed (no record then)."""
+    try:
+        return _sig(os.lstat(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return "-"
+    except OSError:
+        return None
+
+
+def state_digest(directory: Path, params: dict[str, Any], views: Iterable[Path]) -> str | None:
+    """The digest of what a refresh of `directory` depends on besides file contents (see the
+    module docstring); None when an entry cannot be stat'ed (then there is no fast path)."""
+    parts = [json.dumps(params, sort_keys=True), f"v{RECORD_VERSION}"]
+    for view in (directory / INDEX_NAME, *views):
+        sig = _path_sig(view)
+        if sig is None:
+            return None
+        parts.append(sig)
+    files = _entries(directory)
+    if files is None:
+        return None
+    parts += files
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _entries(directory: Path) -> list[str] | None:
+    """"name NUL stat" of each candidate entry (directories aside), in name order; ["absent"] for
+    a missing directory; None when listing or a stat failed (an entry gone meanwhile)."""
+    files: list[str] = []
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                name = e.name
+                if name.endswith(SUFFIX) and is_candidate_name(name):  # the suffix first: one C call for most entries
+                    st = e.stat(follow_symlinks=False)
+                    if not S_ISDIR(st.st_mode):
+                        files.append(f"{name}\0{st.st_mode:o}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+    except (FileNotFoundError, NotADirectoryError):
+        return None if files or os.path.lexists(directory) else ["absent"]
+    except OSError:
+        return None
+    files.sort()  # names are unique in a directory: the order of the names
+    return files
+
+
+def rows_digest(rows: Iterable[tuple[str, int, float]]) -> str:
+    """The digest of a directory's search rows: (home-relative file, size, mtime), in file order."""
+    text = "\n".join(f"{f}\0{size}\0{mtime!r}" for f, size, mtime in sorted(rows))
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def make_record(state: str, rows: str, outcome: dict[str, Any]) -> str:
+    return json.dumps({"state": state, "rows": rows, "outcome": outcome}, sort_keys=True)
+
+
+def read_record(text: str | None) -> dict[str, Any] | None:
+    """A stored record, or None when absent or not one of ours."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    ok = isinstance(data, dict) and isinstance(data.get("outcome"), dict)
+    return data if ok and isinstance(data.get("state"), str) and isinstance(data.get("rows"), str) else None
+
+
+__all__ = ["RECORD_VERSION", "make_record", "read_record", "record_key", "rows_digest", "state_digest"]

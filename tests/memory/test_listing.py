@@ -1,0 +1,72 @@
+"""`memd list` from search rows (`scan.list_dir`) equals a scan of every file (`scan.scan_dir`), and a
+reused row is peeked at for a missing front matter only when it `could_be_bare`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from memd.index.refresh import refresh_dir
+from memd.index.writer import SearchIndex
+from memd.memory.file import render_memory
+from memd.memory.scan import could_be_bare, list_dir, scan_dir
+from memd.tree import Home
+
+
+def _odd_home(tmp_path: Path) -> tuple[Home, Path]:
+    home = Home(tmp_path / "h")
+    d = home.project_memory("-p")
+    d.mkdir(parents=True)
+    w = lambda name, text: (d / name).write_text(text)  # noqa: E731
+    w("a.md", render_memory("alpha", "first", "user", "x", {"source": "memd"}))
+    w("b.md", render_memory("ALPHA", "same name, other case", "project", "y"))  # a duplicate (case-folded)
+    w("c.md", render_memory("Ｃafé", "wide letters", "reference", "z"))
+    w("d.md", render_memory("cafe", "not a duplicate of Ｃafé", "reference", "z"))
+    w("bare.md", "# Heading only\n\ntext\n")  # no front matter
+    w("project.md", render_memory("project", "the body's first line", "project", "the body's first line"))  # looks bare
+    w("bad.md", "---\nname: [x\n---\n")
+    w("notes.txt", "not a candidate")
+    (d / "sub").mkdir()
+    os.symlink(d / "a.md", d / "link.md")
+    return home, d
+
+
+def _scanned(d: Path, home: Home) -> tuple[list[tuple[str, ...]], list[tuple[str, str]]]:
+    r = scan_dir(d, "project", "-p")
+    mems = [(str(m.path.relative_to(home.root)), m.name, m.description, m.type, repr(m.mtime), str(m.size)) for m in r.memories]
+    return mems, [(str(p.path), p.reason) for p in r.problems]
+
+
+def _listed(d: Path, home: Home) -> tuple[list[tuple[str, ...]], list[tuple[str, str]]]:
+    with SearchIndex.for_home(home) as db:
+        rows = {k[len(str(home.root)) + 1 :]: (m.name, m.description, m.type, m.mtime, m.size)
+                for k, m in db.known("project", "-p").items()}  # fmt: skip
+    listed, problems = list_dir(d, "project", "-p", rows, home.root)
+    mems = [(m.file, m.name, m.description, m.type, repr(m.mtime), str(m.size)) for m in listed]
+    return mems, [(str(p.path), p.reason) for p in problems]
+
+
+def test_a_listing_from_rows_equals_a_scan_of_every_file(tmp_path: Path) -> None:
+    home, d = _odd_home(tmp_path)
+    assert _listed(d, home) == _scanned(d, home)  # no rows at all: every file parsed
+    refresh_dir(home, "project", "-p", d)
+    assert _listed(d, home) == _scanned(d, home)  # every row current
+    (d / "c.md").write_text(render_memory("Ｃafé", "rewritten since the index", "reference", "zz"))
+    (d / "a.md").unlink()
+    (d / "e.md").write_text(render_memory("e", "new since the index", "user", "e"))
+    got = _listed(d, home)
+    assert got == _scanned(d, home)  # stale, gone and new files
+    assert any(m[2] == "rewritten since the index" for m in got[0])
+
+
+def test_only_a_row_that_could_be_bare_is_peeked_at(tmp_path: Path) -> None:
+    home, d = _odd_home(tmp_path)
+    refresh_dir(home, "project", "-p", d)
+    with SearchIndex.for_home(home) as db:
+        known = db.known("project", "-p")
+    by_name = {Path(k).name: m for k, m in known.items()}
+    assert could_be_bare(by_name["bare.md"]) and could_be_bare(by_name["project.md"])
+    assert not any(could_be_bare(by_name[f]) for f in ("a.md", "b.md", "c.md", "d.md"))
+    again = scan_dir(d, "project", "-p", known=known)
+    assert [str(p.path) for p in again.notes] == [str(d / "bare.md")]  # the look-alike has front matter: no note
+    assert [(m.name, m.description) for m in again.memories] == [(m.name, m.description) for m in scan_dir(d, "project", "-p").memories]
