@@ -152,11 +152,20 @@ class DaemonProc:
         # blocks in a write with its locks held (it looked like a home that never settles).
         self._drain = threading.Thread(target=self._read_stderr, daemon=True)
         self._drain.start()
-        wait_for(lambda: (self.home / "memd" / "daemon.json").exists() or self.proc.poll() is not None)
+        # Its own pid file: one a kill -9 left behind (the crash loops) exists before this daemon has set up
+        # its signals, and a SIGTERM then was the default action's death (-15), not a clean stop.
+        wait_for(lambda: self._pid_file_is_mine() or self.proc.poll() is not None)
         if self.proc.poll() is not None:
             self._drain.join(5)
         assert self.proc.poll() is None, "".join(self.stderr_lines)
         return self
+
+    def _pid_file_is_mine(self) -> bool:
+        assert self.proc is not None
+        try:
+            return json.loads((self.home / "memd" / "daemon.json").read_text()).get("pid") == self.proc.pid
+        except (OSError, ValueError, AttributeError):
+            return False  # not there yet, or half written
 
     def _read_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
