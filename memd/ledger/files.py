@@ -8,7 +8,7 @@ import hashlib
 import os
 import sqlite3
 import stat as stat_mod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,8 +142,14 @@ def known_files(conn: sqlite3.Connection, key: str | None = None) -> dict[str, F
 
 def _changed_in(home: Home, rel_dir: str, known: dict[str, FileSig]) -> bool:
     """Whether any regular `.jsonl` directly in `rel_dir` (under the home) differs from what the ledger read."""
+    return _dir_changed(os.path.join(home.root, rel_dir), lambda name, _path: f"{rel_dir}/{name}", known)
+
+
+def _dir_changed(directory: str, key_of: Callable[[str, str], str], known: dict[str, FileSig]) -> bool:
+    """Whether a regular `.jsonl` directly in `directory` differs from `known[key_of(name, path)]` (size,
+    mtime, inode); a directory that cannot be read has nothing new."""
     try:
-        with os.scandir(os.path.join(home.root, rel_dir)) as it:
+        with os.scandir(directory) as it:
             for e in it:
                 if not e.name.endswith(".jsonl"):
                     continue
@@ -152,7 +158,7 @@ def _changed_in(home: Home, rel_dir: str, known: dict[str, FileSig]) -> bool:
                 except OSError:
                     continue
                 sig = (st.st_size, st.st_mtime_ns, st.st_ino)
-                if stat_mod.S_ISREG(st.st_mode) and known.get(f"{rel_dir}/{e.name}") != sig:
+                if stat_mod.S_ISREG(st.st_mode) and known.get(key_of(e.name, e.path)) != sig:
                     return True
     except OSError:
         return False
@@ -180,20 +186,7 @@ def project_changed(home: Home, key: str, known: dict[str, FileSig]) -> bool:
 def outside_changed(ps: ProjectSessions, known: dict[str, FileSig]) -> bool:
     """Whether a project's own sessions directory holds a regular `.jsonl` the ledger has not read as
     it is (those transcripts are known by their absolute path: they are not under the home)."""
-    try:
-        with os.scandir(ps.sessions) as it:
-            for e in it:
-                if not e.name.endswith(".jsonl"):
-                    continue
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat_mod.S_ISREG(st.st_mode) and known.get(e.path) != (st.st_size, st.st_mtime_ns, st.st_ino):
-                    return True
-    except OSError:
-        return False
-    return False
+    return _dir_changed(str(ps.sessions), lambda _name, path: path, known)
 
 
 def stale_sessions(
