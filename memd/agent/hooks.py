@@ -155,8 +155,10 @@ def command(sub: str, home: Home | None, *, agent: str | None = None) -> int:
         return run(lambda event: session_start(home, event, agent=agent or "claude"))
     if sub == "precompact":
         return run(lambda event: pre_compact(home, event))
+    from memd.agent.recall import forget_model_calls, leave_if_a_call_was_cut
+
+    forget_model_calls()
     code = run(lambda event: user_prompt(home, event))
-    from memd.agent.recall import leave_if_a_call_was_cut
 
     leave_if_a_call_was_cut(code)
     return code

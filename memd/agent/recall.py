@@ -210,6 +210,15 @@ def call_with_deadline(fn: Callable[[], Any], seconds: float) -> Any:
     return box["value"]
 
 
+_MODEL_CALLED = [False]  # this process asked the model since the last `forget_model_calls` (the hook's exit)
+
+
+def forget_model_calls() -> None:
+    """Before a hook's recall: only a call made for this prompt makes `leave_if_a_call_was_cut` exit (a
+    process that ran other recalls before, a test's, goes on)."""
+    _MODEL_CALLED[0] = False
+
+
 def leave_if_a_call_was_cut(code: int) -> None:
     """Exit now, with `code`, when a model call was made (cut at its deadline or not).
 
@@ -220,11 +229,10 @@ def leave_if_a_call_was_cut(code: int) -> None:
     only when the process ends: the user's prompt would wait for it. The answer is written and
     flushed by then, and the state database's writes are committed, so nothing is lost.
     """
-    import sys  # noqa: PLC0415 - start-up
-
-    called = "anthropic" in sys.modules or any(t.name == "memd-recall" and t.is_alive() for t in threading.enumerate())
+    called = _MODEL_CALLED[0] or any(t.name == "memd-recall" and t.is_alive() for t in threading.enumerate())
     if called:
         import os  # noqa: PLC0415 - start-up
+        import sys  # noqa: PLC0415 - start-up
 
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -260,6 +268,7 @@ def ask_model(
         raise RecallFailed("no time left for the model")
     usage: list[dict[str, Any]] = []
     prompt = render_prompt(query, candidates)
+    _MODEL_CALLED[0] = True
     box: dict[str, Any] = {}
 
     def call() -> Any:

@@ -124,8 +124,14 @@ def test_a_call_made_and_finished_still_leaves_at_once(tmp_path: Path) -> None:
     import sys  # noqa: PLC0415
 
     mark = tmp_path / "finalised"
-    code = (f"import atexit, anthropic; atexit.register(lambda: open({str(mark)!r}, 'w').close()); "
-            "from memd.agent.recall import leave_if_a_call_was_cut; leave_if_a_call_was_cut(0)")  # fmt: skip
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=memd_env(), timeout=120)
-    assert r.returncode == 0, r.stderr.decode()[-2000:]
-    assert not mark.exists()
+    def leaves(called: bool) -> bool:
+        mark.unlink(missing_ok=True)
+        code = (f"import atexit; atexit.register(lambda: open({str(mark)!r}, 'w').close()); "
+                "from memd.agent import recall as r; r.forget_model_calls(); "
+                f"r._MODEL_CALLED[0] = {called}; r.leave_if_a_call_was_cut(0)")  # fmt: skip
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, env=memd_env(), timeout=120)
+        assert p.returncode == 0, p.stderr.decode()[-2000:]
+        return not mark.exists()
+
+    assert leaves(called=True)  # a call made, its threads ended: leaves at once
+    assert not leaves(called=False)  # no call: the ordinary exit
