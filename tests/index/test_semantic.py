@@ -259,7 +259,9 @@ def test_a_hung_socket_peer_costs_the_hook_its_short_wait_and_keywords_answer(
     try:
         t = time.monotonic()
         assert ask_nearest(home.memd_dir, PARAPHRASE, key, wait=HOOK_WAIT_S, deadline=budget) == []
-        assert time.monotonic() - t < 1.5  # gave up at its wait (0.25 s), inside the hook's budget
+        # Gave up at its wait (0.25 s) rather than hanging on a peer that never answers. The bound is loose on
+        # purpose: a loaded CI machine stretches the wait, and a hang would last until the peer closes.
+        assert time.monotonic() - t < 10
         out, _secs = _hook(home, proj, PARAPHRASE)  # the hook process: the same keyword answer
     finally:
         peer.close()
