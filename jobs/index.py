@@ -8,11 +8,10 @@ over-budget index are recorded for `memd status`, and the files are left in plac
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from memd.discovery import list_memory_dirs
-from memd.fsutil import ensure_private_dir
+from memd.fsutil import ensure_private_dir, sweep_stale_temps
 from memd.job.context import JobContext, RunResult
 from memd.tree import Place
 
@@ -98,29 +97,11 @@ def _check_search_db(ctx: JobContext) -> None:
         set_aside(ctx.home.search_db, why)
 
 
-TEMP_MAX_AGE_SECONDS = 60  # atomic_write takes milliseconds: older than a minute, a kill left it
-
-
 def sweep_temp_files(directory: Path, now: float, only: str = ".") -> int:
     """Remove what a writer killed mid-write left: `.<name>.<random>.tmp` files of atomic_write
     (MEMORY.md's and memory files' in a memory directory; with `only`, just those whose name
-    starts so, as the drawer render's `.memory.md.` in the home), once old enough that no live
-    writer can still own them. Never anything else."""
-    removed = 0
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return 0
-    for e in entries:
-        if not (e.name.startswith(only) and e.name.endswith(".tmp")) or not e.is_file(follow_symlinks=False):
-            continue
-        try:
-            if now - e.stat(follow_symlinks=False).st_mtime > TEMP_MAX_AGE_SECONDS:
-                os.unlink(e.path)
-                removed += 1
-        except OSError:
-            continue
-    return removed
+    starts so, as the drawer render's `.memory.md.` in the home), once stale (fsutil). Never anything else."""
+    return sweep_stale_temps(directory, now, lambda name: name.startswith(only) and name.endswith(".tmp"))
 
 
 def record_problems(ctx: JobContext, scope: str, problems: list[tuple[str, str]], warning: str | None) -> None:

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from memd.errors import MemdError
@@ -248,3 +249,28 @@ def durable_temp(path: Path, data: bytes, mode: int) -> Path:
             os.unlink(tmp)
         raise
     return Path(tmp)
+
+
+STALE_TEMP_SECONDS = 60.0  # an atomic write takes milliseconds: a temporary older than a minute was left by a kill
+
+
+def sweep_stale_temps(directory: Path | str, now: float, wanted: Callable[[str], bool]) -> int:
+    """Remove the regular files directly in `directory` whose name `wanted` accepts (a writer's own
+    `.<target>.<random>.tmp` temporaries) and that are older than STALE_TEMP_SECONDS at `now`: what a
+    writer killed mid-write left, once no live writer can still own it. Never anything else; a
+    directory that cannot be read sweeps nothing. Returns how many were removed."""
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for e in entries:
+        if not wanted(e.name):
+            continue
+        try:
+            if e.is_file(follow_symlinks=False) and now - e.stat(follow_symlinks=False).st_mtime > STALE_TEMP_SECONDS:
+                os.unlink(e.path)
+                removed += 1
+        except OSError:
+            continue
+    return removed

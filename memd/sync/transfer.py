@@ -39,6 +39,7 @@ from memd import __version__
 from memd.clock import iso, system_clock
 from memd.discovery import list_memory_dirs, list_project_keys
 from memd.errors import UsageError
+from memd.fsutil import sweep_stale_temps
 from memd.git.commits import enabled
 from memd.git.layout import (
     GLOBAL_DIR,
@@ -64,7 +65,6 @@ MANIFEST_NAME = "memd-export.json"
 FORMAT = 1
 MAX_MEMBERS = 20_000  # entries of one archive; named in the refusal (a memory directory holds hundreds)
 MAX_IMPORT_BYTES = 256 * 1024 * 1024  # all memories of one archive together, read before anything is written
-STALE_TMP_SECONDS = 60.0  # a write's temporary older than this belongs to a killed import or sync
 # A project key as memd makes one (`memd.keys.key_for_root`): letters, digits and dashes, one component.
 _KEY = re.compile(r"^[A-Za-z0-9-]{1,255}$")
 _MIN_MTIME_NS = 0  # 1970: an archive's mtime outside [1970, now] is clamped (2^80 ns would be the year 2446)
@@ -219,23 +219,13 @@ def clamp_mtime(mtime_ns: Any, now_ns: int) -> int | None:
 
 
 def sweep_temporaries(directory: Any, now: float) -> int:
-    """Remove `write_live`'s own temporaries (`.<memory>.md.<random>.tmp`) older than STALE_TMP_SECONDS:
-    what a killed import or sync left. Nothing else is touched. Returns how many were removed."""
-    n = 0
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return 0
-    for e in entries:
-        if not (e.name.startswith(".") and e.name.endswith(".tmp") and is_memory_name(e.name[1:].rsplit(".", 2)[0])):
-            continue
-        try:
-            if e.is_file(follow_symlinks=False) and now - e.stat(follow_symlinks=False).st_mtime > STALE_TMP_SECONDS:
-                os.unlink(e.path)
-                n += 1
-        except OSError:
-            continue
-    return n
+    """Remove `write_live`'s own temporaries (`.<memory>.md.<random>.tmp`) once stale (fsutil): what a
+    killed import or sync left. Nothing else is touched. Returns how many were removed."""
+    return sweep_stale_temps(directory, now, _is_live_temp)
+
+
+def _is_live_temp(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".tmp") and is_memory_name(name[1:].rsplit(".", 2)[0])
 
 
 def _preflight(home: Home, settings: Settings, by_place: dict[Place, dict[str, Any]]) -> None:
