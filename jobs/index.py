@@ -65,14 +65,17 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     from memd.git.commits import after_index  # noqa: PLC0415 - start-up
     after_index(ctx.home, target, ctx.settings)  # hand edits become the user's commit when memd.git is on
     from memd.history.writes import refresh_recorded  # noqa: PLC0415 - start-up (not memd.write.apply: its classifier's patterns)
-    result = refresh_recorded(ctx.home, ctx.settings, Place.memory(key if scope == "project" else None), ctx.now())
+    place = Place.memory(key if scope == "project" else None)
+    result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), hold=ctx.hold_index is not None)
+    ctx.index_held(place, result.index_held)
     reported = [*result.problems, *result.notes]  # a file without front matter is a memory, said so (§14)
     record_problems(ctx, str(target), [(str(p.path), p.reason) for p in reported], result.index_warning)
     for p in result.problems:
         ctx.log.warning("memory.unreadable", file=str(p.path), reason=p.reason)
     details = {"memories": result.memories, "problems": len(result.problems), "changed": result.changed,
                "drawer": result.drawer_mode, "temp_files_swept": swept,
-               "no_front_matter": len(result.notes), "index_run": result.index_run}  # fmt: skip
+               "no_front_matter": len(result.notes), "index_run": result.index_run,
+               "held_seconds": round(result.index_held, 1)}  # fmt: skip
     return RunResult("ok", details=details)
 
 

@@ -58,6 +58,7 @@ MEMD_FIELDS: list[tuple[str, str, Any]] = [
     ("pollSeconds", "int:1..86400", 5),
     ("forcePolling", "bool", False),
     ("reconcileSeconds", "int:1..604800", 300),  # a week
+    ("agentQuietSeconds", "int:0..3600", 30),  # the daemon's MEMORY.md rewrites wait this long after an agent's last append (0: never)
     ("lockTimeoutSeconds", "int:1..86400", 10),
     ("retrySeconds", "int:1..86400", 30),
     ("logLevel", "choice:debug|info|warning|error", "info"),
@@ -153,6 +154,7 @@ class Memd(NamedTuple):
     poll_seconds: int
     force_polling: bool
     reconcile_seconds: int
+    agent_quiet_seconds: int
     lock_timeout_seconds: int
     retry_seconds: int
     log_level: str

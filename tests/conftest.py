@@ -26,6 +26,9 @@ hypothesis_settings.register_profile(
     derandomize=os.environ.get("MEMD_TEST_RANDOM", "") in ("", "0"),
 )  # fmt: skip
 hypothesis_settings.load_profile("memd")
+# memd.index.hold: every daemon the suite starts (a process, or `memd run` in a forked child) rewrites
+# MEMORY.md at once; the tests of the hold take this away (monkeypatch, or "" in a daemon's env).
+os.environ.setdefault("MEMD_TEST_AGENT_QUIET_SECONDS", "0")
 CORPUS = Path(os.environ.get("MEMD_CORPUS", REPO.parent / "shared" / "corpus" / "claude-code"))
 
 

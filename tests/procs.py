@@ -27,6 +27,7 @@ from tests.conftest import memd_cmd
 def memd_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env.setdefault("MEMD_SEMANTIC", "off")  # memd[semantic]: only tests/index/test_semantic.py's daemons load the model
+    env.setdefault("MEMD_TEST_AGENT_QUIET_SECONDS", "0")  # memd.index.hold: see tests/conftest.py
     env.update(extra)
     return env
 

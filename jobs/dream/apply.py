@@ -146,10 +146,12 @@ def refresh_known(ctx: JobContext, ref: Place, memories: list[Memory]) -> None:
 
     s = ctx.settings
     directory = ref.memory_dir(ctx.home)
-    from memd.index.refresh import write_if_changed, write_index  # noqa: PLC0415 - start-up
+    from memd.index.refresh import agent_hold, write_if_changed, write_index  # noqa: PLC0415 - start-up
     from memd.index.render import render_drawer  # noqa: PLC0415 - start-up
     if s.memory.index_consolidation.enabled:
-        write_index(directory / "MEMORY.md", memories)  # lines memd did not write are kept (§14)
+        hold = agent_hold(ctx.home, s, ref, ctx.now()) if ctx.hold_index is not None else None
+        done = write_index(directory / "MEMORY.md", memories, hold=hold)  # lines memd did not write are kept (§14)
+        ctx.index_held(ref, done.held)  # the daemon: MEMORY.md once the project's agent is quiet
     if ref.kind == "global" and s.memory.global_.enabled:
         drawer = render_drawer(memories, max_bytes=int(s.memory.global_.max_bytes), today=ctx.now().date(), tz=UTC)
         write_if_changed(ctx.home.drawer_render, drawer.text)

@@ -445,6 +445,12 @@ class Daemon:
         self.scheduler.add_job(self.events.put, "date", run_date=when, args=(("recheck", (name, target)),),
                                id=f"recheck:{name}:{target}", replace_existing=True)  # fmt: skip
 
+    def _index_held(self, place: Place, seconds: float) -> None:
+        """A job held a project's MEMORY.md for an agent at work (memd.index.hold): index it again
+        once the agent has been quiet that long (one pending recheck per scope)."""
+        if not self.stop_requested:
+            self._recheck_later("index", place, seconds)
+
     def submit(self, name: str, target: Place, force: bool = False) -> bool:
         """Schedule `<job>:<target>` unless it is already scheduled, running or backing off."""
         jid = f"{name}:{target}"
@@ -461,7 +467,7 @@ class Daemon:
         result = None
         try:
             ctx = make_context(self.home, self.settings, log=self.log, now=self.clock,
-                               should_stop=lambda: self.stop_requested)  # fmt: skip
+                               should_stop=lambda: self.stop_requested, hold_index=self._index_held)  # fmt: skip
             try:
                 result = run_job(ctx, registry.get(name), target, force=force, lock_timeout=DAEMON_LOCK_TIMEOUT)
             finally:

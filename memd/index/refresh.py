@@ -28,6 +28,7 @@ import structlog
 from memd.discovery import list_memory_dirs
 from memd.fsutil import PRIVATE_FILE, UnusableFile, atomic_write, durable_temp, fsync_dir, kind_of, read_regular
 from memd.index import fingerprint
+from memd.index.hold import index_hold, quiet_seconds
 from memd.index.render import IndexRender, render_drawer, render_memory_index
 from memd.index.writer import SearchIndex, SyncStats, sweep_stale_view_temps
 from memd.memory.file import Memory
@@ -53,6 +54,7 @@ class RefreshResult:
     search: SyncStats | None = None
     memories: int = 0
     index_run: str | None = None  # the history run that kept MEMORY.md's bytes before its rewrite
+    index_held: float = 0.0  # seconds a due rewrite of MEMORY.md waits for the agent to go quiet (memd.index.hold)
 
 
 def _current_bytes(path: Path) -> bytes | None:
@@ -159,15 +161,22 @@ class IndexWrite:
     render: IndexRender
     written: bool
     merges: int = 0  # agent writes found under memd's own and merged in
+    held: float = 0.0  # a due rewrite not made: seconds until the agent is quiet (memd.index.hold)
 
 
-def write_index(path: Path, memories: Sequence[Memory], *, record: Record | None = None) -> IndexWrite:
+Hold = Callable[[], float]  # seconds a due rewrite of MEMORY.md should still wait (memd.index.hold); 0: now
+
+
+def write_index(path: Path, memories: Sequence[Memory], *, record: Record | None = None,
+                hold: Hold | None = None) -> IndexWrite:  # fmt: skip
     """MEMORY.md from `memories`, keeping every line memd did not write (SPEC §14).
 
     Read, merge (`render_memory_index(existing=…)`), swap in; if the file changed between the
     read and the swap (Claude Code's auto-memory or `/memory` writing it), merge what it wrote
     and swap again. When the file holds lines memd did not write, `record` keeps its bytes in
     the history first, so the rewrite is undoable. The file's mode is kept (0600 when new).
+    `hold` is asked only when the file would change: a positive answer leaves it as it is (the
+    daemon, while an agent is at work in the project) and is returned as `held`.
     """
     mode = _check_replaceable(path)
     live = source = _current_bytes(path)
@@ -179,6 +188,8 @@ def write_index(path: Path, memories: Sequence[Memory], *, record: Record | None
         data = rendered.text.encode("utf-8", "surrogateescape")
         if data == live:
             return IndexWrite(rendered, written=wrote, merges=merges)
+        if hold is not None and not wrote and (left := hold()) > 0:
+            return IndexWrite(rendered, written=False, merges=merges, held=left)
         if rendered.foreign and record is not None and not recorded:
             record(path)
             recorded = True
@@ -193,15 +204,19 @@ def write_index(path: Path, memories: Sequence[Memory], *, record: Record | None
         source, live = seen, (data if went_in else seen)
 
 
-def _write_index(path: Path, memories: Sequence[Memory], result: RefreshResult, record: Record | None) -> IndexRender:
+def _write_index(path: Path, memories: Sequence[Memory], result: RefreshResult, record: Record | None,
+                 hold: Hold | None) -> IndexRender:  # fmt: skip
     sweep_stale_view_temps(path, datetime.now(UTC).timestamp())  # a killed earlier write's leftovers (I/O edge)
     try:
-        done = write_index(path, memories, record=record)
+        done = write_index(path, memories, record=record, hold=hold)
     except OSError as exc:
         result.problems.append(Problem(path, f"index not written: {exc.strerror or exc}"))
         log.warning("view.write_failed", path=str(path), what="index", error=str(exc))
         return render_memory_index(memories)
     result.index_written = done.written
+    result.index_held = done.held
+    if done.held:
+        log.info("view.held", path=str(path), what="index", seconds=round(done.held, 1))
     if done.written:
         log.info("view.written", path=str(path), what="index", kept=done.render.kept, merges=done.merges)
     return done.render
@@ -233,10 +248,11 @@ def _render_views(
     write_index: bool,
     write_drawer: bool,
     record: Record | None = None,
+    hold: Hold | None = None,
 ) -> None:
     """MEMORY.md of the directory, and for the drawer its injection render."""
     if write_index and directory.is_dir():
-        rendered = _write_index(directory / INDEX_NAME, memories, result, record)
+        rendered = _write_index(directory / INDEX_NAME, memories, result, record, hold)
     else:
         rendered = render_memory_index(memories)
     result.index_warning = rendered.warning
@@ -260,6 +276,7 @@ def _scan_and_render(
     max_file_bytes: int,
     known: dict[str, Memory] | None = None,
     record: Record | None = None,
+    hold: Hold | None = None,
 ) -> tuple[list[Memory], RefreshResult]:
     scanned = scan_dir(directory, scope, key, max_bytes=max_file_bytes, known=known)
     result = RefreshResult(problems=list(scanned.problems), memories=len(scanned.memories),
@@ -276,6 +293,7 @@ def _scan_and_render(
         write_index=write_index,
         write_drawer=write_drawer,
         record=record,
+        hold=hold,
     )
     return scanned.memories, result
 
@@ -295,6 +313,7 @@ def refresh_dir(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     record: Record | None = None,
     also: Sequence[Memory] = (),
+    hold: Hold | None = None,
 ) -> RefreshResult:
     """Refresh one memory directory: MEMORY.md, the drawer render (global only), search rows.
 
@@ -306,6 +325,8 @@ def refresh_dir(
     recorder's `before`) is called before a MEMORY.md holding lines memd did not write is
     rewritten (`write_index`). `also`: memories kept in search under this scope that live elsewhere
     (a MewCode project's own `.mewcode/memory/`, `memd.write.mewcode`): in no view, only in search.
+    `hold`: the daemon's wait for a quiet agent before MEMORY.md changes (`memd.index.hold`); a held
+    rewrite keeps no fingerprint record, so the next refresh renders again.
     """
     owned = index is None
     db = SearchIndex.for_home(home) if index is None else index
@@ -335,10 +356,11 @@ def refresh_dir(
             max_file_bytes=max_file_bytes,
             known=db.known(scope, key),
             record=record,
+            hold=hold,
         )
         result.search = db.sync({(scope, key): [*memories, *also]})
         result.changed = result.index_written or result.drawer_written or result.search.changed
-        if state is not None and not result.changed and fingerprint.state_digest(directory, params, views) == state:
+        if state is not None and not result.changed and not result.index_held and fingerprint.state_digest(directory, params, views) == state:
             _keep_record(db, scope, key, state, result)
     finally:
         if owned:
@@ -436,12 +458,24 @@ def refresh_all(
 
 
 def refresh_place(home: Home, settings: Settings, place: Any, today: date, *, record: Record | None = None,
-                  also: Sequence[Memory] = ()) -> Any:  # fmt: skip
+                  also: Sequence[Memory] = (), hold_at: datetime | None = None) -> Any:  # fmt: skip
     """One memory directory's indexes as the settings want them (§6, §8): the one refresh entry
-    (jobs, the history's undo, migrations, sync) and the one place that reads those settings."""
+    (jobs, the history's undo, migrations, sync) and the one place that reads those settings.
+    `hold_at` (the daemon's jobs): a project's MEMORY.md waits for its agent to go quiet, as of then."""
     return refresh_dir(
         home, place.kind, place.key, place.memory_dir(home),
         max_bytes_drawer=int(settings.memory.global_.max_bytes), today=today,
         write_index=bool(settings.memory.index_consolidation.enabled),
         write_drawer=bool(settings.memory.global_.enabled), record=record, also=also,
+        hold=None if hold_at is None else agent_hold(home, settings, place, hold_at),
     )  # fmt: skip
+
+
+def agent_hold(home: Home, settings: Settings, place: Any, now: datetime) -> Hold | None:
+    """The daemon's wait before it rewrites a project's MEMORY.md under an agent at work
+    (`memd.index.hold`); None for the drawer, which no agent edits, or when it is switched off."""
+    quiet = quiet_seconds(settings.memd.agent_quiet_seconds)
+    if place.kind != "project" or quiet <= 0:
+        return None
+    key = place.key or ""
+    return lambda: index_hold(home.project_dir(key), home.project_memory(key) / INDEX_NAME, now.timestamp(), quiet)

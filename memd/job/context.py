@@ -78,6 +78,9 @@ class JobContext:
     log: Any
     should_stop: Callable[[], bool] = lambda: False
     llm_factory: Callable[[JobContext], Any] | None = None
+    # The daemon's: its rewrites of a project's MEMORY.md wait for the agent to go quiet (memd.index.hold),
+    # and a held one is handed back here (the scope, the seconds left) to be run again then. None: at once.
+    hold_index: Callable[[Place, float], None] | None = None
     usage: dict[str, int] = field(default_factory=lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0})
     _llm: Any = None
     _provider: str | None = None
@@ -96,6 +99,12 @@ class JobContext:
                     raise Deferred(str(getattr(avail, "why", "no API key")))
             self._provider = chosen
         return self._provider
+
+    def index_held(self, place: Place, seconds: float) -> None:
+        """A rewrite of `place`'s MEMORY.md this run held for an agent at work: the daemon runs the
+        index job again when the `seconds` are over (nothing to do outside the daemon)."""
+        if seconds > 0 and self.hold_index is not None:
+            self.hold_index(place, seconds)
 
     @property
     def llm(self) -> Any:
@@ -193,8 +202,8 @@ def make_context(
     now: Clock = system_clock,
     should_stop: Callable[[], bool] = lambda: False,
     readonly: bool = False,
+    hold_index: Callable[[Place, float], None] | None = None,
 ) -> JobContext:
     conn = state.connect(home.state_db, readonly=readonly)
-    return JobContext(
-        home=home, settings=settings, conn=conn, now=now, log=log, should_stop=should_stop, llm_factory=make_llm
-    )
+    return JobContext(home=home, settings=settings, conn=conn, now=now, log=log, should_stop=should_stop,
+                      llm_factory=make_llm, hold_index=hold_index)  # fmt: skip

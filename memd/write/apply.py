@@ -375,6 +375,7 @@ def refresh_scope(ctx: JobContext, scope: str, key: str | None) -> Any:
 
     place = Place.memory(None if scope == "global" else key)
     also = own_memories(ctx, key) if key is not None else []  # the project's own `.mewcode/memory/`, for recall
-    result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), also=also)
+    result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), also=also, hold=ctx.hold_index is not None)
+    ctx.index_held(place, result.index_held)  # the daemon: MEMORY.md once the project's agent is quiet
     update_views(ctx, place)  # a MewCode home: its `memories.md` views (a no-op elsewhere)
     return result

@@ -4,7 +4,9 @@ A real Claude Code session whose model (the fake API) saves a memory as Claude C
 a topic file written with the Write tool and a pointer added to `MEMORY.md` with Read + Edit — while
 memd's daemon maintains the same folder and extracts a memory of its own from the session. Both memories
 and every index line survive: Claude Code's pointers, its note that no file backs, its topic file without
-front matter, and memd's lines. On main the daemon's first index run replaced the agent's MEMORY.md.
+front matter, and memd's lines. On main the daemon's first index run replaced the agent's MEMORY.md; later
+its index run, set off by the agent's topic file, rewrote MEMORY.md between the agent's Read and its Edit
+(now it waits for the session to go quiet, memd.index.hold).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ DEBUGGING = "# Debugging notes\n\nRun the suite with -x; the fixtures leak temp 
 FLAKY_POINTER = "- [Flaky test](flaky_test.md) — which test flakes and what to do"
 FLAKY = ("---\nname: Flaky test\ndescription: which test flakes and what to do\ntype: project\n---\n\n"
          "tests/test_hooks.py::test_timeout flakes under load; rerun it once.\n")  # fmt: skip
+QUIET = 8  # memd.agentQuietSeconds: the daemon leaves MEMORY.md alone until the session has been this quiet
 STATEMENT = "We decided to use Postgres 16 for the billing service."
 
 
@@ -39,7 +42,7 @@ def test_auto_memory_and_memd_share_the_folder_and_nothing_is_lost(
     claude: ClaudeInstall, claude_home: Path, tmp_path: Path, ground_truth: list[str]
 ) -> None:
     config = claude_home / ".claude"
-    (config / "settings.json").write_text(json.dumps({"memd": {"provider": "offline"}}))
+    (config / "settings.json").write_text(json.dumps({"memd": {"provider": "offline", "agentQuietSeconds": QUIET}}))
     repo = make_repo(tmp_path / "repo").resolve()
     memdir = config / "projects" / project_key(repo) / "memory"
     memdir.mkdir(parents=True)
@@ -47,7 +50,7 @@ def test_auto_memory_and_memd_share_the_folder_and_nothing_is_lost(
     index.write_text(f"{DEBUG_POINTER}\n{NOTE}\n")  # an earlier session's auto-memory: a pointer and a note
     (memdir / "debugging.md").write_text(DEBUGGING)  # the docs' topic file: no front matter
 
-    with FakeAnthropic(default=text("Noted.")) as api, DaemonProc(config, env=memd_env()) as daemon:
+    with FakeAnthropic(default=text("Noted.")) as api, DaemonProc(config, env=memd_env(MEMD_TEST_AGENT_QUIET_SECONDS="")) as daemon:
         wait_for(lambda: INDEX_HEADER in _read(index))  # memd's first index run over the agent's file
         assert f"{DEBUG_POINTER}\n{NOTE}\n" in _read(index)
         api.enqueue(
@@ -61,6 +64,9 @@ def test_auto_memory_and_memd_share_the_folder_and_nothing_is_lost(
         assert run.returncode == 0, run.stderr
         results = {r["tool_use_id"]: r for r in request_tool_results(api.message_requests[-1])}
         assert not any(r.get("is_error") for r in results.values()), results  # Claude Code's own writes went in
+        # and memd did not rewrite MEMORY.md between the agent's Read and its Edit (memd.index.hold): on main the
+        # topic file set off an index run there, and 2.1.332 refused the Edit or applied it with this note
+        assert "modified on disk" not in str(results["toolu_e"]["content"]), results["toolu_e"]
         wait_for(lambda: "Postgres" in _read(index) and FLAKY_POINTER in _read(index))  # memd's memory beside
         nxt_from = len(api.message_requests)
         nxt = run_claude("hello again", repo, config, api.url, claude=claude)
