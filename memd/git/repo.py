@@ -106,15 +106,26 @@ class Repo:
         return data
 
     def _ensure(self) -> None:
-        if self.exists():
+        """The repository, set up whole: a kill between `git init` and its configuration (its HEAD
+        exists, the settings do not) is finished by the next run, not taken for a finished set-up."""
+        if self.exists() and self._configured():
             return
         ensure_private_dir(self.git.git_dir.parent)
-        self.git.run("init", "-q", "--bare", "-b", BRANCH, str(self.git.git_dir))
+        if not self.exists():
+            self.git.run("init", "-q", "--bare", "-b", BRANCH, str(self.git.git_dir))
         # A bare repository keeps no reflog by default; memd's users may need one to repair by hand.
         self.git.run("config", "core.logAllRefUpdates", "always")
-        self.git.run("config", "memd.layout", "1")
+        self.git.run("config", "memd.layout", "1")  # written last: the mark of a finished set-up
         os.chmod(self.git.git_dir, 0o700)
         log.info("git.initialised", repository=str(self.git.git_dir))
+
+    def _configured(self) -> bool:
+        """Whether `_ensure` finished here: its last setting is in the config file (read, not a git run)."""
+        try:
+            text = (self.git.git_dir / "config").read_text(encoding="utf-8", errors="replace").lower()
+        except OSError:
+            return False
+        return "[memd]" in text and "layout = 1" in text
 
     def _sweep(self) -> None:
         """Leftovers of a killed git: its lock files. Only called under git.lock, so none is live."""

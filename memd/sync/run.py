@@ -237,13 +237,19 @@ def _sync(home: Home, settings: Settings, remote: str, host: str | None) -> dict
 
 
 def _set_remote(repo: Repo, remote: str) -> None:
-    """`origin` is `memd.sync.remote` (`~` expanded: git does not expand it in a configured path)."""
+    """`origin` is `memd.sync.remote` (`~` expanded: git does not expand it in a configured path), and
+    fetches into `refs/remotes/origin/*`. Both are checked every time, not the refspec only when the URL
+    changes: a kill between the two writes left a URL without a refspec, so `fetch` filled only
+    FETCH_HEAD, the merge saw an old `origin/main`, and every push after was refused as non-fast-forward."""
     g = repo.git
     remote = os.path.expanduser(remote) if remote.startswith("~") else remote
+    refspec = f"+refs/heads/*:refs/remotes/{REMOTE}/*"
     cur = g.run("config", "--get", f"remote.{REMOTE}.url", ok=(0, 1)).stdout.decode().strip()
     if cur != remote:
         g.run("config", f"remote.{REMOTE}.url", remote)
-        g.run("config", "--replace-all", f"remote.{REMOTE}.fetch", f"+refs/heads/*:refs/remotes/{REMOTE}/*")
+    fetch = g.run("config", "--get-all", f"remote.{REMOTE}.fetch", ok=(0, 1)).stdout.decode().split()
+    if fetch != [refspec]:
+        g.run("config", "--replace-all", f"remote.{REMOTE}.fetch", refspec)
 
 
 def network_git(git: Git, *args: str, ok: tuple[int, ...] = (0,), idle: float | None = None,

@@ -135,6 +135,16 @@ def test_stale_git_lock_files_from_a_killed_process_are_cleared(tmp_path: Path) 
     assert not (home.memd_dir / "git" / "refs" / "heads" / "main.lock").exists()
 
 
+def test_a_kill_between_git_init_and_its_settings_is_finished_by_the_next_write(tmp_path: Path) -> None:
+    home = make_home(tmp_path, "h", None)
+    (home.memd_dir).mkdir(parents=True, exist_ok=True)
+    git("init", "-q", "--bare", "-b", "main", str(home.memd_dir / "git"))  # killed right after `git init`
+    memd_write(home, None, "a.md", text("a", "one"))
+    assert _git(home, "config", "--get", "core.logAllRefUpdates").strip() == "always"  # the reflog is kept
+    assert _git(home, "config", "--get", "memd.layout").strip() == "1"
+    assert _git(home, "reflog", "show", "main").strip()
+
+
 def test_the_repository_is_one_a_user_reads_and_repairs_with_git(tmp_path: Path) -> None:
     home = make_home(tmp_path, "h", None)
     memd_write(home, None, "a.md", text("a", "one"))

@@ -268,6 +268,27 @@ def test_a_push_refused_because_the_remote_moved_is_merged_again_never_forced(tm
     git("--git-dir", str(remote), "merge-base", "--is-ancestor", calls[0], "main")  # B's push was kept, not forced over
 
 
+def test_a_kill_between_setting_the_remotes_url_and_its_refspec_does_not_break_every_later_sync(
+        tmp_path: Path) -> None:  # fmt: skip
+    """tests/sync/test_kill.py found it: a `kill -9` after `remote.origin.url` was written and before
+    `remote.origin.fetch` was left the URL without a refspec; later syncs saw the URL right and never
+    wrote the refspec, so `fetch` filled only FETCH_HEAD and every push was refused as non-fast-forward
+    ("the remote kept moving … (4 rounds)") although nothing moved."""
+    remote = bare_remote(tmp_path)
+    a, b = make_home(tmp_path, "a", remote), make_home(tmp_path, "b", remote)
+    memd_write(a, None, "a.md", text("a", "from the laptop"))
+    cli_sync(a, "laptop")
+    git("--git-dir", str(a.memd_dir / "git"), "config", "--unset-all", "remote.origin.fetch")  # the kill's state
+    memd_write(b, None, "b.md", text("b", "from the desk"))
+    cli_sync(b, "desk")
+    memd_write(a, None, "a2.md", text("a2", "again from the laptop"))
+    got = cli_sync(a, "laptop")
+    assert got["pushed"] and got["rounds"] == 1
+    assert set(memory_files(a, None)) == {"a.md", "a2.md", "b.md"}
+    assert git("--git-dir", str(a.memd_dir / "git"), "config", "--get-all", "remote.origin.fetch").split() == [
+        "+refs/heads/*:refs/remotes/origin/*"]
+
+
 def test_of_two_checkouts_of_one_repository_on_one_machine_one_is_synced_and_nothing_is_lost(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     remote = bare_remote(tmp_path)
