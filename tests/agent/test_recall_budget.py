@@ -100,6 +100,9 @@ def test_after_a_model_call_the_hook_leaves_without_the_interpreters_finalisatio
     import sys  # noqa: PLC0415
 
     home, proj = _world(tmp_path)
+    # A budget no load can eat before the call starts: the hook must reach the model for this test to say
+    # anything (with the 1.5 s default a loaded CI machine spent it first and the keywords answered, no call).
+    (home.root / "settings.json").write_text(json.dumps({"memd": {"recallBudgetMs": 60000}}))
     api.default = json_text({"selected": [1]})
     ev = {"session_id": SID, "transcript_path": str(home.projects / cwd_key(proj) / f"{SID}.jsonl"),
           "cwd": str(proj), "hook_event_name": "UserPromptSubmit", "prompt": "how do we deploy this?"}  # fmt: skip
@@ -111,6 +114,7 @@ def test_after_a_model_call_the_hook_leaves_without_the_interpreters_finalisatio
                        input=json.dumps(ev).encode(), capture_output=True, env=env, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     assert "deploy-fridays" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]  # answered whole
+    assert len(api.message_requests) == 1  # the model was asked
     assert not mark.exists()  # left at once, not through the interpreter's finalisation
     offline = subprocess.run([sys.executable, "-c", code, "--home", str(home.root), "recall", "--hook"],
                              input=json.dumps({**ev, "session_id": SID[:-1] + "0"}).encode(), capture_output=True,
