@@ -10,6 +10,9 @@ any that click would treat otherwise than a hook form: another option (`--agent`
 like an option. Invariant: for every argv `hook_call` accepts, the output, side effects and exit
 code are those of the click command (tests/cli/test_hook_entry.py runs both).
 
+Before that, `context` and `recall` ask the running daemon (`memd.agent.hookwire`): when it answers, the
+process writes the answer and exits without loading the hooks' modules; when not, it answers itself.
+
 This module imports nothing at the top: everything it loads is on the hooks' path.
 """
 
@@ -76,9 +79,40 @@ def main() -> None:
 
         cli()
         return
+    sub, home = call
+    stdin = None
+    if sub != "precompact":
+        from memd.agent import hookwire
+
+        try:
+            raw = sys.stdin.buffer.read(hookwire.MAX_STDIN)
+        except Exception:
+            raw = None  # the in-process hook meets the same and says so
+        answered = hookwire.ask(sub, home, raw) if raw is not None else None
+        if answered is not None:
+            sys.exit(_write(*answered))
+        if raw is not None:
+            import io
+
+            stdin = io.BytesIO(raw)
     from memd.agent import hooks
 
-    sys.exit(hooks.command(call[0], hooks.find_home(call[1])))
+    sys.exit(hooks.command(sub, hooks.find_home(home), stdin=stdin))
+
+
+def _write(code: int, out: bytes, err: bytes) -> int:
+    """Write the daemon's answer as the hook process would have (`memd.agent.hooks.run`): a failed write is
+    dropped, never an error."""
+    import sys
+
+    for stream, data in ((sys.stdout, out), (sys.stderr, err)):
+        if data:
+            try:
+                stream.buffer.write(data)
+                stream.flush()
+            except Exception:
+                pass
+    return code
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ def parse_iso(text: str) -> datetime | None:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-def process_started(monotonic_now: float | None = None) -> float:
-    """When this process started, on `time.monotonic()`'s clock: a hook's budget counts from there.
+def process_started(monotonic_now: float | None = None, pid: int | None = None) -> float:
+    """When this process (or process `pid`: a hook the daemon answers) started, on `time.monotonic()`'s clock: a
+    hook's budget counts from there.
 
     Linux gives the start in clock ticks since boot (`/proc/self/stat`, field 22, on the boot-time
     clock, so suspend is counted on both sides); elsewhere, or when that cannot be read, it is now
@@ -37,7 +38,7 @@ def process_started(monotonic_now: float | None = None) -> float:
 
     now = time.monotonic() if monotonic_now is None else monotonic_now
     try:
-        with open("/proc/self/stat", "rb") as f:
+        with open(f"/proc/{'self' if pid is None else int(pid)}/stat", "rb") as f:
             raw = f.read()
         start_ticks = int(raw[raw.rindex(b")") + 2 :].split()[19])
         elapsed = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")

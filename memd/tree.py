@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -17,10 +18,14 @@ from typing import Literal
 DEFAULT_HOME = "~/.deepcode"
 
 
-def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The home memd works on: `--home`, else `$DEEPCODE_HOME`, else `~/.deepcode`."""
-    raw = explicit or os.environ.get("DEEPCODE_HOME") or DEFAULT_HOME
-    return Path(raw).expanduser().absolute()
+def resolve_home(explicit: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None,
+                 cwd: str | None = None) -> Path:  # fmt: skip
+    """The home memd works on: `--home`, else `$DEEPCODE_HOME`, else `~/.deepcode`; a relative one from the
+    cwd. `environ` and `cwd` are a process's (default this one's: the daemon passes a hook's; `~` is always
+    this process's `$HOME`)."""
+    raw = explicit or (os.environ if environ is None else environ).get("DEEPCODE_HOME") or DEFAULT_HOME
+    path = Path(raw).expanduser()
+    return path.absolute() if cwd is None else Path(cwd) / path
 
 
 @dataclass(frozen=True)

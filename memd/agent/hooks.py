@@ -33,6 +33,7 @@ SessionStart after the compaction (`source: "compact"`) brings the summary back.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import sqlite3
@@ -67,6 +68,16 @@ class _Quiet:
 
 
 QUIET = _Quiet()
+# Where a hook's one-line notes go: stderr, or, while the daemon answers a hook (`respond`), that answer's.
+_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("memd_hook_notes", default=None)
+
+
+def _note(line: str) -> None:
+    sink = _NOTES.get()
+    if sink is None:
+        sys.stderr.write(line)
+    else:
+        sink.append(line)
 
 
 @dataclass(frozen=True)
@@ -112,19 +123,31 @@ def _stdout_to_stderr() -> Iterator[IO[str]]:
         sys.stdout = real
 
 
+def handle(handler: Callable[[Event], str | None], raw: bytes) -> str:
+    """What the hook writes on stdout for the event `raw`: `handler`'s answer and a newline, or "" (nothing to
+    say, or a failure: its one line noted)."""
+    try:
+        result = handler(Event.parse(raw))
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            _note(f"memd: hook skipped: {type(exc).__name__}: {exc}\n")
+        return ""
+    return result + "\n" if result else ""
+
+
 def run(handler: Callable[[Event], str | None], stdin: IO[bytes] | None = None) -> int:
     """Read the event, call `handler`, print its answer (if any); 0 whatever happens."""
     with _stdout_to_stderr() as out:
         try:
             raw = (stdin or sys.stdin.buffer).read(MAX_STDIN)
-            result = handler(Event.parse(raw))
         except Exception as exc:
             with contextlib.suppress(Exception):
-                sys.stderr.write(f"memd: hook skipped: {type(exc).__name__}: {exc}\n")
+                _note(f"memd: hook skipped: {type(exc).__name__}: {exc}\n")
             return 0
-        if result:
+        text = handle(handler, raw)
+        if text:
             try:
-                out.write(result + "\n")
+                out.write(text)
                 out.flush()
             except Exception:
                 pass
@@ -145,33 +168,66 @@ def find_home(explicit: str | None) -> Home | None:
         return None
 
 
-def command(sub: str, home: Home | None, *, agent: str | None = None) -> int:
+def command(sub: str, home: Home | None, *, agent: str | None = None, stdin: IO[bytes] | None = None) -> int:
     """`memd <sub> --hook` (`sub` of memd.agent.connect.SUBCOMMANDS) on `home`: the exit code, 0 whatever happens (a hook never
     blocks a session); no home, nothing done. The click commands and the click-free path of the `memd`
-    script (`memd.__main__`) both run a hook through here."""
+    script (`memd.__main__`) both run a hook through here (the latter with the `stdin` it read when the daemon
+    did not answer)."""
     if home is None:
         return 0
-    if sub == "context":
-        return run(lambda event: session_start(home, event, agent=agent or "claude"))
     if sub == "precompact":
-        return run(lambda event: pre_compact(home, event))
+        return run(lambda event: pre_compact(home, event), stdin)
+    if sub == "context":
+        return run(handler(sub, home, agent=agent or "claude"), stdin)
     from memd.agent.recall import forget_model_calls, leave_if_a_call_was_cut
 
     forget_model_calls()
-    code = run(lambda event: user_prompt(home, event))
+    code = run(handler(sub, home), stdin)
 
     leave_if_a_call_was_cut(code)
     return code
 
 
+def handler(sub: str, home: Home, *, agent: str = "claude", cwd: str | None = None, env: dict[str, str] | None = None,
+            started: float | None = None) -> Callable[[Event], str | None]:  # fmt: skip
+    """The answer to the hook `sub` ("context" or "recall") on `home`. `cwd`, `env` and `started` are the hook
+    process's (default: this process's): the daemon passes the asking hook's (`respond`)."""
+    if sub == "context":
+        return lambda event: session_start(home, event, agent=agent, cwd=cwd)
+    return lambda event: user_prompt(home, event, cwd=cwd, env=env, started=started)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a hook process writes and exits with."""
+
+    out: str  # on stdout ("" for nothing)
+    err: str  # on stderr: its notes, a line each
+    code: int = 0
+
+
+def respond(sub: str, home: Home, raw: bytes, *, cwd: str, env: dict[str, str], started: float) -> Reply:
+    """The hook `sub` ("context" or "recall") as the process `memd <sub> --hook` with `raw` on its stdin, `cwd`,
+    `env` and its start at `started` (`time.monotonic()`'s clock) would answer it, on this thread: the daemon's
+    hook socket (memd/daemon/hook_server.py) calls this. The same code as `command`, and the same records; only
+    what it writes is returned instead. Never raises."""
+    notes: list[str] = []
+    token = _NOTES.set(notes)
+    try:
+        out = handle(handler(sub, home, cwd=cwd, env=env, started=started), raw)
+    finally:
+        _NOTES.reset(token)
+    return Reply(out, "".join(notes))
+
+
 # --------------------------------------------------------------------------- where
 
 
-def session_cwd(event: Event) -> str:
-    """The session's working directory: the event's, else the process's."""
+def session_cwd(event: Event, cwd: str | None = None) -> str:
+    """The session's working directory: the event's, else the hook process's (`cwd`, default this process's)."""
     if event.cwd and os.path.isabs(event.cwd) and os.path.isdir(event.cwd):
         return event.cwd
-    return os.getcwd()
+    return cwd or os.getcwd()
 
 
 def transcript_place(home: Home, event: Event) -> tuple[str, str] | None:
@@ -189,14 +245,14 @@ def transcript_place(home: Home, event: Event) -> tuple[str, str] | None:
     return rel.parts[0], sid
 
 
-def memory_key(home: Home, event: Event) -> str:
-    """The project whose memory this session reads (SPEC §1.1a)."""
+def memory_key(home: Home, event: Event, cwd: str | None = None) -> str:
+    """The project whose memory this session reads (SPEC §1.1a); `cwd` the hook process's (`session_cwd`)."""
     from memd.keys import memory_key_for_session, project_key
 
     where = transcript_place(home, event)
     if where is not None:
         return memory_key_for_session(event.cwd, where[0])
-    return project_key(session_cwd(event))
+    return project_key(session_cwd(event, cwd))
 
 
 # --------------------------------------------------------------------------- records
@@ -247,7 +303,7 @@ def _record_quietly(home: Home, conn: sqlite3.Connection | None, session_id: str
             record_surfaced(conn, surfaced[0], session_id, surfaced[1])
         record(conn, session_id, day, **counts)
     except Exception as exc:
-        sys.stderr.write(f"memd: hook not recorded: {exc}\n")
+        _note(f"memd: hook not recorded: {exc}\n")
     finally:
         if own and conn is not None:
             conn.close()
@@ -269,7 +325,8 @@ def day_counts(conn: sqlite3.Connection, days: list[str]) -> list[dict[str, Any]
 # --------------------------------------------------------------------------- SessionStart
 
 
-def session_start(home: Home, event: Event, *, agent: str = "claude", now: Callable[[], datetime] | None = None) -> str | None:
+def session_start(home: Home, event: Event, *, agent: str = "claude", now: Callable[[], datetime] | None = None,
+                  cwd: str | None = None) -> str | None:  # fmt: skip
     """The SessionStart answer: the session-start block (`memd.agent.context`) as additionalContext.
 
     After a compaction (`source: "compact"`) the session's `summary.md` comes too (SPEC §4, §11):
@@ -282,7 +339,7 @@ def session_start(home: Home, event: Event, *, agent: str = "claude", now: Calla
     kw = {"now": now} if now is not None else {}
     summary = compact_summary(home, event) if event.source == "compact" and settings.memory.enabled else None
     room = HOOK_MAX_CHARS - (len(summary) + 40 if summary else 0)
-    ctx = inject.build(home, settings, session_cwd(event), inject.AGENTS[agent], max_chars=room, **kw)
+    ctx = inject.build(home, settings, session_cwd(event, cwd), inject.AGENTS[agent], max_chars=room, **kw)
     if summary:
         ctx.sections.append(inject.Section("sessionSummary", summary))
     body = ctx.body()
@@ -364,8 +421,11 @@ def render_recalled(home: Home, memories: list[Any], now: datetime, max_chars: i
     return text[:max_chars]
 
 
-def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None = None) -> str | None:
-    """The UserPromptSubmit answer: recall (§7b.1) for the prompt, or None when nothing is relevant."""
+def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None = None, cwd: str | None = None,
+                env: dict[str, str] | None = None, started: float | None = None) -> str | None:  # fmt: skip
+    """The UserPromptSubmit answer: recall (§7b.1) for the prompt, or None when nothing is relevant. `cwd`, `env`
+    (the provider's choice) and `started` (when the budget began, on `time.monotonic()`'s clock) are the hook
+    process's: this process's by default."""
     from memd import settings as st
 
     prompt = (event.prompt or "").strip()
@@ -381,10 +441,10 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
     from memd.job.context import make_context
 
     clock = now or system_clock
-    provider, _why = st.effective_provider(settings, memd_dir=home.memd_dir)
-    key = memory_key(home, event)
+    provider, _why = st.effective_provider(settings, env=env, memd_dir=home.memd_dir)
+    key = memory_key(home, event, cwd)
     ctx = make_context(home, settings, log=QUIET, now=clock)
-    deadline = process_started() + settings.memd.recall_budget_ms / 1000
+    deadline = (process_started() if started is None else started) + settings.memd.recall_budget_ms / 1000
     try:
         ctx.conn.execute(f"PRAGMA busy_timeout={HOOK_BUSY_MS}")
         # memd[semantic]: the daemon embeds the prompt (this process loads no model); [] when it does not serve.

@@ -34,6 +34,7 @@ from memd.clock import Clock, iso, system_clock
 from memd.daemon import registry
 from memd.daemon.batching import gather_seconds, take_batch
 from memd.daemon.dispatch import Dispatch
+from memd.daemon.hook_server import HookServer
 from memd.daemon.lock import DaemonLock
 from memd.discovery import ProjectSessions, classify_path, discover_sessions, list_memory_dirs, session_file
 from memd.fsutil import ensure_private_dir
@@ -107,6 +108,7 @@ class Daemon:
         self.scheduler: Any = None
         self.observer: Any = None
         self.nearest: Any = None  # the nearest-memories socket (memd[semantic]), when the extra is installed
+        self.hooks: HookServer | None = None  # the hook socket: answers `memd context|recall --hook` (hook_server)
         self._mem_sig: dict[Place, tuple[Any, ...]] = {}
         self._last_poll = 0.0
         self._last_due = 0.0
@@ -144,6 +146,8 @@ class Daemon:
             self.log.info("daemon.started", pid=os.getpid(), home=str(self.home.root), polling=self._polling())
             self._start_scheduler()
             self._start_nearest()
+            self.hooks = HookServer(self.home, self.log)
+            self.hooks.start()
             self._start_watcher()
             self.events.put(("scan", None))
             self.events.put(("reconcile", None))
@@ -245,6 +249,8 @@ class Daemon:
             self.observer.stop()
         if self.nearest is not None:
             self.nearest.stop()
+        if self.hooks is not None:
+            self.hooks.stop()
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
         with self.mu:

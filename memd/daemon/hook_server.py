@@ -1,0 +1,279 @@
+"""The daemon's side of the hook socket: `memd run` answers `memd context --hook` and `memd recall --hook`
+(issue 27 point 3; the wire and the client are memd/agent/hookwire.py).
+
+A hook process that finds `<home>/memd/hook.sock` sends its command, stdin, cwd and the environment that
+decides an answer, and writes what comes back; the daemon runs `memd.agent.hooks.respond`, the code the
+process would run, with the modules already loaded. So the answer is the one the process would print and
+the records (the session's and the day's hook counts, recall's surfaced set, a model call's usage) are
+written once, by whichever of the two answered.
+
+Invariants:
+- Only what the process would answer the same way is answered: the request's protocol and code stamp are
+  this daemon's; its home is this home (the same directory, by whatever path the hook names it: the hook's
+  path is used, so the answer names files as the process would); its `HOME` and `TZ` are this process's
+  (`~`, the local date); a recall that may call a model has this process's `ANTHROPIC_*`, proxy and
+  certificate variables, and the `claude-code` provider is left to the process (it runs `claude` in the
+  hook's environment). Anything else gets "no <reason>" and the hook answers itself.
+- Settings are read per answer, by the same code (`settings.json` as it is now: no reload needed).
+- The work starts only while the hook still waits (its "ok" deadline, then the wait the "ok" named, with
+  `START_MARGIN_S` to spare), and an answer past that wait is not sent: a hook that gave up answered
+  itself, and this daemon then records nothing for a hook it did not start in time.
+- One thread and one state connection per request (the hook code opens and closes its own); at most
+  `MAX_CLIENTS` at once (more are closed at once: those hooks answer themselves). A failure never stops the
+  server. The socket is made 0600 in the private memd directory, only a socket is ever removed from its place,
+  and only connections from this user are served (`SO_PEERCRED`, where the system has it).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import struct
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memd.agent import hookwire
+from memd.clock import process_started
+from memd.fsutil import ensure_private_dir
+from memd.tree import Home, resolve_home
+
+READ_TIMEOUT_S = 1.0
+MAX_CLIENTS = 8
+ANSWER_WAIT_S = 2.0  # what the "ok" grants: the work (~10 ms) and a busy state database (the hooks wait 1 s for it)
+MODEL_GRACE_S = 0.5  # a recall that may call a model: until its budget ends (from the hook's start), and this
+START_MARGIN_S = 1.0  # the work starts only with this much of the granted wait left
+SAME_ENV = ("HOME", "TZ")
+MODEL_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+             "http_proxy", "https_proxy", "all_proxy", "no_proxy")  # fmt: skip
+PAUSE_ENV = "MEMD_TEST_HOOK_PAUSE_S"  # tests: the daemon waits this long after its "ok" (a daemon slow or hung mid-answer)
+# What the hooks' answers load: imported when the server starts, so the first hook finds them warm.
+WARM = ("memd.agent.hooks", "memd.agent.context", "memd.agent.recall", "memd.agent.candidates", "memd.index.search",
+        "memd.index.staleness", "memd.memory.reading", "memd.job.context", "memd.redact.redactor", "memd.keys")  # fmt: skip
+
+
+class Request:
+    """One parsed request (hookwire's wire)."""
+
+    def __init__(self, fields: list[bytes], stdin: bytes) -> None:
+        (self.magic, self.protocol, self.stamp, sub, home, cwd, pid, sent, *rest) = fields
+        self.sub = sub.decode()
+        self.home = os.fsdecode(home) or None
+        self.cwd = os.fsdecode(cwd)
+        self.pid = int(pid)
+        self.sent = float(sent)
+        self.streams = tuple(s.decode() for s in rest[:4])
+        self.env = dict(os.fsdecode(kv).partition("=")[::2] for kv in rest[4:])
+        self.stdin = stdin
+        if len(self.streams) != 4 or not os.path.isabs(self.cwd):
+            raise ValueError("malformed request")
+
+
+def read_request(conn: socket.socket) -> Request:
+    """One request from `conn` (within `READ_TIMEOUT_S` a read); ValueError when it is not one."""
+    buf = b""
+    while b"\n" not in buf:
+        chunk = conn.recv(4096)
+        if not chunk or len(buf) > 64:
+            raise ValueError("no request line")
+        buf += chunk
+    first, _, buf = buf.partition(b"\n")
+    n_head, _, n_in = first.partition(b":")
+    if not (n_head.isdigit() and n_in.isdigit()) or int(n_head) > hookwire.MAX_HEADER or int(n_in) > hookwire.MAX_STDIN:
+        raise ValueError("bad lengths")
+    want = int(n_head) + int(n_in)
+    while len(buf) < want:
+        chunk = conn.recv(max(65536, want - len(buf)))
+        if not chunk:
+            raise ValueError("cut request")
+        buf += chunk
+    fields = buf[: int(n_head)].split(b"\0")
+    if len(fields) < 12 or fields[0] != hookwire.MAGIC:
+        raise ValueError("not a hook request")
+    return Request(fields, buf[int(n_head) : want])
+
+
+def encode(text: str, encoding: str, errors: str) -> bytes:
+    """`text` as the hook process's stream would write it: nothing when its encoding cannot (the process's
+    write fails, and the hooks drop a failed answer), the codec's `errors` otherwise."""
+    try:
+        return text.encode(encoding, errors)
+    except (UnicodeError, LookupError):
+        return b""
+
+
+class HookServer:
+    """Answers the hooks on the home's socket, on daemon threads of its own."""
+
+    def __init__(self, home: Home, log: Any, environ: Mapping[str, str] | None = None) -> None:
+        self.home = home
+        self.log = log
+        self.environ = os.environ if environ is None else environ
+        self.path = Path(hookwire.socket_path(str(home.root)))
+        self.stamp = hookwire.code_stamp()  # at start: code installed since then is another version
+        self._listener: socket.socket | None = None
+        self._slots = threading.BoundedSemaphore(MAX_CLIENTS)
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pause = float(self.environ.get(PAUSE_ENV) or 0)
+
+    def start(self) -> None:
+        """Load the hooks' modules and listen, on a thread (the daemon's start does not wait)."""
+        self._thread = threading.Thread(target=self._run, name="memd-hooks", daemon=True)
+        self._thread.start()
+
+    def _clear_stale(self) -> bool:
+        """Remove a socket a previous daemon left (the daemon lock says it is not serving); refuse anything else."""
+        try:
+            mode = os.lstat(self.path).st_mode
+        except FileNotFoundError:
+            return True
+        if not stat.S_ISSOCK(mode):
+            self.log.warning("hooks.not_served", path=str(self.path), reason="something else is in the socket's place")
+            return False
+        self.path.unlink()
+        return True
+
+    def _listen(self) -> socket.socket | None:
+        if not self._clear_stale():
+            return None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            ensure_private_dir(self.path.parent)  # 0700: nobody else reaches the socket before its chmod
+            sock.bind(str(self.path))
+            os.chmod(self.path, 0o600)
+            sock.listen(MAX_CLIENTS)
+        except OSError as exc:  # a path over the 107 bytes a socket's name may have, a read-only disk
+            sock.close()
+            self.log.warning("hooks.not_served", path=str(self.path), reason=str(exc))
+            return None
+        return sock
+
+    def _run(self) -> None:
+        import importlib  # noqa: PLC0415 - the daemon's thread, not a hook's path
+
+        for name in WARM:
+            importlib.import_module(name)
+        if self._stopped.is_set():
+            return
+        listener = self._listen()
+        if listener is None:
+            return
+        self._listener = listener
+        self.log.info("hooks.serving", path=str(self.path))
+        while not self._stopped.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                break  # closed by stop()
+            if not self._slots.acquire(blocking=False):
+                conn.close()
+                continue
+            threading.Thread(target=self._serve_one, args=(conn,), name="memd-hook-client", daemon=True).start()
+
+    def _serve_one(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                if not self._same_user(conn):
+                    return
+                conn.settimeout(READ_TIMEOUT_S)
+                self._serve(conn, read_request(conn))
+        except (OSError, ValueError):
+            pass  # a malformed request, or the hook gave up (its deadline): nothing to tell it
+        except Exception as exc:
+            self.log.warning("hooks.failed", reason=f"{type(exc).__name__}: {exc}"[:300])
+        finally:
+            self._slots.release()
+
+    @staticmethod
+    def _same_user(conn: socket.socket) -> bool:
+        cred = getattr(socket, "SO_PEERCRED", None)
+        if cred is None:
+            return True  # the 0700 directory and the 0600 socket keep others out
+        _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, cred, struct.calcsize("3i")))
+        return uid == os.getuid()
+
+    def _serve(self, conn: socket.socket, req: Request) -> None:
+        if time.monotonic() > req.sent + hookwire.ACK_WAIT_S:
+            self.log.info("hooks.late", sub=req.sub)  # it has answered itself by now
+            return
+        home, why = self._home_of(req)
+        wait: float | str = why or "another home" if home is None else self._wait(req, home)
+        if isinstance(wait, str) or home is None:
+            conn.sendall(b"no " + str(wait).encode()[:200] + b"\n")
+            return
+        due = time.monotonic() + wait
+        conn.sendall(b"ok %d\n" % int(wait * 1000))
+        if self._pause:
+            self.log.info("hooks.paused", seconds=self._pause)
+            time.sleep(self._pause)
+        if time.monotonic() > due - START_MARGIN_S:
+            self.log.warning("hooks.abandoned", sub=req.sub, reason="started too late: the hook answers itself")
+            return
+        from memd.agent.hooks import respond  # noqa: PLC0415 - loaded by _run already
+
+        started = min(process_started(pid=req.pid), req.sent)
+        reply = respond(req.sub, home, req.stdin, cwd=req.cwd, env=req.env, started=started)
+        out = encode(reply.out, req.streams[0], req.streams[1])
+        err = encode(reply.err, req.streams[2], req.streams[3]) or encode(reply.err, req.streams[2], "backslashreplace")
+        if time.monotonic() > due:
+            self.log.warning("hooks.abandoned", sub=req.sub, reason="answered too late: the hook answers itself")
+            return
+        conn.sendall(b"%d %d %d\n" % (reply.code, len(out), len(err)) + out + err)
+
+    def _home_of(self, req: Request) -> tuple[Home | None, str | None]:
+        """The hook's home as its process names it, when it is this daemon's; else why not."""
+        if req.protocol != str(hookwire.PROTOCOL).encode() or req.stamp != self.stamp:
+            return None, "another version of memd"
+        if req.sub not in hookwire.SUBS:
+            return None, f"{req.sub}: not answered here"
+        for name in SAME_ENV:
+            if req.env.get(name) != self.environ.get(name):
+                return None, f"another environment ({name})"
+        root = resolve_home(req.home, environ=req.env, cwd=req.cwd)
+        try:
+            if not os.path.samefile(root, self.home.root):
+                return None, "another home"
+        except OSError:
+            return None, "another home"
+        return Home(root), None
+
+    def _wait(self, req: Request, home: Home) -> float | str:
+        """How long the hook may wait for this answer, or why the daemon does not give it."""
+        if req.sub != "recall":
+            return ANSWER_WAIT_S
+        from memd import settings as st  # noqa: PLC0415 - loaded by _run already
+
+        settings = st.load(home.settings_file)
+        provider, _why = st.effective_provider(settings, env=req.env, memd_dir=home.memd_dir)
+        if provider == "offline":
+            return ANSWER_WAIT_S
+        if provider == "claude-code":
+            return "the claude-code provider runs in the hook's own environment"
+        names = {*MODEL_ENV, *(k for k in (*req.env, *self.environ) if k.startswith(hookwire.ENV_PREFIX))}
+        differ = sorted(n for n in names if req.env.get(n) != self.environ.get(n))
+        if differ:
+            return f"another environment ({differ[0]})"
+        budget_end = min(process_started(pid=req.pid), req.sent) + settings.memd.recall_budget_ms / 1000
+        return max(ANSWER_WAIT_S, budget_end - time.monotonic() + MODEL_GRACE_S)
+
+    def stop(self) -> None:
+        """Close the socket and remove its file (ours: made by `_listen`)."""
+        self._stopped.set()
+        if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._listener.close()
+            try:
+                if stat.S_ISSOCK(os.lstat(self.path).st_mode):
+                    self.path.unlink()
+            except OSError:
+                pass
+
+
+__all__ = ["ANSWER_WAIT_S", "MAX_CLIENTS", "HookServer", "Request", "encode", "read_request"]
