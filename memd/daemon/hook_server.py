@@ -157,6 +157,7 @@ class HookServer:
 
         for name in WARM:
             importlib.import_module(name)
+        self._warm_model()
         if self._stopped.is_set():
             return
         listener = self._listen()
@@ -173,6 +174,19 @@ class HookServer:
                 conn.close()
                 continue
             threading.Thread(target=self._serve_one, args=(conn,), name="memd-hook-client", daemon=True).start()
+
+    def _warm_model(self) -> None:
+        """With a model provider, load its SDK now: a recall's budget counts from the hook's start, and the
+        SDK's first import takes most of it (the hook process pays it each time)."""
+        from memd import settings as st  # noqa: PLC0415 - the daemon's thread, not a hook's path
+
+        try:
+            provider, _why = st.effective_provider(st.load(self.home.settings_file), memd_dir=self.home.memd_dir)
+            if provider == "anthropic":
+                import anthropic  # noqa: F401, PLC0415 - the SDK memd.llm.client loads at its first call
+                import memd.llm.client  # noqa: F401, PLC0415
+        except Exception as exc:  # the first recall loads it then
+            self.log.warning("hooks.warm_failed", reason=str(exc)[:300])
 
     def _serve_one(self, conn: socket.socket) -> None:
         try:
