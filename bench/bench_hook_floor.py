@@ -39,6 +39,7 @@ STDLIB = "import re, json, sqlite3, datetime, pathlib, dataclasses, typing, thre
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TITLE = "## Hooks near the floor (issue 27 point 3)"
 TITLE_NO_DAEMON = "## Hooks near the floor without the daemon (issue 27 point 3)"
+TITLE_SOCKET = "## Hooks near the floor: the daemon answers them (issue 27 point 3)"
 
 
 def _env() -> dict[str, str]:
@@ -70,10 +71,10 @@ class Timer:
         self.wall: dict[str, list[float]] = {}
         self.cpu: dict[str, list[float]] = {}
 
-    def run(self, label: str, cmd: list[str], stdin: bytes = b"") -> bytes:
+    def run(self, label: str, cmd: list[str], stdin: bytes = b"", env: dict[str, str] | None = None) -> bytes:
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        r = subprocess.run(cmd, input=stdin, capture_output=True, env=_env())
+        r = subprocess.run(cmd, input=stdin, capture_output=True, env={**_env(), **(env or {})})
         took = time.perf_counter() - t
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         if r.returncode != 0 or r.stderr:
@@ -87,9 +88,43 @@ class Timer:
         return {"n": len(w), "p50": pct(w, 0.5), "p95": pct(w, 0.95), "cpu_p50": pct(self.cpu[label], 0.5)}
 
 
-def measure(scripts: dict[str, Path], home: Home, projects: list[Path], runs: int, python: Path) -> dict[str, Any]:
-    """`runs` rounds of: the two floors, then each install's SessionStart and recall hook."""
+def start_daemon(memd: Path, home: Home) -> subprocess.Popen[bytes]:
+    """`memd run` of the installed wheel on the bench home, once its hook socket is there and its start-up
+    work (the ledger's stat pass, an index run per memory directory) is over: its log quiet for 5 s."""
+    proc = subprocess.Popen([str(memd), "--home", str(home.root), "run"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=_env())  # fmt: skip
+    log = home.memd_dir / "logs" / "memd.jsonl"
+    sock = home.memd_dir / "hook.sock"
+    last, quiet_since, t0 = -1, time.monotonic(), time.monotonic()
+    while time.monotonic() - t0 < 600:
+        if proc.poll() is not None:
+            sys.exit(f"memd run exited {proc.returncode}")
+        size = log.stat().st_size if log.exists() else 0
+        if size != last:
+            last, quiet_since = size, time.monotonic()
+        if sock.exists() and time.monotonic() - quiet_since > 5:
+            return proc
+        time.sleep(0.2)
+    proc.kill()
+    sys.exit("memd run did not settle within 10 min")
+
+
+def answered_by_daemon(memd: Path, home: Home, proj: Path) -> bool:
+    """Whether the daemon answered a SessionStart: the process then never loads the hooks' module."""
+    python = memd.parent / "python"
+    code = "import sys; sys.argv[0] = 'memd'; from memd.__main__ import main; main()"
+    r = subprocess.run([str(python), "-X", "importtime", "-c", code, "--home", str(home.root), "context", "--hook"],
+                       input=json.dumps(event(home, proj, "probe", "SessionStart", source="startup")).encode(),
+                       capture_output=True, env=_env(), cwd=proj)  # fmt: skip (not the checkout's cwd: `-c` imports from it)
+    return r.returncode == 0 and bool(r.stdout) and b"memd.agent.hooks" not in r.stderr
+
+
+def measure(scripts: dict[str, Path], home: Home, projects: list[Path], runs: int, python: Path,
+            envs: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """`runs` rounds of: the two floors, then each install's SessionStart and recall hook (under each of `envs`,
+    labelled by its key: e.g. the daemon answering, and the hook answering itself)."""
     t = Timer()
+    envs = envs or {"": {}}
     args = ["--home", str(home.root)]
     for _ in range(3):  # warm the page cache
         for memd in scripts.values():
@@ -101,14 +136,13 @@ def measure(scripts: dict[str, Path], home: Home, projects: list[Path], runs: in
         t.run("floor", [str(python), "-c", "pass"])
         t.run("stdlib", [str(python), "-c", STDLIB])
         for name, memd in scripts.items():
-            start = event(home, proj, sid, "SessionStart", source="startup")
-            answered += bool(
-                t.run(f"{name} context", [str(memd), *args, "context", "--hook"], json.dumps(start).encode()).strip()
-            )
-            ask = event(home, proj, sid, "UserPromptSubmit", prompt=prompt)
-            recalled += bool(
-                t.run(f"{name} recall", [str(memd), *args, "recall", "--hook"], json.dumps(ask).encode()).strip()
-            )
+            for tag, env in envs.items():
+                start = event(home, proj, f"{sid}{'x' if tag else ''}", "SessionStart", source="startup")
+                answered += bool(t.run(f"{name} context{tag}", [str(memd), *args, "context", "--hook"],
+                                       json.dumps(start).encode(), env).strip())  # fmt: skip
+                ask = event(home, proj, f"{sid}{'x' if tag else ''}", "UserPromptSubmit", prompt=prompt)
+                recalled += bool(t.run(f"{name} recall{tag}", [str(memd), *args, "recall", "--hook"],
+                                       json.dumps(ask).encode(), env).strip())  # fmt: skip
     labels = [k for k in t.wall if k != "warm"]
     return {"stats": {k: t.stats(k) for k in labels}, "answered": answered, "recalled": recalled}
 
@@ -124,6 +158,11 @@ def main() -> int:
         action="store_true",
         help="nothing holds the state database open: each hook's close checkpoints its WAL (two fsyncs)",
     )
+    ap.add_argument(
+        "--socket",
+        action="store_true",
+        help="a real `memd run` on the home: each hook answered by it, and answering itself (MEMD_HOOK_SOCKET=off)",
+    )
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--no-write", action="store_true", help="print the results, leave RESULTS.md alone")
     args = ap.parse_args()
@@ -136,6 +175,20 @@ def main() -> int:
         homes = []
         for n in args.memories:
             home, projects = build_home(work / f"m{n}", args.sessions, n)
+            if args.socket:
+                proc = start_daemon(scripts["memd"], home)
+                try:
+                    if not answered_by_daemon(scripts["memd"], home, projects[0]):
+                        sys.exit("the daemon did not answer the probe hook")
+                    load0 = os.getloadavg()[0]
+                    r = measure(scripts, home, projects, args.runs, work / "venv" / "bin" / "python",
+                                {"": {}, ", itself": {"MEMD_HOOK_SOCKET": "off"}})  # fmt: skip
+                finally:
+                    proc.terminate()
+                    proc.wait(180)
+                homes.append({"memories": n, **r, "load": [load0, os.getloadavg()[0]]})
+                shutil.rmtree(work / f"m{n}", ignore_errors=True)
+                continue
             load0 = os.getloadavg()[0]
             daemon = None if args.no_daemon else state.connect(home.state_db)  # held open, as `memd run` does
             try:
@@ -151,7 +204,8 @@ def main() -> int:
            "baseline": str(args.baseline_wheel) if args.baseline_wheel else None}  # fmt: skip
     print(json.dumps(res, indent=2))
     if not args.no_write:
-        write_section(TITLE_NO_DAEMON if args.no_daemon else TITLE, render(res, args), RESULTS)
+        title = TITLE_SOCKET if args.socket else TITLE_NO_DAEMON if args.no_daemon else TITLE
+        write_section(title, render_socket(res, args) if args.socket else render(res, args), RESULTS)
     return 0
 
 
@@ -199,6 +253,43 @@ def render(r: dict[str, Any], args: argparse.Namespace) -> str:
             lines += ["", f"CPU at {h['memories']:,} memories (p50): the floor {cpu['floor']:.0f} ms; the standard library a hook's work",
                       f"needs, imported alone, {cpu['stdlib']:.0f} ms ({cpu['stdlib'] / cpu['floor']:.1f} × the floor); memd's modules and",
                       f"the work add {cpu['memd context'] - cpu['stdlib']:.0f} ms (SessionStart) and {cpu['memd recall'] - cpu['stdlib']:.0f} ms (recall)."]  # fmt: skip
+    lines += ["", f"Home: {r['sessions']:,} sessions in the ledger, the memories over 20 git projects and the global drawer,",
+              "indexed (bench_hooks.py's). A quarter of the prompts name a topic, a quarter ask to fix something, a quarter",
+              "are Chinese, a quarter name nothing memory holds.", ""]  # fmt: skip
+    return "\n".join(lines)
+
+
+def render_socket(r: dict[str, Any], args: argparse.Namespace) -> str:
+    """The `--socket` section: each hook answered by the running daemon and answering itself, against the floor."""
+    cmd = f"`.venv/bin/python bench/bench_hook_floor.py --socket --sessions {args.sessions} --memories " \
+          f"{' '.join(map(str, args.memories))} --runs {args.runs}`"
+    lines = [
+        TITLE_SOCKET, "",
+        f"Command: {cmd} (2 cores shared with other work; the 1-minute load average at each home's start",
+        "and end is in its row). memd from a wheel installed into a fresh venv (bytecode compiled by pip, the `memd`",
+        "script pip writes); a real `memd run` of that install on the home, settled (its log quiet for 5 s) before the",
+        "first round; the hooks' JSON on stdin as Claude Code sends it; offline provider. Each round runs the floor",
+        "(`python -c pass` with the venv's interpreter), the standard library a hook's work needs, then SessionStart",
+        "and a recall answered by the daemon over `<home>/memd/hook.sock`, then the same two answering themselves in",
+        f"the same process as before (`MEMD_HOOK_SOCKET=off`, the daemon still running): {r['runs']} rounds a home,",
+        "so every ratio is against the floor measured in the same run, at the same moments. Before the rounds, one",
+        "SessionStart run with `-X importtime` showed the daemon answered (the process never loaded `memd.agent.hooks`).",
+        "Target: each hook's p95 ≤ 2 × the floor's p50.",
+        "",
+        "| memories | command | p50 ms | p95 ms | CPU p50 ms | p50 ÷ floor p50 | p95 ÷ floor p50 | p95 ÷ floor p95 | load |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---|",
+    ]  # fmt: skip
+    names = {"floor": "`python -c pass` (the floor)", "stdlib": f"`python -c '{STDLIB}'`",
+             "memd context": "`memd context --hook`, the daemon answers", "memd recall": "`memd recall --hook`, the daemon answers",
+             "memd context, itself": "`memd context --hook`, answering itself",
+             "memd recall, itself": "`memd recall --hook`, answering itself"}  # fmt: skip
+    for h in r["homes"]:
+        s, floor = h["stats"], h["stats"]["floor"]
+        for label, v in s.items():
+            ratios = ("—", "—", "—") if label == "floor" else (
+                f"{v['p50'] / floor['p50']:.2f}", f"**{v['p95'] / floor['p50']:.2f}**", f"{v['p95'] / floor['p95']:.2f}")
+            lines.append(f"| {h['memories']:,} | {names.get(label, label)} | {v['p50']:.1f} | {v['p95']:.1f} | "
+                         f"{v['cpu_p50']:.1f} | {' | '.join(ratios)} | {h['load'][0]:.1f}–{h['load'][1]:.1f} |")  # fmt: skip
     lines += ["", f"Home: {r['sessions']:,} sessions in the ledger, the memories over 20 git projects and the global drawer,",
               "indexed (bench_hooks.py's). A quarter of the prompts name a topic, a quarter ask to fix something, a quarter",
               "are Chinese, a quarter name nothing memory holds.", ""]  # fmt: skip
