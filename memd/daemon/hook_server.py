@@ -155,8 +155,12 @@ class HookServer:
     def _run(self) -> None:
         import importlib  # noqa: PLC0415 - the daemon's thread, not a hook's path
 
-        for name in WARM:
-            importlib.import_module(name)
+        try:
+            for name in WARM:
+                importlib.import_module(name)
+        except Exception as exc:  # a broken install: the hooks answer themselves (and say what is wrong)
+            self.log.warning("hooks.not_served", reason=f"{type(exc).__name__}: {exc}"[:300])
+            return
         self._warm_model()
         if self._stopped.is_set():
             return
@@ -184,6 +188,7 @@ class HookServer:
             provider, _why = st.effective_provider(st.load(self.home.settings_file), memd_dir=self.home.memd_dir)
             if provider == "anthropic":
                 import anthropic  # noqa: F401, PLC0415 - the SDK memd.llm.client loads at its first call
+
                 import memd.llm.client  # noqa: F401, PLC0415
         except Exception as exc:  # the first recall loads it then
             self.log.warning("hooks.warm_failed", reason=str(exc)[:300])
