@@ -15,7 +15,9 @@ Rules every hook here keeps:
 * **Fast.** The `memd` script runs a hook's command line without click (`memd.__main__`, then
   `command` here); no logging, structlog or hashlib, no model SDK unless a model is configured,
   small files read (bench/bench_hook_floor.py, against a bare interpreter's start;
-  tests/cli/test_hook_entry.py lists the modules a hook loads).
+  tests/cli/test_hook_entry.py lists the modules a hook loads). A running daemon answers
+  SessionStart and UserPromptSubmit with these modules loaded (`respond`, over the hook socket:
+  memd.agent.hookwire, memd/daemon/hook_server.py); the process then loads none of them.
 * **What a hook surfaced is recorded**, per session and per day, in the state
   database's `kv` table: `hooks:<session>` holds the session's counts (`memd
   sessions --json`, field `hooks`), `hookday:<YYYY-MM-DD>` the day's (`memd

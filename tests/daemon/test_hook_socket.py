@@ -309,3 +309,15 @@ def test_only_a_socket_of_this_user_in_a_private_directory_is_used(tmp_path: Pat
     (tmp_path / "linked").symlink_to(d)
     assert not hookwire.usable(str(tmp_path / "linked" / "hook.sock"))
     assert not hookwire.usable(str(tmp_path / "absent" / "hook.sock"))
+
+
+def test_the_daemon_resolves_a_hooks_home_from_the_hooks_cwd_and_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memd.tree import resolve_home  # noqa: PLC0415
+
+    assert resolve_home("rel/h", environ={}, cwd="/w") == Path("/w/rel/h")
+    assert resolve_home(None, environ={"DEEPCODE_HOME": "/d"}, cwd="/w") == Path("/d")
+    assert resolve_home(None, environ={}, cwd="/w") == Path("~/.deepcode").expanduser()
+    monkeypatch.chdir(tmp_path)
+    assert resolve_home("rel") == resolve_home("rel", cwd=str(tmp_path)) == tmp_path / "rel"  # as the process itself
