@@ -50,6 +50,7 @@ SAME_ENV = ("HOME", "TZ")
 MODEL_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
              "http_proxy", "https_proxy", "all_proxy", "no_proxy")  # fmt: skip
 PAUSE_ENV = "MEMD_TEST_HOOK_PAUSE_S"  # tests: the daemon waits this long after its "ok" (a daemon slow or hung mid-answer)
+STALL_ENV = "MEMD_TEST_HOOK_STALL_S"  # tests: ... before it reads a request (a daemon too busy to answer at all)
 # What the hooks' answers load: imported when the server starts, so the first hook finds them warm.
 WARM = ("memd.agent.hooks", "memd.agent.context", "memd.agent.recall", "memd.agent.candidates", "memd.index.search",
         "memd.index.staleness", "memd.memory.reading", "memd.job.context", "memd.redact.redactor", "memd.keys")  # fmt: skip
@@ -119,6 +120,7 @@ class HookServer:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._pause = float(self.environ.get(PAUSE_ENV) or 0)
+        self._stall = float(self.environ.get(STALL_ENV) or 0)
 
     def start(self) -> None:
         """Load the hooks' modules and listen, on a thread (the daemon's start does not wait)."""
@@ -198,6 +200,8 @@ class HookServer:
             with conn:
                 if not self._same_user(conn):
                     return
+                if self._stall:
+                    time.sleep(self._stall)
                 conn.settimeout(READ_TIMEOUT_S)
                 self._serve(conn, read_request(conn))
         except (OSError, ValueError):
