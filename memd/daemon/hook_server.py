@@ -181,6 +181,11 @@ class HookServer:
                 continue
             threading.Thread(target=self._serve_one, args=(conn,), name="memd-hook-client", daemon=True).start()
 
+    def settings_changed(self) -> None:
+        """After a reload (SIGHUP): a provider that now calls a model gets its SDK loaded, off the main loop. The
+        answers themselves read `settings.json` each time."""
+        threading.Thread(target=self._warm_model, name="memd-hooks-warm", daemon=True).start()
+
     def _warm_model(self) -> None:
         """With a model provider, load its SDK now: a recall's budget counts from the hook's start, and the
         SDK's first import takes most of it (the hook process pays it each time)."""
@@ -192,6 +197,8 @@ class HookServer:
                 import anthropic  # noqa: F401, PLC0415 - the SDK memd.llm.client loads at its first call
 
                 import memd.llm.client  # noqa: F401, PLC0415
+
+                self.log.info("hooks.model_ready", provider=provider)
         except Exception as exc:  # the first recall loads it then
             self.log.warning("hooks.warm_failed", reason=str(exc)[:300])
 

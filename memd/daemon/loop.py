@@ -265,6 +265,8 @@ class Daemon:
                 self.reload_requested = False
                 self.settings = settings_mod.load(self.home.settings_file)
                 self._record_settings()
+                if self.hooks is not None:
+                    self.hooks.settings_changed()
                 self.log.info("settings.reloaded")
                 self.events.put(("scan", None))  # `memd.roots` may name new places
             self._periodic()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -244,16 +245,21 @@ def test_a_home_by_another_path_is_answered_with_that_path_a_linked_socket_is_no
     assert counts(home, "hooks:o") == {}
 
 
-@pytest.mark.slow  # the daemon loads the SDK before it serves: ~5 s here
+@pytest.mark.slow  # the daemon loads the SDK: ~5 s here
 def test_a_recall_with_a_model_is_answered_by_the_daemon_within_the_budget(world: tuple[Home, Path]) -> None:
-    """The anthropic provider in the daemon (the SDK loaded there): the same pick, the call recorded once."""
+    """The anthropic provider in the daemon, chosen while it runs (a reload loads the SDK): the model's pick, the
+    call recorded once; a hook with another key in its environment makes its own call."""
     home, proj = world
-    (home.root / "settings.json").write_text('{"memd": {"provider": "anthropic"}}')
     with FakeAnthropic() as api:
         api.default = json_text({"selected": [1]})
         env = memd_env(ANTHROPIC_BASE_URL=api.url, ANTHROPIC_API_KEY="sk-ant-test")
-        with DaemonProc(home.root, env=env):
+        with DaemonProc(home.root, env=env) as d:
             serving(home)
+            # a budget no loaded machine runs out of: the call is made and answered whatever the load
+            (home.root / "settings.json").write_text('{"memd": {"provider": "anthropic", "recallBudgetMs": 20000}}')
+            assert d.proc is not None
+            d.proc.send_signal(signal.SIGHUP)
+            wait_log(home.root, event="hooks.model_ready")
             ran = hook(home, proj, "m", PROMPT, env=env)
             assert ran.by_daemon and b"deploy-fridays" in ran.out, ran.err
             assert len(api.requests) == 1
