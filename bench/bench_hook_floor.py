@@ -36,6 +36,9 @@ from memd.tree import Home
 # The standard library a hook's work needs (its modules list, tests/cli/test_hook_entry.py): what any
 # hook built on memd's modules pays before its first line of its own.
 STDLIB = "import re, json, sqlite3, datetime, pathlib, dataclasses, typing, threading"
+# What pip's `memd` script runs before memd's first line (distlib's template), and the entry without it.
+PIP_WRAPPER = "import re, sys; sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])"
+NO_WRAPPER = "from memd.__main__ import main; main()"
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TITLE = "## Hooks near the floor (issue 27 point 3)"
 TITLE_NO_DAEMON = "## Hooks near the floor without the daemon (issue 27 point 3)"
@@ -135,6 +138,11 @@ def measure(scripts: dict[str, Path], home: Home, projects: list[Path], runs: in
         proj, sid = projects[(i // 5) % 20], f"s{i // 5}"  # five prompts a session, in one project
         t.run("floor", [str(python), "-c", "pass"])
         t.run("stdlib", [str(python), "-c", STDLIB])
+        if len(envs) > 1:  # --socket: what the `memd` script pip writes costs before memd (it imports `re`)
+            t.run("wrapper", [str(python), "-c", PIP_WRAPPER])
+            start = event(home, proj, f"{sid}w", "SessionStart", source="startup")
+            t.run("memd context, no wrapper", [str(python), "-P", "-c", NO_WRAPPER, *args, "context", "--hook"],
+                  json.dumps(start).encode())  # fmt: skip
         for name, memd in scripts.items():
             for tag, env in envs.items():
                 start = event(home, proj, f"{sid}{'x' if tag else ''}", "SessionStart", source="startup")
@@ -282,6 +290,8 @@ def render_socket(r: dict[str, Any], args: argparse.Namespace) -> str:
     names = {"floor": "`python -c pass` (the floor)", "stdlib": f"`python -c '{STDLIB}'`",
              "memd context": "`memd context --hook`, the daemon answers", "memd recall": "`memd recall --hook`, the daemon answers",
              "memd context, itself": "`memd context --hook`, answering itself",
+             "wrapper": "`python -c` what pip's `memd` script runs before memd (`import re`, one `re.sub`)",
+             "memd context, no wrapper": "`python -P -c 'from memd.__main__ import main; main()' … context --hook`, the daemon answers",
              "memd recall, itself": "`memd recall --hook`, answering itself"}  # fmt: skip
     for h in r["homes"]:
         s, floor = h["stats"], h["stats"]["floor"]
