@@ -253,6 +253,7 @@ class HookServer:
             self.log.warning("hooks.abandoned", sub=req.sub, reason="answered too late: the hook answers itself")
             return
         conn.sendall(b"%d %d %d\n" % (reply.code, len(out), len(err)) + out + err)
+        self.log.debug("hooks.answered", sub=req.sub, bytes=len(out), ms=round((time.monotonic() - req.sent) * 1000, 1))
 
     def _home_of(self, req: Request) -> tuple[Home | None, str | None]:
         """The hook's home as its process names it, when it is this daemon's; else why not."""
