@@ -227,13 +227,13 @@ class HookServer:
         return uid == os.getuid()
 
     def _serve(self, conn: socket.socket, req: Request) -> None:
-        if time.monotonic() > req.sent + hookwire.ACK_WAIT_S:
-            self.log.info("hooks.late", sub=req.sub)  # it has answered itself by now
-            return
         home, why = self._home_of(req)
         wait: float | str = why or "another home" if home is None else self._wait(req, home)
         if isinstance(wait, str) or home is None:
-            conn.sendall(b"no " + str(wait).encode()[:200] + b"\n")
+            conn.sendall(b"no " + str(wait).encode()[:200] + b"\n")  # harmless to a hook that gave up
+            return
+        if time.monotonic() > req.sent + hookwire.ACK_WAIT_S:
+            self.log.info("hooks.late", sub=req.sub)  # it has answered itself by now: nothing is done for it
             return
         due = time.monotonic() + wait
         conn.sendall(b"ok %d\n" % int(wait * 1000))

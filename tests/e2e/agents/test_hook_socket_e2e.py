@@ -26,7 +26,9 @@ def test_the_daemon_answers_a_real_claudes_hooks(
 ) -> None:
     proj, config, _home, _key = _world(tmp_path, claude_home, {"memd": {"provider": "offline", "logLevel": "debug"}})
     _memd(config, "connect", "claude")
-    with DaemonProc(config, env=memd_env(HOME=str(claude_home))) as daemon, FakeAnthropic(default=text("OK")) as api:
+    # the daemon in the hooks' environment as far as their answers go: Claude Code's HOME, and no TZ (run_claude's has none)
+    env = {k: v for k, v in memd_env(HOME=str(claude_home)).items() if k != "TZ"}
+    with DaemonProc(config, env=env) as daemon, FakeAnthropic(default=text("OK")) as api:
         wait_log(config, event="hooks.serving")
         first = run_claude("hello there", proj, config, api.url, claude=claude)
         assert first.returncode == 0, first.stderr
