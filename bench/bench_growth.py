@@ -43,10 +43,8 @@ CHILD = textwrap.dedent(
     tree, bench_repo, what, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     sys.path.insert(0, tree)
     sys.path.insert(1, bench_repo)
-    import jobs.dream, jobs.dream.duplicates, memd  # from `tree`, before bench_dream puts the repo first
+    import jobs.dream, memd  # from `tree`, before bench_dream puts the repo first
     assert jobs.__file__.startswith(tree) and memd.__file__.startswith(tree), (jobs.__file__, memd.__file__)
-    from bench.bench_dream import sentence, body_of, TYPES
-    from memd.memory.file import Memory
 
     def cpu():
         r = resource.getrusage(resource.RUSAGE_SELF)
@@ -64,32 +62,65 @@ CHILD = textwrap.dedent(
         return out[:n]
 
     if what == "dups":
+        from bench.bench_dream import sentence, body_of, TYPES
+        from memd.memory.file import Memory
         from jobs.dream.duplicates import near_duplicate_groups
         mems = memories(n)
         t = cpu()
         groups = near_duplicate_groups(mems)
         print(json.dumps({"cpu": cpu() - t, "groups": sorted(sorted(m.name for m in g) for g in groups)}))
     elif what in ("dream", "snapshot"):
-        import bench.bench_dream as B
-        B.MEMORIES = n
-        B.quiet_logs()
-        with tempfile.TemporaryDirectory() as tmp:
+        # The scope was built once by the parent (`template`, this tree's bench_dream); each side copies
+        # it and runs with its own modules, whatever their layout (a06201f had memd/runner.py, memd/swap.py).
+        import hashlib, logging, structlog
+        from datetime import UTC, datetime
+        from memd import state
+        from memd.settings import parse_text
+        from memd.tree import Home, Place
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+        template, key = Path(sys.argv[5]), sys.argv[6]
+        with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
             base = Path(tmp) / "base"
-            (base / "projects").mkdir(parents=True)
-            rng = random.Random(7)
-            B.build_scope(base, rng)
+            shutil.copytree(template, base, symlinks=True)
+            ref = Place("project", key)
             if what == "dream":
-                B.build_sessions(base, rng)
-                ctx, _ = B.make_ctx(base, None, "offline")
+                try:
+                    from memd.job.context import JobContext
+                    from memd.job.runner import run_job
+                except ImportError:
+                    from memd.jobctx import JobContext
+                    from memd.runner import run_job
+                now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # injected: `updated:` stamps equal on both sides
+                h = Home(base)
+                ctx = JobContext(h, parse_text('{"memd": {"provider": "offline"}}'), state.connect(h.state_db),
+                                 lambda: now, structlog.get_logger("bench"))
                 t, w = cpu(), time.perf_counter()
-                r = B.run_job(ctx, B.dream, B.TARGET, force=True)
-                print(json.dumps({"cpu": cpu() - t, "wall": time.perf_counter() - w, "outcome": r.reason}))
+                r = run_job(ctx, jobs.dream, ref, force=True)
+                took, wall = cpu() - t, time.perf_counter() - w
+                d = ref.memory_dir(h)
+                digest, index, kept = hashlib.sha256(), "", True
+                for p in sorted(d.iterdir()):  # what the dream left; MEMORY.md apart (its format changed since a06201f)
+                    data = p.read_bytes()
+                    if p.name == "MEMORY.md":
+                        index = hashlib.sha256(data).hexdigest()
+                        continue
+                    digest.update(repr((p.name, data)).encode())
+                    was = template / d.relative_to(base) / p.name
+                    if was.exists() and was.read_bytes() == data:  # a file the run left alone keeps its mtime
+                        kept = kept and was.stat().st_mtime_ns == p.stat().st_mtime_ns
+                [run_json] = list((h.history_dir / ref.history_name).glob("*/run.json"))
+                changes = json.loads(run_json.read_text())["changes"]
+                print(json.dumps({"cpu": took, "wall": wall, "outcome": r.outcome, "files": digest.hexdigest(),
+                                  "mtimes_kept": kept, "index": index,
+                                  "changes": hashlib.sha256(json.dumps(changes, sort_keys=True).encode()).hexdigest(),
+                                  "summary": r.reason.split(": ", 1)[-1]}))
             else:
-                from memd.history import snapshots as swap
-                from memd.history.runs import Place
-                from memd.tree import Home
+                try:
+                    from memd.history import snapshots as swap
+                except ImportError:
+                    from memd import swap
                 w, t = time.perf_counter(), cpu()
-                swap.snapshot(Home(base), Place("project", B.KEY), "20260101T000000Z-aaaaaa")
+                swap.snapshot(Home(base), ref, "20260101T000000Z-aaaaaa")
                 print(json.dumps({"cpu": cpu() - t, "wall": time.perf_counter() - w}))
     """
 )
@@ -106,8 +137,22 @@ def export_main(dest: Path) -> Path:
     return dest
 
 
-def child(tree: Path, what: str, n: int) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, "-c", CHILD, str(tree), str(REPO), what, str(n)], capture_output=True, text=True)
+def scope_template(root: Path, n: int) -> Path:
+    """A home holding one scope of n memories (bench_dream's, built by this tree), copied by each child."""
+    home = root / f"scope{n}"
+    if not home.exists():
+        sys.path.insert(0, str(REPO))
+        import bench.bench_dream as B  # noqa: PLC0415 - imports memd: only in the parent, after its path is set
+
+        B.MEMORIES = n
+        (home / "projects").mkdir(parents=True)
+        B.build_scope(home, random.Random(7))
+    return home
+
+
+def child(tree: Path, what: str, n: int, template: Path | None = None) -> dict[str, Any]:
+    extra = [str(template), "-bench-dream"] if template is not None else []
+    r = subprocess.run([sys.executable, "-c", CHILD, str(tree), str(REPO), what, str(n), *extra], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"{what} at {n} on {tree}: {r.stderr[-2000:]}")
     return dict(json.loads(r.stdout.strip().splitlines()[-1]))
@@ -231,18 +276,23 @@ def measure(sizes: list[int], passes: list[str], repeat: int) -> dict[str, Any]:
             rows = []
             for n in sizes:
                 home = list_home(Path(tmp), n) if what == "list" else None
-                best: dict[str, float] = {}
+                template = scope_template(Path(tmp), n) if what in ("dream", "snapshot") else None
+                best: dict[str, Any] = {}
                 for _ in range(repeat):
                     for side, tree in (("main", main_tree), ("here", REPO)):  # alternated
-                        got = list_cpu(tree, home) if home is not None else child(tree, what, n)
+                        got = list_cpu(tree, home) if home is not None else child(tree, what, n, template)
                         key = "wall" if what == "snapshot" else "cpu"
                         best[side] = min(best.get(side, math.inf), float(got[key]))
+                        if what == "dream":  # the same plan and the same bytes written, or the figure means nothing
+                            result = (got["outcome"], got["summary"], got["changes"], got["files"], got["mtimes_kept"])
+                            assert best.setdefault("result", result) == result, f"dream results differ at {n}: {result}"
                         if what == "dups":
                             best.setdefault(f"groups_{side}", len(got["groups"]))
                             best.setdefault(f"sig_{side}", hash(json.dumps(got["groups"])))
                 if what == "dups":
                     assert best["sig_main"] == best["sig_here"], f"groups differ at {n}"
-                rows.append({"n": n, "main": best["main"], "here": best["here"], "groups": best.get("groups_here")})
+                rows.append({"n": n, "main": best["main"], "here": best["here"], "groups": best.get("groups_here"),
+                             "result": best.get("result")})  # fmt: skip
                 print(what, rows[-1], flush=True)
             out[what] = {"rows": rows, "exp_main": exponent(sizes, [r["main"] for r in rows]) if len(sizes) > 1 else None,
                          "exp_here": exponent(sizes, [r["here"] for r in rows]) if len(sizes) > 1 else None}  # fmt: skip

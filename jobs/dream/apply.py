@@ -185,6 +185,7 @@ class Snapshot:
 
     def __init__(self, home: Any, ref: Place, run_id: str) -> None:
         self.home, self.ref, self.run_id = home, ref, run_id
+        self.known: dict[str, tuple[int, int, int, bytes]] = {}  # what the scan read (memd.history.pack.Known)
         self.entry: Path | None = None
         self.error: BaseException | None = None
         self.kept = False
@@ -203,7 +204,7 @@ class Snapshot:
         self._copied = True
         try:
             from memd.history import snapshots as swap  # noqa: PLC0415 - start-up
-            self.entry = swap.snapshot(self.home, self.ref, self.run_id)
+            self.entry = swap.snapshot(self.home, self.ref, self.run_id, self.known)
         except BaseException as exc:  # re-raised in the run's thread by wait()
             self.error = exc
 
@@ -217,10 +218,11 @@ class Snapshot:
         again if the copy failed or no longer matches `live` (see the class docstring)."""
 
         self.settle()
+        from memd.history import kept  # noqa: PLC0415 - start-up
         if not self._copied:
             self._copy()
         elif live is not None and (self.error is not None or self.entry is None
-                                   or _listing(self.entry / store.FILES_DIR) != _listing(live)):  # fmt: skip
+                                   or kept.listing(self.entry) != _listing(live)):  # fmt: skip
             import shutil  # noqa: PLC0415 - start-up
             shutil.rmtree(store.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
             self.entry, self.error = None, None
@@ -252,7 +254,7 @@ def _listing(directory: Path) -> dict[str, tuple[int, int, int]]:
             except OSError:
                 continue
             regular = stat.S_ISREG(st.st_mode)
-            out[os.path.relpath(path, directory)] = (stat.S_IFMT(st.st_mode), st.st_size if regular else 0,
+            out[Path(os.path.relpath(path, directory)).as_posix()] = (stat.S_IFMT(st.st_mode), st.st_size if regular else 0,
                                                      st.st_mtime_ns if regular else 0)  # fmt: skip
     return out
 

@@ -163,7 +163,7 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
 
     directory = ref.memory_dir(ctx.home)
     from memd.memory.scan import scan_dir  # noqa: PLC0415 - start-up
-    scan = scan_dir(directory, ref.kind, ref.key)
+    scan = scan_dir(directory, ref.kind, ref.key, keep=snap.known)  # the snapshot packs these bytes, not a reread
     if not scan.memories:
         return RunResult("skipped", "no memories to consolidate")
     protected = hand_edited(scan.memories, base.at if base.consolidated else None)

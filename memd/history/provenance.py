@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from memd.memory.file import Memory
 from memd.tree import Home, Place
@@ -189,8 +189,16 @@ def _rel(home: Home, path: Path) -> str:
         return str(path)
 
 
-def _merge_inputs(home: Home, m: Memory, names: list[str]) -> list[tuple[str, str, Path | None, str | None]]:
-    """The memories merged into `m`: (name, file, their text kept in the history, the run).
+class Kept(NamedTuple):
+    """A merged memory's copy in the history: where it was kept, its bytes, its mtime then."""
+
+    path: Path
+    data: bytes
+    mtime: float
+
+
+def _merge_inputs(home: Home, m: Memory, names: list[str]) -> list[tuple[str, str, Kept | None, str | None]]:
+    """The memories merged into `m`: (name, file, their copy kept in the history, the run).
 
     A dream run that merged into `m` keeps them in its snapshot; a dream accepted in review
     mode is a write run, whose before-images hold the files it deleted or rewrote."""
@@ -198,7 +206,7 @@ def _merge_inputs(home: Home, m: Memory, names: list[str]) -> list[tuple[str, st
     place = Place.memory(None if m.scope == "global" else m.project_key)
     from memd.history.runs import list_runs  # noqa: PLC0415 - start-up
     runs = list(reversed(list_runs(home, place)))
-    from memd.history.store import FILES_DIR  # noqa: PLC0415 - start-up
+    from memd.history import kept  # noqa: PLC0415 - start-up
     for run in runs:
         changes = run.get("changes")
         merged = changes.get("merged") if run.get("kind") == "dream" and isinstance(changes, dict) else None
@@ -206,16 +214,16 @@ def _merge_inputs(home: Home, m: Memory, names: list[str]) -> list[tuple[str, st
             result = item.get("result") if isinstance(item, dict) else None
             if not isinstance(result, dict) or (result.get("name") != m.name and result.get("file") != m.path.name):
                 continue
-            inputs: list[tuple[str, str, Path | None, str | None]] = []
+            inputs: list[tuple[str, str, Kept | None, str | None]] = []
             for src in item.get("sources") or []:
                 if not isinstance(src, dict):
                     continue
                 file = str(src.get("file") or "")
-                snap = Path(run["path"]) / FILES_DIR / file
-                ok = file.endswith(".md") and "/" not in file and snap.is_file() and not snap.is_symlink()
-                inputs.append((str(src.get("name") or file), file, snap if ok else None, str(run.get("run"))))
+                got = kept.read_file(Path(run["path"]), file) if file.endswith(".md") and "/" not in file else None
+                snap = None if got is None else Kept(Path(run["path"]) / file, got[0], got[1] / 1e9)
+                inputs.append((str(src.get("name") or file), file, snap, str(run.get("run"))))
             return inputs
-    found: dict[str, tuple[str, str, Path | None, str | None]] = {}
+    found: dict[str, tuple[str, str, Kept | None, str | None]] = {}
     from memd.history.writes import BEFORE_DIR  # noqa: PLC0415 - start-up
     from memd.memory.file import MemoryParseError, parse_memory  # noqa: PLC0415 - start-up
     for run in runs:
@@ -223,15 +231,17 @@ def _merge_inputs(home: Home, m: Memory, names: list[str]) -> list[tuple[str, st
         if run.get("kind") != "write" or not isinstance(ch, dict):
             continue
         for file in [*(ch.get("deleted") or []), *(ch.get("updated") or [])]:
-            kept = Path(run["path"]) / BEFORE_DIR / str(file)
-            if "/" in str(file) or not kept.is_file() or kept.is_symlink():
+            before = Path(run["path"]) / BEFORE_DIR / str(file)
+            if "/" in str(file) or not before.is_file() or before.is_symlink():
                 continue
             try:
-                name = parse_memory(kept, kept.read_bytes()).name
+                data = before.read_bytes()
+                name = parse_memory(before, data).name
+                copy = Kept(before, data, before.stat().st_mtime)
             except (OSError, MemoryParseError):
                 continue
             if name in names and name not in found:
-                found[name] = (name, str(file), kept, str(run.get("run")))
+                found[name] = (name, str(file), copy, str(run.get("run")))
         if len(found) == len(names):
             break
     return list(found.values())
@@ -259,8 +269,7 @@ def explain(home: Home, m: Memory, now: datetime, depth: int = 0) -> dict[str, A
             entry["problem"] = "no copy of it in the history (pruned, or merged before memd kept history)"
         else:
             try:
-                inner = parse_memory(snap, snap.read_bytes(), mtime=snap.stat().st_mtime, scope=m.scope,
-                                     project_key=m.project_key)  # fmt: skip
+                inner = parse_memory(snap.path, snap.data, mtime=snap.mtime, scope=m.scope, project_key=m.project_key)
                 entry["memory"] = explain(home, inner, now, depth + 1)
                 entry["memory"]["file"] = f"history {run_id}: {file}"
             except (OSError, MemoryParseError) as exc:

@@ -6,7 +6,8 @@ Every change memd makes to a memory directory leaves an entry in
 (`memd.history.writes`), completed by a `run.json` saying what the run changed.
 
 Undo is the same machinery in the other direction: the present is snapshotted
-first (so an undo is itself undoable), the chosen snapshot is copied (never
+first (so an undo is itself undoable), the chosen snapshot (a `files.pack`, or
+the `files/` directory of a run from before packs) is written out (never
 linked: a snapshot must stay independent of later in-place edits) into a
 staging directory, and swapped in.
 
@@ -23,9 +24,7 @@ it itself.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,9 @@ from typing import Any
 from memd.clock import iso
 from memd.errors import UsageError
 from memd.fsutil import check_own_tree
-from memd.history.snapshots import recover_scope, remove_entry, restore_modes, seal, snapshot, stage, swap_in
+from memd.history import kept
+from memd.history.snapshots import recover_scope, remove_entry, seal, snapshot, stage_snapshot, swap_in
 from memd.history.store import (
-    FILES_DIR,
     _runs_in,
     history_root,
     new_run_id,
@@ -121,12 +120,13 @@ def _file_bytes(directory: Path) -> dict[str, bytes]:
     return out
 
 
-def diff_files(before: Path, after: Path) -> dict[str, list[str]]:
-    """Which memory files an undo brings back, removes and restores to other bytes.
+def diff_files(before_entry: Path, after: Path) -> dict[str, list[str]]:
+    """Which memory files an undo brings back, removes and restores to other bytes: the snapshot
+    of the present (`before_entry`, a history entry) against the staged directory `after`.
 
     MEMORY.md is left out: it is derived, and the refresh after the swap rebuilds it.
     """
-    a, b = _file_bytes(before), _file_bytes(after)
+    a, b = kept.top_files(before_entry, is_candidate_name), _file_bytes(after)
     return {
         "restored": sorted(n for n in b if n in a and a[n] != b[n]),
         "removed": sorted(n for n in a if n not in b),
@@ -158,9 +158,9 @@ def undo(
         chosen = _choose_run(home, ref, run_id)
         if chosen.get("kind") == "write":
             return _undo_write(home, settings, ref, chosen, now, logger)
-        source = Path(chosen["path"]) / FILES_DIR
-        if not source.is_dir() or source.is_symlink():
-            raise HistoryError(f"run {chosen['run']} of {ref} has no snapshot (files/ is missing)")
+        source = Path(chosen["path"])
+        if not kept.has_snapshot(source):
+            raise HistoryError(f"run {chosen['run']} of {ref} has no snapshot (files.pack and files/ are missing)")
         mismatch = verify_snapshot(source, chosen)
         if mismatch:
             raise HistoryError(f"run {chosen['run']} of {ref}: its snapshot does not match the checksums recorded "
@@ -170,11 +170,10 @@ def undo(
             new_id = new_run_id(now)
         entry = snapshot(home, ref, new_id)
         try:
-            staged = stage(home, ref, new_id, source=source, link=False)
-            restore_modes(Path(chosen["path"]), staged.path)
+            staged = stage_snapshot(home, ref, new_id, source)
             seal(staged)
             staging = staged.path
-            changes = diff_files(entry / FILES_DIR, staging)
+            changes = diff_files(entry, staging)
             info = {"run": new_id, "scope": str(ref), "kind": "undo", "time": iso(now), "undo_of": chosen["run"],
                     "provider": None, "changes": changes}  # fmt: skip
             write_run_info(entry, info)
@@ -227,25 +226,18 @@ def _choose_run(home: Home, ref: Place, run_id: str | None) -> dict[str, Any]:
     raise HistoryError(f"no run {run_id!r} in the history of {ref} (see `memd history`)")
 
 
-def verify_snapshot(files: Path, run: dict[str, Any]) -> str | None:
-    """What differs between a snapshot's files and the sha256 sums its run recorded, or None when
-    they match. An entry from before sums were recorded has none to check: None."""
+def verify_snapshot(entry: Path, run: dict[str, Any]) -> str | None:
+    """What differs between a snapshot (the history entry `entry`, either layout) and the sha256
+    sums its run recorded, or None when they match. An entry from before sums were recorded has
+    none to check: None."""
     sums = run.get("snapshot_sha256")
     if sums is None:
         return None
     if not isinstance(sums, dict) or not all(isinstance(v, str) for v in sums.values()):
         return "its checksums in run.json are unreadable"
-    found: dict[str, str] = {}
-    for dirpath, _dirs, names in os.walk(files):
-        for n in names:
-            p = Path(dirpath) / n
-            if p.is_symlink():
-                continue  # kept as a link, never followed
-            rel = p.relative_to(files).as_posix()
-            try:
-                found[rel] = _sha256(p)
-            except OSError as exc:
-                return f"{rel}: unreadable ({exc.strerror or exc})"
+    found = kept.found_sums(entry)
+    if isinstance(found, str):
+        return found
     for rel in sorted(set(sums) | set(found)):
         if rel not in found:
             return f"{rel} is missing"
@@ -254,17 +246,6 @@ def verify_snapshot(files: Path, run: dict[str, Any]) -> str | None:
         if found[rel] != sums[rel]:
             return f"{rel} changed"
     return None
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise OSError(f"{path}: not a regular file")
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def find_runs(home: Home, run_id: str) -> list[Place]:

@@ -6,8 +6,9 @@ directory wholly old or wholly new, and the user must be able to take any run
 back. So a change to a whole directory goes like this, always under the
 scope's lock:
 
-1. `snapshot`: the live directory is copied byte-exact (mtimes kept) to
-   `$HOME/memd/history/<scope-name>/<run-id>/files/`, and fsynced;
+1. `snapshot`: the live directory is packed byte-exact (modes and mtimes kept) into one file,
+   `$HOME/memd/history/<scope-name>/<run-id>/files.pack` (`memd.history.pack`), and fsynced
+   (runs from before the pack hold a `files/` directory instead; `memd.history.kept` reads both);
 2. `stage`: a sibling `.memory.dream-<run-id>` is filled (unchanged files are
    hard links, which costs no data copy and keeps their mtimes; changed files
    are written atomically) and fsynced — the live directory is untouched;
@@ -43,6 +44,8 @@ from typing import Any
 
 from memd.discovery import list_memory_dirs
 from memd.fsutil import atomic_write, ensure_own_dir, ensure_private_dir, fsync_dir, read_regular
+from memd.history.kept import pack_of
+from memd.history.pack import Known, extract, write_pack
 from memd.history.store import FILES_DIR, MAX_JSON_BYTES, RUN_FILE, RUN_ID, SUMS_FILE, history_root
 from memd.history.treecopy import Copied, copy_tree, durable, rmtree
 from memd.locks import LockBusy, acquire
@@ -81,24 +84,37 @@ def remove_entry(home: Home, ref: Place, run_id: str) -> None:
 # --------------------------------------------------------------------------- snapshot, stage, swap
 
 
-def snapshot(home: Home, ref: Place, run_id: str) -> Path:
-    """Copy the live directory into a new history entry; returns the entry (without run.json yet)."""
+def snapshot(home: Home, ref: Place, run_id: str, known: Known | None = None) -> Path:
+    """Pack the live directory into a new history entry; returns the entry (without run.json yet).
+
+    One file (`files.pack`), fsynced once, with the entry and its parent: no per-file copies or
+    flushes (the older layout's `files/` directory is still read, never written). `known` holds
+    the bytes a scan already read (`memd.history.pack.Known`), used while a file is unchanged.
+    """
     entry = history_root(home, ref) / run_id
     ensure_own_dir(entry.parent, home.memd_dir)  # memd/history is memd's own: never through a link
     os.mkdir(entry, 0o700)
     live = ref.memory_dir(home)
-    sums: dict[str, str] = {}
     if live.is_dir() and not live.is_symlink():
-        modes: dict[str, int] = {}
-        copied = copy_tree(live, entry / FILES_DIR, link=False, modes=modes, sums=sums)
-        atomic_write(entry / MODES_FILE, json.dumps(modes, sort_keys=True))
-    else:
+        write_pack(live, entry, known)
+    else:  # nothing to keep: an empty snapshot (undo brings back an empty directory)
         os.mkdir(entry / FILES_DIR, 0o700)
-        copied = Copied([], [entry / FILES_DIR])
-    atomic_write(entry / SUMS_FILE, json.dumps(sums, sort_keys=True))
-    copied.dirs.append(entry)
-    durable(copied)
+        atomic_write(entry / SUMS_FILE, "{}")
+    fsync_dir(entry.parent)
     return entry
+
+
+def stage_snapshot(home: Home, ref: Place, run_id: str, entry: Path) -> Staged:
+    """A staging directory holding what the history entry `entry` kept, either layout: bytes,
+    modes and mtimes as they were (copied, never linked: a snapshot stays independent)."""
+    pack = pack_of(entry)
+    if pack is None:
+        staged = stage(home, ref, run_id, source=entry / FILES_DIR, link=False)
+        restore_modes(entry, staged.path)
+        return staged
+    ensure_private_dir(ref.memory_dir(home).parent)
+    staging = staging_dir(home, ref, run_id)
+    return Staged(staging, Copied(extract(pack, staging), []))
 
 
 def restore_modes(snapshot_entry: Path, staging: Path) -> None:

@@ -21,6 +21,7 @@ from memd.fsutil import (
     atomic_write,
     read_regular,
 )
+from memd.history.pack import PACK_FILE, Pack
 from memd.tree import Home, Place
 
 FILES_DIR = "files"
@@ -50,6 +51,11 @@ def write_run_info(entry: Path, info: dict[str, Any]) -> None:
     seq = 1 + max([x for x in seqs if isinstance(x, int)], default=0)
     data = {"seq": seq, **{k: v for k, v in info.items() if k != "seq"}}
     sums = _read_json(entry / SUMS_FILE)
+    if sums is None and os.path.lexists(entry / PACK_FILE):  # a packed snapshot carries its own sums
+        try:
+            sums = {e["path"]: e["sha256"] for e in Pack.open(entry / PACK_FILE).files()}
+        except (OSError, ValueError):
+            sums = None
     if isinstance(sums, dict) and "snapshot_sha256" not in data:
         data["snapshot_sha256"] = sums  # what `undo` checks the snapshot against before restoring it
     atomic_write(entry / RUN_FILE, json.dumps(data, indent=1, ensure_ascii=False) + "\n")

@@ -118,11 +118,13 @@ def _load_entry(
     project_key: str | None,
     max_bytes: int,
     known: Mapping[str, Memory] | None = None,
+    keep: dict[str, tuple[int, int, int, bytes]] | None = None,
 ) -> Memory | Problem | Bare | None:
     """One directory entry as a Memory, a Problem, or None when it is not a candidate.
 
     `known` holds memories parsed before (the search index's rows): one whose size
-    and mtime still match is reused without reading the file again.
+    and mtime still match is reused without reading the file again. `keep` receives
+    the bytes read, by file name, with the (inode, size, mtime_ns) stat taken before the read.
     """
     path = Path(entry.path)
     if entry.is_symlink():
@@ -148,6 +150,8 @@ def _load_entry(
         return Problem(path, f"cannot read: {exc.strerror or exc}")
     if len(data) > max_bytes:
         return Problem(path, f"too large (grew past the {_human_size(max_bytes)} cap while reading); not read")
+    if keep is not None:
+        keep[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns, data)
     try:
         return parse_memory(path, data, mtime=st.st_mtime, size=len(data), scope=scope, project_key=project_key)
     except MemoryParseError as exc:
@@ -201,10 +205,13 @@ def scan_dir(
     *,
     max_bytes: int = DEFAULT_MAX_FILE_BYTES,
     known: Mapping[str, Memory] | None = None,
+    keep: dict[str, tuple[int, int, int, bytes]] | None = None,
 ) -> ScanResult:
     """Every memory of one directory, plus a Problem for every file it could not use.
 
-    `known` (path → Memory parsed before) spares re-reading unchanged files.
+    `known` (path → Memory parsed before) spares re-reading unchanged files; `keep`
+    (file name → (inode, size, mtime_ns, bytes)) receives every file read, for a
+    caller that packs them next (the dream's snapshot, `memd.history.pack`).
 
     A missing directory is an empty one (the global drawer may not exist yet).
     Nothing is ever modified or deleted here.
@@ -221,7 +228,7 @@ def scan_dir(
     for entry in entries:
         if not is_candidate_name(entry.name):
             continue
-        loaded = _load_entry(entry, scope, project_key, max_bytes, known)
+        loaded = _load_entry(entry, scope, project_key, max_bytes, known, keep)
         if isinstance(loaded, Memory):
             result.memories.append(loaded)
         elif isinstance(loaded, Bare):

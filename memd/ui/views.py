@@ -20,9 +20,8 @@ from memd import state
 from memd.daemon.status import gather
 from memd.discovery import list_memory_dirs
 from memd.errors import UsageError
-from memd.history import provenance
+from memd.history import kept, provenance
 from memd.history.runs import list_runs
-from memd.history.store import FILES_DIR
 from memd.history.writes import BEFORE_DIR
 from memd.index.staleness import staleness_note
 from memd.ledger.sessions import list_sessions
@@ -95,8 +94,9 @@ def _before_state(run: dict[str, Any], file: str) -> tuple[bool, str | None]:
         if not isinstance(files, dict) or file not in files:
             return False, None
         return True, None if files[file].get("before") is None else _read(entry / BEFORE_DIR / file)
-    if (entry / FILES_DIR).is_dir():
-        return True, _read(entry / FILES_DIR / file)
+    if kept.has_snapshot(entry):
+        got = kept.read_file(entry, file)
+        return True, None if got is None else got[0].decode("utf-8", "replace")
     return False, None
 
 

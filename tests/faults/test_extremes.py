@@ -42,6 +42,7 @@ from memd import settings as st
 from memd.clock import iso
 from memd.history import snapshots as swap
 from memd.history import store
+from memd.history.pack import PACK_FILE, Pack
 from memd.index.schema import SCHEMA_VERSION
 from memd.job.context import set_cursor
 from memd.job.runner import run_job
@@ -433,15 +434,20 @@ def _dream_entry(home: Path) -> tuple[Any, str]:
 def test_undo_refuses_a_snapshot_that_no_longer_matches_its_checksums(demo: Path, tmp_path: Path) -> None:
     home = _copy(demo, tmp_path)
     entry, run_id = _dream_entry(home)
-    kept = sorted((entry / "files").glob("*.md"))[0]
-    kept.write_text(kept.read_text() + "\ninjected after the snapshot\n")
+    pack = entry / PACK_FILE
+    member = next(e for e in Pack.open(pack).files() if e["path"].endswith(".md"))
+    data = bytearray(pack.read_bytes())
+    data[member["offset"] + member["size"] - 1] ^= 0x01  # the last byte of one memory, changed in the pack
+    pack.write_bytes(bytes(data))
     live = snapshot(home / "memory")
     r = _run(home, "undo", "--global", run_id)
     assert r.returncode == 2, r.stderr
-    _one_line_error(r, run_id, "does not match", kept.name)
+    _one_line_error(r, run_id, "does not match", member["path"])
     assert snapshot(home / "memory") == live  # nothing restored
-    kept.unlink()  # a file missing from the snapshot: refused too
-    _one_line_error(_run(home, "undo", "--global", run_id), "is missing")
+    info = json.loads((entry / "run.json").read_text())
+    info["snapshot_sha256"]["gone.md"] = "0" * 64  # a file missing from the snapshot: refused too
+    (entry / "run.json").write_text(json.dumps(info))
+    _one_line_error(_run(home, "undo", "--global", run_id), "gone.md is missing")
 
 
 def test_a_run_with_a_damaged_run_json_is_listed_as_damaged_and_not_undone(demo: Path, tmp_path: Path) -> None:

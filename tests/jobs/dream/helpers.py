@@ -74,6 +74,13 @@ def files_of(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
 
 
+def snapshot_files(entry: Path) -> dict[str, bytes]:
+    """The top-level files a history entry's snapshot kept, whichever its layout (pack or `files/`)."""
+    from memd.history import kept  # noqa: PLC0415 - test helper
+
+    return kept.top_files(entry, lambda _n: True)
+
+
 def mtimes_of(d: Path) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in sorted(d.iterdir()) if p.is_file()}
 

@@ -44,6 +44,7 @@ from tests.jobs.dream.helpers import (
     msgs,
     mtimes_of,
     offline_scope,
+    snapshot_files,
     write_mem,
     write_session,
 )
@@ -97,8 +98,13 @@ def _crash_state(home: Path, point: str) -> tuple[dict[str, bytes], dict[str, by
     write_mem(d, "b", "b", "project", "old b")
     old = files_of(d)
     run_id = store.new_run_id(datetime.now(UTC))
-    if point == "mid-snapshot":
+    if point == "mid-snapshot":  # a per-file copy cut short (the layout before packs)
         (h.history_dir / ref.history_name / run_id / "files").mkdir(parents=True)
+        return old, {}
+    if point == "mid-pack":  # the pack's temporary half written
+        entry = h.history_dir / ref.history_name / run_id
+        entry.mkdir(parents=True)
+        (entry / ".files.pack.tmp").write_bytes(b"memd snapshot pack\x00v1\n---\nold a")
         return old, {}
     entry = swap.snapshot(h, ref, run_id)
     staging = swap.stage(h, ref, run_id, source=d, link=True).path
@@ -125,7 +131,7 @@ def _crash_state(home: Path, point: str) -> tuple[dict[str, bytes], dict[str, by
 
 
 @pytest.mark.parametrize("point,expect", [
-    ("mid-snapshot", "old"), ("staged", "old"), ("recorded", "old"), ("journal", "old"), ("moved-old", "old"),
+    ("mid-snapshot", "old"), ("mid-pack", "old"), ("staged", "old"), ("recorded", "old"), ("journal", "old"), ("moved-old", "old"),
     ("committed", "new"), ("old-removed", "new"),
 ])  # fmt: skip
 def test_recovery_at_every_crash_point(home: Path, point: str, expect: str) -> None:
@@ -280,7 +286,7 @@ def test_kill_9_during_apply_leaves_old_or_new(home: Path) -> None:
         assert not list(d.parent.glob(".memory*")) and not list((home / "memd" / "swaps").glob("*.json"))
         runs = history.list_runs(Home(home))
         if state_ == "new":
-            assert len(runs) == 1 and files_of(Path(runs[0]["path"]) / "files") == old
+            assert len(runs) == 1 and snapshot_files(Path(runs[0]["path"])) == old
         else:
             assert runs == []
         if live_kills >= kill_rounds(24) and seen["old"] and seen["new"]:

@@ -22,9 +22,9 @@ from jobs import dream
 from jobs.dream.apply import _listing
 from jobs.dream.eligibility import DreamLock, scopes
 from memd.fsutil import atomic_write
+from memd.history import kept, store
 from memd.history import runs as history
 from memd.history import snapshots as swap
-from memd.history import store
 from memd.job.context import get_cursor
 from memd.job.runner import run_job
 from memd.locks import acquire, lock_path
@@ -40,6 +40,7 @@ from tests.jobs.dream.helpers import (
     mk_settings,
     model_scope,
     msgs,
+    snapshot_files,
     write_session,
 )
 from tests.jobs.dream.test_apply import _child, _result
@@ -151,7 +152,7 @@ def test_a_snapshot_swept_during_the_model_call_is_taken_again(home: Path, monke
         root = store.history_root(h, ref)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not any(
-            _listing(e / store.FILES_DIR) == _listing(d) for e in (root.iterdir() if root.exists() else [])
+            kept.listing(e) == _listing(d) for e in (root.iterdir() if root.exists() else [])
         ):
             time.sleep(0.01)  # the copy is done (it runs in the dream's thread)
         with acquire(h, [ref], timeout=10):
@@ -165,4 +166,4 @@ def test_a_snapshot_swept_during_the_model_call_is_taken_again(home: Path, monke
     assert swept and swept[0] and swept[0]["removed"], swept  # the recovery did remove the snapshot
     assert r.outcome == "ok" and r.details["deleted"] == 1, r
     [run] = history.list_runs(h, ref)
-    assert files_of(Path(run["path"]) / "files") == before
+    assert snapshot_files(Path(run["path"])) == before

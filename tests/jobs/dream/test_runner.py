@@ -40,6 +40,7 @@ from tests.jobs.dream.helpers import (
     msgs,
     mtimes_of,
     offline_scope,
+    snapshot_files,
     write_mem,
     write_session,
 )
@@ -173,7 +174,7 @@ def test_model_merge_update_delete_applied_with_history(home: Path, monkeypatch:
     assert merged.metadata["provider"] == "anthropic" and merged.metadata["merged_from"] == ["pnpm", "pnpm-ci"]
     run = history.list_runs(Home(home), Place("project", KEY))[-1]
     assert run["changes"]["deleted"] == [{"name": "staging-url", "file": "staging-url.md", "reason": "staging was retired"}]
-    assert files_of(Path(run["path"]) / "files") == before  # the snapshot is the scope before the run
+    assert snapshot_files(Path(run["path"])) == before  # the snapshot is the scope before the run
 
 
 def test_model_answer_deleting_everything_is_refused(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
