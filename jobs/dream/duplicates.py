@@ -45,16 +45,16 @@ def _candidates(docs: list[list[str]], threshold: float) -> dict[int, set[int]]:
     * a pair first seen at positions p, q cannot reach the bound if the elements
       left after them cannot, and is dropped at once.
 
-    Survivors are checked with the exact overlap (a set intersection), so the
+    Survivors are checked with the exact overlap (the popcount of two element bit sets), so the
     result is exactly the pairs whose overlap reaches the bound: the same pairs
     an exhaustive check keeps, at a cost that follows the rare elements each
     document shares, not the number of pairs.
     """
-    elements = [[(t, k) for t, c in Counter(toks).items() for k in range(c)] for toks in docs]
-    freq: Counter[tuple[str, int]] = Counter(e for els in elements for e in els)
-    rank = {e: r for r, e in enumerate(sorted(freq, key=lambda e: (freq[e], e)))}
+    elements = [_elements(toks) for toks in docs]
+    freq: Counter[object] = Counter(e for els in elements for e in els)
+    rank = {e: r for r, (e, _n) in enumerate(sorted(freq.items(), key=lambda kv: kv[1]))}  # rarest first; ties stay in input order
     ordered = [sorted([rank[e] for e in els]) for els in elements]
-    sets = [frozenset(o) for o in ordered]
+    bits = [sum(1 << r for r in o) for o in ordered]  # each element set as an int: overlap = popcount of an AND
     index: dict[int, list[tuple[int, int, int]]] = {}
     starts: dict[int, int] = {}
     out: dict[int, set[int]] = {}
@@ -85,12 +85,19 @@ def _candidates(docs: list[list[str]], threshold: float) -> dict[int, set[int]]:
                 else:
                     overlap[y] = seen_ + 1
         for y, seen_ in overlap.items():
-            if seen_ > 0 and 2 * len(sets[x] & sets[y]) >= threshold * (lx + len(ordered[y])):
+            if seen_ > 0 and 2 * (bits[x] & bits[y]).bit_count() >= threshold * (lx + len(ordered[y])):
                 i, j = (x, y) if x > y else (y, x)
                 out.setdefault(i, set()).add(j)
         for p in range(lx - max(1, math.ceil(threshold * lx - 1e-9)) + 1):
             index.setdefault(ox[p], []).append((x, p, lx))
     return out
+
+
+def _elements(toks: list[str]) -> list[object]:
+    """A document's (word, occurrence) elements: a word's first occurrence is the word itself (a str,
+    hashed once), its k-th repeat (word, k). Any fixed global order of elements keeps the filter exact."""
+    counts = Counter(toks)
+    return [*counts, *((t, k) for t, c in counts.items() if c > 1 for k in range(1, c))]
 
 
 def near_duplicate_groups(memories: Sequence[Memory], threshold: float = SIMILARITY) -> list[list[Memory]]:

@@ -1,4 +1,4 @@
-"""The scope copy of a dream: byte-exact, and made durable by one file-system sync, not one fsync a file."""
+"""The scope copy of an undo's staging: byte-exact, and made durable by one file-system sync, not one fsync a file."""
 
 from __future__ import annotations
 
@@ -8,10 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memd.history import snapshots as swap
 from memd.history import treecopy
-from memd.history.store import FILES_DIR
-from memd.tree import Home, Place
 
 
 def _scope(home: Path, n: int) -> Path:
@@ -38,14 +35,15 @@ def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="syncfs is Linux's")
-def test_a_whole_scope_snapshot_syncs_its_file_system_once_not_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_whole_scope_copy_syncs_its_file_system_once_not_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The staging copy of an undo (a snapshot is one pack now: tests/history/test_pack.py)."""
     live = _scope(tmp_path, 300)
+    copied = treecopy.copy_tree(live, tmp_path / "copy", link=False)
     calls = _count_fsyncs(monkeypatch)
-    entry = swap.snapshot(Home(tmp_path), Place("project", "-p"), "20260101T000000Z-aaaaaa")
-    assert len(calls) < 10, len(calls)  # the atomic writes of modes.json and sums.json, not 300 files
-    copy = entry / FILES_DIR
+    treecopy.durable(copied)
+    assert len(calls) == 0, len(calls)  # one syncfs, not 301 fsyncs
     for p in live.rglob("*"):
-        q = copy / p.relative_to(live)
+        q = tmp_path / "copy" / p.relative_to(live)
         assert q.is_dir() if p.is_dir() else q.read_bytes() == p.read_bytes()
         if p.is_file():
             assert q.stat().st_mtime_ns == p.stat().st_mtime_ns
