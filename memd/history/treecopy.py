@@ -46,31 +46,66 @@ def copy_tree(src: Path, dst: Path, *, link: bool, out: Copied | None = None,
     out.dirs.append(dst)
     with os.scandir(src) as it:
         entries = sorted(it, key=lambda e: e.name)
-    for e in entries:
-        s, d = Path(e.path), dst / e.name
-        try:
-            if e.is_symlink():
-                os.symlink(os.readlink(s), d)
-            elif e.is_dir(follow_symlinks=False):
-                copy_tree(s, d, link=link, out=out, modes=modes, rel=f"{rel}{e.name}/", sums=sums)
-            elif e.is_file(follow_symlinks=False):
-                if not (link and _hard_link(s, d)):
-                    st = e.stat(follow_symlinks=False)
-                    digest = _copy_file(s, d, st, digest=sums is not None, mode=None if modes is None else 0o600)
-                    if sums is not None and digest is not None:
-                        sums[rel + e.name] = digest
-                    out.files.append(d)
-                    if modes is not None:
-                        modes[rel + e.name] = st.st_mode & 0o7777
-            else:
-                raise SpecialFile(f"{s}: not a regular file, directory or symlink; the directory is left alone")
-        except FileNotFoundError:
-            continue  # removed while we copied: the pre-swap signature check catches the change
+    fds = _dir_fds(src, dst) if link else None
+    try:
+        for e in entries:
+            if fds is not None and e.is_file(follow_symlinks=False) and _link_at(e.name, fds):
+                continue  # the common case of a dream's staging: one linkat, no paths built
+            _copy_entry(e, dst, link=link, out=out, modes=modes, rel=rel, sums=sums)
+    finally:
+        for fd in fds or ():
+            os.close(fd)
     shutil.copystat(src, dst, follow_symlinks=False)
     if modes is not None:
         modes[rel or "."] = os.stat(src).st_mode & 0o7777
         os.chmod(dst, 0o700)
     return out
+
+
+def _dir_fds(src: Path, dst: Path) -> tuple[int, int]:
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(src, flags)
+    try:
+        return fd, os.open(dst, flags)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _link_at(name: str, fds: tuple[int, int]) -> bool:
+    """A hard link of `name` from one open directory to the other; False means: copy instead
+    (no hard links here, or the file went: the per-entry path below decides)."""
+    try:
+        os.link(name, name, src_dir_fd=fds[0], dst_dir_fd=fds[1], follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOENT):
+            return False
+        raise
+    return True
+
+
+def _copy_entry(e: os.DirEntry[str], dst: Path, *, link: bool, out: Copied, modes: dict[str, int] | None, rel: str,
+                sums: dict[str, str] | None) -> None:  # fmt: skip
+    """One entry of `copy_tree`: a symlink as a symlink, a directory recursively, a file copied (or linked)."""
+    s, d = Path(e.path), dst / e.name
+    try:
+        if e.is_symlink():
+            os.symlink(os.readlink(s), d)
+        elif e.is_dir(follow_symlinks=False):
+            copy_tree(s, d, link=link, out=out, modes=modes, rel=f"{rel}{e.name}/", sums=sums)
+        elif e.is_file(follow_symlinks=False):
+            if not (link and _hard_link(s, d)):
+                st = e.stat(follow_symlinks=False)
+                digest = _copy_file(s, d, st, digest=sums is not None, mode=None if modes is None else 0o600)
+                if sums is not None and digest is not None:
+                    sums[rel + e.name] = digest
+                out.files.append(d)
+                if modes is not None:
+                    modes[rel + e.name] = st.st_mode & 0o7777
+        else:
+            raise SpecialFile(f"{s}: not a regular file, directory or symlink; the directory is left alone")
+    except FileNotFoundError:
+        return  # removed while we copied: the pre-swap signature check catches the change
 
 
 def _copy_file(src: Path, dst: Path, st: os.stat_result, *, digest: bool = False, mode: int | None = None) -> str | None:

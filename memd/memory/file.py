@@ -267,7 +267,8 @@ def render_memory(
     )
     # memd never writes a file it would read back differently: a last guard
     # against emitter corner cases beyond the ones `_represent_str` handles.
-    if yaml.safe_load(head) != front:
+    back = simple_front(head)  # memd's own subset reads back without YAML (exactly as YAML would, or None)
+    if (back if back is not None else yaml.safe_load(head)) != front:
         raise ValueError("front matter does not survive a YAML round trip; check metadata keys")
     body = body.strip("\r\n").rstrip()
     return f"---\n{head}---\n\n{body}\n" if body else f"---\n{head}---\n"
