@@ -116,7 +116,8 @@ def final_memories(memories: Sequence[Memory], rendered: Sequence[Rendered], dir
                 (r.op.type or "").strip().lower(), r.op.body.strip("\r\n").rstrip(), 0.0,
                 len(r.text.encode("utf-8")), scope, key, extra,
             )  # fmt: skip
-    keep = [replace(m, path=directory / m.path.name) for m in memories if m.path.name not in gone]
+    keep = [m if m.path.parent == directory else replace(m, path=directory / m.path.name)
+            for m in memories if m.path.name not in gone]  # fmt: skip
     return keep + list(new.values())
 
 
