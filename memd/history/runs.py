@@ -2,7 +2,8 @@
 
 Every change memd makes to a memory directory leaves an entry in
 `$HOME/memd/history/<scope-name>/<run-id>/`: a dream's whole snapshot
-(`files/`, taken and swapped in atomically by `memd.history.snapshots`) or a write's copies
+(`files.pack`, or `files/` before packs; taken and swapped in atomically by
+`memd.history.snapshots`) or a write's copies
 (`memd.history.writes`), completed by a `run.json` saying what the run changed.
 
 Undo is the same machinery in the other direction: the present is snapshotted
@@ -12,7 +13,7 @@ linked: a snapshot must stay independent of later in-place edits) into a
 staging directory, and swapped in.
 
 Snapshots are checked before they are restored: `snapshot` hashes every file as
-it copies it, `write_run_info` records the hashes in `run.json`
+it packs it, `write_run_info` records the hashes in `run.json`
 (`snapshot_sha256`), and `undo` refuses a snapshot that no longer matches them
 (a file changed, missing or added since), restoring nothing. An entry whose
 `run.json` cannot be read is listed by `memd history` as damaged (never hidden)
