@@ -436,7 +436,8 @@ def test_undo_refuses_a_snapshot_that_no_longer_matches_its_checksums(demo: Path
     entry, run_id = _dream_entry(home)
     pack = entry / PACK_FILE
     member = next(e for e in Pack.open(pack).files() if e["path"].endswith(".md"))
-    data = bytearray(pack.read_bytes())
+    whole = pack.read_bytes()
+    data = bytearray(whole)
     data[member["offset"] + member["size"] - 1] ^= 0x01  # the last byte of one memory, changed in the pack
     pack.write_bytes(bytes(data))
     live = snapshot(home / "memory")
@@ -444,6 +445,7 @@ def test_undo_refuses_a_snapshot_that_no_longer_matches_its_checksums(demo: Path
     assert r.returncode == 2, r.stderr
     _one_line_error(r, run_id, "does not match", member["path"])
     assert snapshot(home / "memory") == live  # nothing restored
+    pack.write_bytes(whole)
     info = json.loads((entry / "run.json").read_text())
     info["snapshot_sha256"]["gone.md"] = "0" * 64  # a file missing from the snapshot: refused too
     (entry / "run.json").write_text(json.dumps(info))
