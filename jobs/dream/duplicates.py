@@ -8,6 +8,8 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -51,10 +53,11 @@ def _candidates(docs: list[list[str]], threshold: float) -> dict[int, set[int]]:
     document shares, not the number of pairs.
     """
     elements = [_elements(toks) for toks in docs]
-    freq: Counter[object] = Counter(e for els in elements for e in els)
-    rank = {e: r for r, (e, _n) in enumerate(sorted(freq.items(), key=lambda kv: kv[1]))}  # rarest first; ties stay in input order
-    ordered = [sorted([rank[e] for e in els]) for els in elements]
-    bits = [sum(1 << r for r in o) for o in ordered]  # each element set as an int: overlap = popcount of an AND
+    freq: Counter[object] = Counter(chain.from_iterable(elements))
+    rank = {e: r for r, (e, _n) in enumerate(sorted(freq.items(), key=itemgetter(1)))}  # rarest first; ties stay in input order
+    ordered = [sorted(map(rank.__getitem__, els)) for els in elements]
+    power = [1 << r for r in range(len(rank))]
+    bits = [sum(map(power.__getitem__, o)) for o in ordered]  # each element set as an int: overlap = popcount of an AND
     index: dict[int, list[tuple[int, int, int]]] = {}
     starts: dict[int, int] = {}
     out: dict[int, set[int]] = {}
