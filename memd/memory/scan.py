@@ -269,36 +269,70 @@ def list_dir(
     `_load_entry` reads every other file. Bodies and notes are not part of a listing."""
     directory = Path(directory)
     prefix = str(root).rstrip("/") + "/"
-    out: list[Listed] = []
+    slots: list[Listed | None] = []  # None: a file no row stands for, parsed below in its place
     problems: list[Problem] = []
     try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)  # follows a linked directory, as scandir does
     except FileNotFoundError:
-        return out, problems
+        return [], problems
     except OSError as exc:
-        return out, [Problem(directory, f"cannot list directory: {exc.strerror or exc}")]
-    cut = len(prefix)
-    for entry in entries:
-        if not is_candidate_name(entry.name):
+        return [], [Problem(directory, f"cannot list directory: {exc.strerror or exc}")]
+    try:
+        names = sorted(n for n in os.listdir(fd) if is_candidate_name(n))
+        base = os.path.join(str(directory), "")  # what a DirEntry's path starts with
+        rel = base[len(prefix):] if base.startswith(prefix) else None
+        parse: list[str] = []  # the names no row stands for, in name order
+        for name in names:
+            if rel is not None and (row := indexed.get(rel + name)) is not None:
+                try:  # relative to the directory's descriptor: no path built, a symlink's own stat
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    st = None
+                if st is not None and stat.S_ISREG(st.st_mode) and row[4] == st.st_size and row[3] == st.st_mtime:
+                    slots.append(Listed(rel + name, *row))
+                    continue
+            parse.append(name)
+            slots.append(None)
+    except OSError as exc:
+        return [], [Problem(directory, f"cannot list directory: {exc.strerror or exc}")]
+    finally:
+        os.close(fd)
+    if parse:
+        listed = _parse_listed(directory, scope, project_key, max_bytes, root, parse, slots, problems)
+    else:
+        listed = slots  # type: ignore[assignment]  # every slot a row: no None
+    problems.extend(_duplicates([(m.name, prefix + m.file, m.file.rpartition("/")[2]) for m in listed]))
+    return listed, problems  # not logged: the listing shows them (and `memd list` sets no logging up)
+
+
+def _parse_listed(directory: Path, scope: str, project_key: str | None, max_bytes: int, root: Path,
+                  names: list[str], out: list[Listed | None], problems: list[Problem]) -> list[Listed]:  # fmt: skip
+    """The files of a listing no search row stands for (new, changed, unindexed), parsed as
+    `scan_dir` parses them (`_load_entry` over their directory entries), in the places `out`
+    keeps for them (None); a file gone meanwhile is left out, as a scan would not have seen it."""
+    wanted = set(names)
+    try:
+        with os.scandir(directory) as it:
+            entries = {e.name: e for e in it if e.name in wanted}
+    except OSError as exc:
+        problems.append(Problem(directory, f"cannot list directory: {exc.strerror or exc}"))
+        entries = {}
+    parsed = iter(names)
+    done: list[Listed] = []
+    for item in out:
+        if item is not None:
+            done.append(item)
             continue
-        file = entry.path[cut:] if entry.path.startswith(prefix) else None
-        row = indexed.get(file) if file is not None else None
-        if row is not None:
-            try:
-                st = entry.stat(follow_symlinks=False)  # a symlink's own stat: never a regular file
-            except OSError:
-                st = None
-            if st is not None and stat.S_ISREG(st.st_mode) and row[4] == st.st_size and row[3] == st.st_mtime:
-                out.append(Listed(file, *row))  # type: ignore[arg-type]
-                continue
+        entry = entries.get(next(parsed))
+        if entry is None:
+            continue
         loaded = _load_entry(entry, scope, project_key, max_bytes)
         mem = loaded.memory if isinstance(loaded, Bare) else loaded
         if isinstance(mem, Memory):
-            out.append(Listed(_relative(mem.path, root), mem.name, mem.description, mem.type, mem.mtime, mem.size))
+            done.append(Listed(_relative(mem.path, root), mem.name, mem.description, mem.type, mem.mtime, mem.size))
         elif isinstance(mem, Problem):
             problems.append(mem)
-    problems.extend(_duplicates([(m.name, prefix + m.file, m.file.rpartition("/")[2]) for m in out]))
-    return out, problems  # not logged: the listing shows them (and `memd list` sets no logging up)
+    return done
 
 
 def _relative(path: Path, root: Path) -> str:
