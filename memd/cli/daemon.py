@@ -85,7 +85,7 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     names = list(registry.JOB_NAMES) if check_job(job_name, allow_all=True) == "all" else [job_name]
     jobs = [registry.get(n) for n in names]
     if any(getattr(job, "READS_SESSIONS", True) for job in jobs):  # index and sync read no transcript
-        from memd.ledger.scan import scan_home  # noqa: PLC0415 - start-up: the ingest's modules, for session jobs only
+        from memd.ledger.scan import scan_home  # the ingest's modules: for session jobs only
 
         scan_home(home, key=key, log=log)  # with --project, that project's sessions only
     check_project(home, key, _ledger(home))

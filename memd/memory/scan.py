@@ -239,7 +239,7 @@ def scan_dir(
 # --------------------------------------------------------------------------- listing
 
 
-IndexedRow = tuple[str, str, str, float, int]  # name, description, type, mtime, size: what search.sqlite holds
+IndexedRow = tuple[str, str, str, str, float, int]  # file, name, description, type, mtime, size: a `Listed`'s fields, as search.sqlite holds them
 
 
 class Listed(NamedTuple):
@@ -288,8 +288,8 @@ def list_dir(
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 except OSError:
                     st = None
-                if st is not None and stat.S_ISREG(st.st_mode) and row[4] == st.st_size and row[3] == st.st_mtime:
-                    slots.append(Listed(rel + name, *row))
+                if st is not None and stat.S_ISREG(st.st_mode) and row[5] == st.st_size and row[4] == st.st_mtime:
+                    slots.append(Listed._make(row))
                     continue
             parse.append(name)
             slots.append(None)

@@ -39,7 +39,7 @@ def _scanned(d: Path, home: Home) -> tuple[list[tuple[str, ...]], list[tuple[str
 
 def _listed(d: Path, home: Home) -> tuple[list[tuple[str, ...]], list[tuple[str, str]]]:
     with SearchIndex.for_home(home) as db:
-        rows = {k[len(str(home.root)) + 1 :]: (m.name, m.description, m.type, m.mtime, m.size)
+        rows = {(f := k[len(str(home.root)) + 1 :]): (f, m.name, m.description, m.type, m.mtime, m.size)
                 for k, m in db.known("project", "-p").items()}  # fmt: skip
     listed, problems = list_dir(d, "project", "-p", rows, home.root)
     mems = [(m.file, m.name, m.description, m.type, repr(m.mtime), str(m.size)) for m in listed]
