@@ -29,7 +29,7 @@ from pathlib import Path
 from stat import S_ISDIR
 from typing import Any
 
-from memd.memory.names import INDEX_NAME, SUFFIX, is_candidate_name
+from memd.memory.names import INDEX_NAME, candidate_names
 
 RECORD_VERSION = 2  # bump when a refresh's outcome starts to depend on something the digest omits
 
@@ -82,7 +82,7 @@ def _entries(directory: Path) -> list[str] | None:
     except OSError:
         return None
     try:
-        names = sorted(n for n in os.listdir(fd) if n.endswith(SUFFIX) and is_candidate_name(n))  # suffix first: one C call
+        names = sorted(candidate_names(os.listdir(fd)))
         stats = [os.stat(n, dir_fd=fd, follow_symlinks=False) for n in names]
     except OSError:
         return None

@@ -23,7 +23,7 @@ from typing import NamedTuple
 from memd.fsutil import read_at_most
 from memd.logs.lazy import lazy_logger
 from memd.memory.file import Memory, MemoryParseError, parse_memory
-from memd.memory.names import fold_name, is_candidate_name
+from memd.memory.names import candidate_names, fold_name, is_candidate_name
 
 log = lazy_logger("memd.memories")  # the scan's events keep the logger name they always had
 
@@ -278,7 +278,7 @@ def list_dir(
     except OSError as exc:
         return [], [Problem(directory, f"cannot list directory: {exc.strerror or exc}")]
     try:
-        names = sorted(n for n in os.listdir(fd) if is_candidate_name(n))
+        names = sorted(candidate_names(os.listdir(fd)))
         base = os.path.join(str(directory), "")  # what a DirEntry's path starts with
         rel = base[len(prefix):] if base.startswith(prefix) else None
         parse: list[str] = []  # the names no row stands for, in name order
