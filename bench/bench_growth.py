@@ -12,6 +12,12 @@ noise) and each side's fitted growth exponent (least squares of log time on log 
   waits without spending CPU;
 * `list`: `memd list --all --json` over a home of n memories in scopes of 2,500, search.sqlite current.
 
+`--table`: the growth table of issue 27 pt 4, each command a process on a home of its own per side
+(the same files copied with `cp -a`, then indexed or scanned by that side: main at a06201f refuses
+the newer state schema, and each side keeps its own records), both trees byte-compiled as an
+installed memd is (a child with PYTHONDONTWRITEBYTECODE set compiles every module every run).
+`--homes DIR` keeps the homes for the next run; `--base a06201f` compares with the issue's main.
+
     .venv/bin/python bench/bench_growth.py [--sizes 1000,5000,10000] [--passes dups,dream,snapshot,list]
         [--repeat 1] [--no-write]
 """
