@@ -181,6 +181,10 @@ def _flag_duplicates(memories: list[Memory]) -> list[Problem]:
 
 def _duplicates(named: list[tuple[str, Path | str, str]]) -> list[Problem]:
     """`_flag_duplicates` over (name, path, file name) in file-name order."""
+    if all(n.isascii() for n, _p, _f in named):  # the common case, tens of thousands in a listing: no loop a name
+        keys = [" ".join(n.casefold().split()) for n, _p, _f in named]
+        if len(set(keys)) == len(keys):
+            return []
     first: dict[str, str] = {}
     problems: list[Problem] = []
     for name, path, file_name in named:
