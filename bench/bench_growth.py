@@ -12,6 +12,12 @@ noise) and each side's fitted growth exponent (least squares of log time on log 
   waits without spending CPU;
 * `list`: `memd list --all --json` over a home of n memories in scopes of 2,500, search.sqlite current.
 
+`--table`: the growth table of issue 27 pt 4, each command a process on a home of its own per side
+(the same files copied with `cp -a`, then indexed or scanned by that side: main at a06201f refuses
+the newer state schema, and each side keeps its own records), both trees byte-compiled as an
+installed memd is (a child with PYTHONDONTWRITEBYTECODE set compiles every module every run).
+`--homes DIR` keeps the homes for the next run; `--base a06201f` compares with the issue's main.
+
     .venv/bin/python bench/bench_growth.py [--sizes 1000,5000,10000] [--passes dups,dream,snapshot,list]
         [--repeat 1] [--no-write]
 """
@@ -23,6 +29,7 @@ import json
 import math
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,10 +91,12 @@ CHILD = textwrap.dedent(
             shutil.copytree(template, base, symlinks=True)
             ref = Place("project", key)
             if what == "dream":
-                try:
+                # By the tree's files, not ImportError: an editable install's finder answers `memd.job` from
+                # the installed tree when `tree` (a06201f's flat layout) has none.
+                if os.path.exists(os.path.join(tree, "memd", "job", "runner.py")):
                     from memd.job.context import JobContext
                     from memd.job.runner import run_job
-                except ImportError:
+                else:
                     from memd.jobctx import JobContext
                     from memd.runner import run_job
                 now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # injected: `updated:` stamps equal on both sides
@@ -115,9 +124,9 @@ CHILD = textwrap.dedent(
                                   "changes": hashlib.sha256(json.dumps(changes, sort_keys=True).encode()).hexdigest(),
                                   "summary": r.reason.split(": ", 1)[-1]}))
             else:
-                try:
+                if os.path.exists(os.path.join(tree, "memd", "history", "snapshots.py")):
                     from memd.history import snapshots as swap
-                except ImportError:
+                else:
                     from memd import swap
                 w, t = time.perf_counter(), cpu()
                 swap.snapshot(Home(base), ref, "20260101T000000Z-aaaaaa")
@@ -158,30 +167,64 @@ def child(tree: Path, what: str, n: int, template: Path | None = None) -> dict[s
     return dict(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
-def list_home(root: Path, n: int) -> Path:
-    """n memories in scopes of 2,500, indexed (search.sqlite current)."""
+def memory_files(root: Path, n: int) -> Path:
+    """n memories in scopes of 2,500 (files only: each side copies them and indexes its copy)."""
     sys.path.insert(0, str(REPO))
     from bench.bench_dream import body_of, sentence  # noqa: PLC0415 - imports memd: only in the parent, after its path is set
     from memd.memory.file import render_memory  # noqa: PLC0415 - as above
 
-    home = root / f"home{n}"
+    home = root / "files" / f"home{n}"
+    if (home / ".complete").exists():
+        return home
     rng = random.Random(5)
     for i in range(n):
         d = home / "projects" / f"-p{i // 2500:03d}" / "memory"
         d.mkdir(parents=True, exist_ok=True)
         typ = ("user", "feedback", "project", "reference")[i % 4]
         (d / f"m{i:05d}.md").write_text(render_memory(f"m{i:05d}", sentence(rng, 8), typ, body_of(rng), {"source": "memd"}))
-    (home / "memd").mkdir(exist_ok=True)
-    subprocess.run([sys.executable, "-m", "memd", "--home", str(home), "run-now", "index"], check=True, capture_output=True,
-                   env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    (home / ".complete").touch()
     return home
+
+
+def memd_run(tree: Path, home: Path, *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "memd", "--home", str(home), *args], check=True, capture_output=True,
+                   env=child_env(tree), cwd=tree)  # fmt: skip
+
+
+def child_env(tree: Path) -> dict[str, str]:
+    """The child's environment: `tree` first on the path, bytecode used as an installed memd has it."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def side_home(root: Path, side: str, tree: Path, files: Path, ready: tuple[str, ...]) -> Path:
+    """`files` copied (`cp -a`: same names, sizes, mtimes) for one side, which builds its own state
+    with `ready` (`run-now index` or `scan`): each tree reads only databases it wrote itself (main
+    at a06201f refuses a newer state schema)."""
+    home = root / side / files.name
+    if not (home / ".complete").exists():
+        if home.exists():
+            shutil.rmtree(home)
+        home.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-a", str(files), str(home)], check=True)
+        (home / ".complete").unlink(missing_ok=True)
+        (home / "memd").mkdir(exist_ok=True)
+        memd_run(tree, home, *ready)
+        (home / ".complete").touch()
+    return home
+
+
+def list_home(root: Path, n: int, side: str = "here", tree: Path = REPO) -> Path:
+    """n memories in scopes of 2,500, indexed by `tree` (search.sqlite current)."""
+    return side_home(root, side, tree, memory_files(root, n), ("run-now", "index"))
 
 
 def list_cpu(tree: Path, home: Path) -> dict[str, Any]:
     code = "import sys; from memd.cli import main; sys.argv = ['memd'] + sys.argv[1:]; main()"
     before = os.times()
     r = subprocess.run([sys.executable, "-c", code, "--home", str(home), "list", "--all", "--json"], capture_output=True,
-                       env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree)  # fmt: skip  # cwd: `-c` puts it first on the path
+                       env=child_env(tree), cwd=tree)  # fmt: skip  # cwd: `-c` puts it first on the path
     after = os.times()
     if r.returncode != 0:
         raise SystemExit(f"list on {tree}: {r.stderr[-2000:]!r}")
@@ -189,20 +232,23 @@ def list_cpu(tree: Path, home: Path) -> dict[str, Any]:
             "out": len(r.stdout)}  # fmt: skip
 
 
-def session_home(root: Path, n: int) -> Path:
-    """n one-record sessions in projects of 100, ingested (`memd scan`), and 1,000 memories indexed."""
-    home = root / f"sessions{n}"
-    if not (home / "memd" / "state.sqlite").exists():
+def session_files(root: Path, n: int) -> Path:
+    """n one-record sessions in projects of 100 (files only)."""
+    home = root / "files" / f"sessions{n}"
+    if not (home / ".complete").exists():
         rec = json.dumps({"type": "user", "uuid": "u", "timestamp": "2026-01-01T00:00:00Z", "sessionId": "s",
                           "message": {"role": "user", "content": "hi"}}) + "\n"  # fmt: skip
         for i in range(n):
             d = home / "projects" / f"-p{i // 100:04d}"
             d.mkdir(parents=True, exist_ok=True)
             (d / f"s{i:06d}.jsonl").write_text(rec)
-        (home / "memd").mkdir(exist_ok=True)
-        subprocess.run([sys.executable, "-m", "memd", "--home", str(home), "scan"], check=True, capture_output=True,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+        (home / ".complete").touch()
     return home
+
+
+def session_home(root: Path, n: int, side: str = "here", tree: Path = REPO) -> Path:
+    """n one-record sessions in projects of 100, ingested by `tree` (`memd scan`), no memories."""
+    return side_home(root, side, tree, session_files(root, n), ("scan",))
 
 
 # The growth table's commands (issue 27 pt 4): each a process, CPU of the child; "index check" is the second
@@ -224,7 +270,7 @@ def process_cpu(tree: Path, home: Path, args: list[str]) -> float:
     code = "import sys; from memd.cli import main; sys.argv = ['memd'] + sys.argv[1:]; main()"
     before = os.times()
     r = subprocess.run([sys.executable, "-c", code, "--home", str(home), *args], capture_output=True,
-                       env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree)  # fmt: skip
+                       env=child_env(tree), cwd=tree)  # fmt: skip
     after = os.times()
     if r.returncode not in (0, 1):
         raise SystemExit(f"{args} on {tree}: {r.stderr[-2000:]!r}")
@@ -232,20 +278,25 @@ def process_cpu(tree: Path, home: Path, args: list[str]) -> float:
 
 
 def growth_table(root: Path, main_tree: Path, memory_sizes: list[int], session_sizes: list[int], repeat: int) -> dict[str, Any]:
-    """Every command of the table at every size, on main and on this tree, alternated; best of `repeat`."""
+    """Every command of the table at every size, on main and on this tree, alternated; best of `repeat`.
+    Each side runs on its own copy of each home (`side_home`)."""
     out: dict[str, Any] = {}
-    jobs = [(name, args, n, list_home_cached(root, n)) for n in memory_sizes for name, args in MEMORY_COMMANDS.items()]
-    jobs += [(name, args, n, session_home(root, n)) for n in session_sizes for name, args in SESSION_COMMANDS.items()]
-    jobs += [("rebuild", ["run-now", "index"], n, list_home_cached(root, n)) for n in memory_sizes]
-    for name, args, n, home in jobs:
+    trees = (("main", main_tree), ("here", REPO))
+    mem = {n: {side: list_home(root, n, side, tree) for side, tree in trees} for n in memory_sizes}
+    ses = {n: {side: session_home(root, n, side, tree) for side, tree in trees} for n in session_sizes}
+    jobs = [(name, args, n, mem[n]) for n in memory_sizes for name, args in MEMORY_COMMANDS.items()]
+    jobs += [(name, args, n, ses[n]) for n in session_sizes for name, args in SESSION_COMMANDS.items()]
+    jobs += [("rebuild", ["run-now", "index"], n, mem[n]) for n in memory_sizes]
+    for name, args, n, homes in jobs:
         best: dict[str, float] = {}
         for _ in range(repeat):
-            for side, tree in (("main", main_tree), ("here", REPO)):
+            for side, tree in trees:
+                home = homes[side]
                 if name == "rebuild":
                     for suffix in ("", "-wal", "-shm"):
                         (home / "memd" / f"search.sqlite{suffix}").unlink(missing_ok=True)
                 elif name == "index check":
-                    process_cpu(tree, home, args)  # after the other side's run: this side's own state first
+                    process_cpu(tree, home, args)  # nothing changed since (a rebuild may have run last)
                 best[side] = min(best.get(side, math.inf), process_cpu(tree, home, args))
         out.setdefault(name, []).append({"n": n, "main": best["main"], "here": best["here"]})
         print(name, out[name][-1], flush=True)
@@ -257,9 +308,12 @@ def growth_table(root: Path, main_tree: Path, memory_sizes: list[int], session_s
     return out
 
 
-def list_home_cached(root: Path, n: int) -> Path:
-    home = root / f"home{n}"
-    return home if (home / "memd" / "search.sqlite").exists() else list_home(root, n)
+def compiled(tree: Path) -> Path:
+    """`tree`'s modules byte-compiled, as an installed wheel has them (a child with
+    PYTHONDONTWRITEBYTECODE set would otherwise compile every module in every run)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "memd"), str(tree / "jobs")], check=True,
+                   capture_output=True)  # fmt: skip
+    return tree
 
 
 def exponent(sizes: list[int], times: list[float]) -> float:
@@ -271,15 +325,16 @@ def exponent(sizes: list[int], times: list[float]) -> float:
 def measure(sizes: list[int], passes: list[str], repeat: int) -> dict[str, Any]:
     out: dict[str, Any] = {"sizes": sizes, "load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
-        main_tree = export_main(Path(tmp) / "main")
+        main_tree = compiled(export_main(Path(tmp) / "main"))
+        compiled(REPO)
         for what in passes:
             rows = []
             for n in sizes:
-                home = list_home(Path(tmp), n) if what == "list" else None
                 template = scope_template(Path(tmp), n) if what in ("dream", "snapshot") else None
                 best: dict[str, Any] = {}
                 for _ in range(repeat):
                     for side, tree in (("main", main_tree), ("here", REPO)):  # alternated
+                        home = list_home(Path(tmp), n, side, tree) if what == "list" else None
                         got = list_cpu(tree, home) if home is not None else child(tree, what, n, template)
                         key = "wall" if what == "snapshot" else "cpu"
                         best[side] = min(best.get(side, math.inf), float(got[key]))
@@ -354,7 +409,8 @@ def main() -> None:
             root = Path(args.homes) if args.homes else Path(tmp) / "homes"
             root.mkdir(parents=True, exist_ok=True)
             before = os.getloadavg()[0]
-            r = growth_table(root, export_main(Path(tmp) / "main"), [int(x) for x in args.memory_sizes.split(",")],
+            compiled(REPO)
+            r = growth_table(root, compiled(export_main(Path(tmp) / "main")), [int(x) for x in args.memory_sizes.split(",")],
                              [int(x) for x in args.session_sizes.split(",")], args.repeat)  # fmt: skip
             print(json.dumps(r, indent=2))
             cmd = (f".venv/bin/python bench/bench_growth.py --table --memory-sizes {args.memory_sizes} "

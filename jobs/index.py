@@ -62,8 +62,9 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         if not ctx.home.memd_dir.is_symlink():  # never through a link (memd's own directory)
             swept += sweep_temp_files(ctx.home.memd_dir, ctx.now().timestamp())
 
-    from memd.git.commits import after_index  # noqa: PLC0415 - start-up
-    after_index(ctx.home, target, ctx.settings)  # hand edits become the user's commit when memd.git is on
+    if ctx.settings.memd.git:  # hand edits become the user's commit (`memd.git.commits.enabled`)
+        from memd.git.commits import after_index  # noqa: PLC0415 - start-up: git's modules only when it is on
+        after_index(ctx.home, target, ctx.settings)
     from memd.history.writes import refresh_recorded  # noqa: PLC0415 - start-up (not memd.write.apply: its classifier's patterns)
     place = Place.memory(key if scope == "project" else None)
     result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), hold=ctx.hold_index is not None)

@@ -255,21 +255,21 @@ STALE_TEMP_SECONDS = 60.0  # an atomic write takes milliseconds: a temporary old
 
 
 def sweep_stale_temps(directory: Path | str, now: float, wanted: Callable[[str], bool]) -> int:
-    """Remove the regular files directly in `directory` whose name `wanted` accepts (a writer's own
-    `.<target>.<random>.tmp` temporaries) and that are older than STALE_TEMP_SECONDS at `now`: what a
+    """Remove the regular files directly in `directory` whose name ends in `.tmp` and `wanted` accepts
+    (a writer's own `.<target>.<random>.tmp` temporaries) and that are older than STALE_TEMP_SECONDS at `now`: what a
     writer killed mid-write left, once no live writer can still own it. Never anything else; a
     directory that cannot be read sweeps nothing. Returns how many were removed."""
     removed = 0
     try:
-        entries = list(os.scandir(directory))
+        names = [n for n in os.listdir(directory) if n.endswith(".tmp") and wanted(n)]  # names only: a memory directory holds thousands
     except OSError:
         return 0
-    for e in entries:
-        if not wanted(e.name):
-            continue
+    for name in names:
+        path = os.path.join(directory, name)
         try:
-            if e.is_file(follow_symlinks=False) and now - e.stat(follow_symlinks=False).st_mtime > STALE_TEMP_SECONDS:
-                os.unlink(e.path)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TEMP_SECONDS:
+                os.unlink(path)
                 removed += 1
         except OSError:
             continue

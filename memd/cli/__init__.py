@@ -90,9 +90,18 @@ def get_home(ctx: click.Context) -> Any:
 
 
 def json_out(data: Any) -> None:
+    """`data` as indented JSON on stdout: orjson's UTF-8 bytes written as they are where stdout has
+    a byte layer (a 16 MB listing is not decoded and encoded again), else as text."""
     import orjson
 
-    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    out = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(out.decode())
+        return
+    sys.stdout.flush()  # what was written as text before goes first
+    buffer.write(out)
+    buffer.flush()
 
 
 def cli_logging(home: Any, level: str, stderr_level: str = "warning") -> None:

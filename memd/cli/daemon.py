@@ -76,7 +76,6 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     from memd.job.context import make_context
     from memd.job.runner import run_job
     from memd.ledger.lookup import check_project
-    from memd.ledger.scan import scan_home
     from memd.logs.events import get_logger
 
     home = get_home(ctx)
@@ -86,6 +85,8 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     names = list(registry.JOB_NAMES) if check_job(job_name, allow_all=True) == "all" else [job_name]
     jobs = [registry.get(n) for n in names]
     if any(getattr(job, "READS_SESSIONS", True) for job in jobs):  # index and sync read no transcript
+        from memd.ledger.scan import scan_home  # the ingest's modules: for session jobs only
+
         scan_home(home, key=key, log=log)  # with --project, that project's sessions only
     check_project(home, key, _ledger(home))
     results: list[dict[str, Any]] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -163,13 +164,15 @@ def _scopes(home: Any, pkey: str | None, everything: bool) -> list[tuple[str, st
     return [d for d in dirs if d[0] == "global" or d[1] == pkey]
 
 
-def _indexed(home: Any) -> dict[tuple[str, str | None], dict[str, Any]]:
-    """search.sqlite's rows by directory and home-relative file, as (name, description, type,
-    mtime, size): `list_dir` takes a row whose file's size and mtime still match (one stat)
-    instead of reading and parsing the file, and parses the rest (new, changed, unindexed). An
-    absent or unreadable database: nothing known, every file parsed. Read-only: listing never
-    creates or repairs the index."""
+def _indexed(home: Any, scopes: list[tuple[str, str | None, Any]]) -> dict[tuple[str, str | None], dict[str, Any]]:
+    """search.sqlite's rows of each directory by home-relative file, as `scan.Listed`'s fields
+    (file, name, description, type, mtime, size): `list_dir` takes a row whose file's size and
+    mtime still match (one stat) instead of reading and parsing the file, and parses the rest
+    (new, changed, unindexed). An absent or unreadable database: nothing known, every file parsed.
+    Read-only: listing never creates or repairs the index. A directory's rows are one fetch and
+    one `dict(zip(…))`, no Python loop a row."""
     import sqlite3
+    from operator import itemgetter
 
     from memd.index.search import open_readonly
 
@@ -178,10 +181,12 @@ def _indexed(home: Any) -> dict[tuple[str, str | None], dict[str, Any]]:
         conn = open_readonly(home.search_db)
     except sqlite3.Error:
         return out
+    first = itemgetter(0)
     try:
-        rows = conn.execute("SELECT scope, project_key, file, name, description, type, mtime, size FROM memories")
-        for scope, key, file, name, desc, mtype, mtime, size in rows:  # the body: `list` shows none
-            out.setdefault((scope, key), {})[file] = (name, desc, mtype, mtime, size)
+        for scope, key, _path in scopes:  # the body: `list` shows none
+            rows = conn.execute("SELECT file, name, description, type, mtime, size FROM memories "
+                                "WHERE scope = ? AND project_key IS ?", (scope, key)).fetchall()  # fmt: skip
+            out[(scope, key)] = dict(zip(map(first, rows), rows, strict=True))
     except sqlite3.Error:
         return {}
     finally:
@@ -203,16 +208,27 @@ def _memories(home: Any, pkey: str | None, everything: bool) -> tuple[list[Any],
 
 def _listing(home: Any, pkey: str | None, everything: bool) -> tuple[list[tuple[Any, str | None, Any]], list[Any]]:
     """What `list` shows: (scope, project key, `scan.Listed`) of the memories in effect, and the
-    files that are not; those search.sqlite still matches are taken from it (`scan.list_dir`)."""
+    files that are not, in `list`'s order; those search.sqlite still matches are taken from it
+    (`scan.list_dir`)."""
+    from operator import attrgetter
+
     from memd.memory.scan import list_dir
 
     mems: list[tuple[Any, str | None, Any]] = []
     problems: list[Any] = []
-    known = _indexed(home)
-    for scope, k, path in _scopes(home, pkey, everything):
+    scopes = _scopes(home, pkey, everything)
+    known = _indexed(home, scopes)
+    by_order = attrgetter("type", "name")
+    by_dir: dict[tuple[str, str | None], list[Any]] = {}
+    for scope, k, path in scopes:  # the problems in the directories' order, as always
         listed, bad = list_dir(path, scope, k, known.get((scope, k), {}), home.root)
-        mems.extend((scope, k, m) for m in listed)
+        listed.sort(key=by_order)
+        by_dir.setdefault((scope, k), []).extend(listed)
         problems.extend(bad)
+    # `list`'s order, (global first, project key, type, name), a directory at a time: the
+    # directories in that order, each one's memories sorted by (type, name) (stable: as one sort).
+    for scope, k in sorted(by_dir, key=lambda d: (d[0] != "global", d[1] or "")):
+        mems.extend((scope, k, m) for m in by_dir[(scope, k)])
     return mems, problems
 
 
@@ -230,6 +246,25 @@ def _listed_json(scope: str, key: str | None, m: Any, now: float, note: Any) -> 
     """`memory_json` of a listed memory (same keys, same order)."""
     return {"scope": scope, "project_key": key, "file": m.file, "name": m.name, "description": m.description,
             "type": m.type, "mtime": m.mtime, "size": m.size, "stale": note(m.mtime, now)}  # fmt: skip
+
+
+def _notes(note: Callable[[float, float], str | None]) -> Callable[[float, float], str | None]:
+    """`note` (the staleness warning) made once a distinct age in days: a listing of tens of
+    thousands of memories has a few hundred ages. The warning depends on the age in whole days
+    only (`staleness.age_days`, the same floor), or is None within the first day."""
+    from memd.index.staleness import DAY_SECONDS, age_days
+
+    made: dict[int, str | None] = {}
+
+    def of(mtime: float, now: float) -> str | None:
+        if now - mtime <= DAY_SECONDS:
+            return None
+        days = age_days(mtime, now)
+        if days not in made:
+            made[days] = note(mtime, now)
+        return made[days]
+
+    return of
 
 
 @command("list")
@@ -251,8 +286,8 @@ def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: b
     if key and not everything and not any(scope == "project" for scope, _k, _m in mems):
         check_project(home, key)  # nothing of its own: a typo is exit 2, a known project just has none yet
     now = system_clock().timestamp()
-    mems.sort(key=lambda e: (e[0] != "global", e[1] or "", e[2].type, e[2].name))
-    rows = [_listed_json(scope, k, m, now, staleness_note) for scope, k, m in mems]
+    note = _notes(staleness_note)
+    rows = [_listed_json(scope, k, m, now, note) for scope, k, m in mems]
     if as_json:
         json_out({"memories": rows, "problems": [{"file": str(p.path), "reason": p.reason} for p in problems]})
         return

@@ -7,7 +7,7 @@ search.sqlite's `meta` table: a digest of everything the outcome depended on bes
 bytes — each candidate entry's name, mode, inode, size and mtime (nanoseconds), MEMORY.md's and
 the drawer render's, the settings that shape the views and, for the drawer, the day its ages are
 counted from — with the digest of the search rows it left and what it found (problems, notes, the
-over-budget warning). The next refresh first computes that digest again from one `scandir` and
+over-budget warning). The next refresh first computes that digest again from one `listdir` and
 one stat per entry; when it equals the record's, and the directory's rows in search.sqlite still
 have the recorded digest, the outcome is the recorded one and nothing is read or rendered.
 
@@ -29,9 +29,9 @@ from pathlib import Path
 from stat import S_ISDIR
 from typing import Any
 
-from memd.memory.names import INDEX_NAME, SUFFIX, is_candidate_name
+from memd.memory.names import INDEX_NAME, candidate_names
 
-RECORD_VERSION = 1  # bump when a refresh's outcome starts to depend on something the digest omits
+RECORD_VERSION = 2  # bump when a refresh's outcome starts to depend on something the digest omits
 
 
 def record_key(scope: str, key: str | None) -> str:
@@ -70,29 +70,32 @@ def state_digest(directory: Path, params: dict[str, Any], views: Iterable[Path])
 
 
 def _entries(directory: Path) -> list[str] | None:
-    """"name NUL stat" of each candidate entry (directories aside), in name order; ["absent"] for
-    a missing directory; None when listing or a stat failed (an entry gone meanwhile)."""
-    files: list[str] = []
+    """The candidate entries (directories aside) as one string: the `repr` of their (name, mode,
+    inode, size, mtime ns) in name order (names are unique in a directory); ["absent"] for a
+    missing directory; None when listing or a stat failed (an entry gone meanwhile). One `listdir`
+    and one `stat` a candidate relative to the directory's descriptor (no path built a file), the
+    tuples rendered by `repr` in C rather than a formatted line a file."""
     try:
-        with os.scandir(directory) as it:
-            for e in it:
-                name = e.name
-                if name.endswith(SUFFIX) and is_candidate_name(name):  # the suffix first: one C call for most entries
-                    st = e.stat(follow_symlinks=False)
-                    if not S_ISDIR(st.st_mode):
-                        files.append(f"{name}\0{st.st_mode:o}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except (FileNotFoundError, NotADirectoryError):
-        return None if files or os.path.lexists(directory) else ["absent"]
+        return None if os.path.lexists(directory) else ["absent"]
     except OSError:
         return None
-    files.sort()  # names are unique in a directory: the order of the names
-    return files
+    try:
+        names = sorted(candidate_names(os.listdir(fd)))
+        stats = [os.stat(n, dir_fd=fd, follow_symlinks=False) for n in names]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    kept = [(n, st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns) for n, st in zip(names, stats, strict=True)
+            if not S_ISDIR(st.st_mode)]  # fmt: skip
+    return [repr(kept)]
 
 
-def rows_digest(rows: Iterable[tuple[str, int, float]]) -> str:
-    """The digest of a directory's search rows: (home-relative file, size, mtime), in file order."""
-    text = "\n".join(f"{f}\0{size}\0{mtime!r}" for f, size, mtime in sorted(rows))
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+def rows_digest(text: str | None) -> str:
+    """The digest of a directory's search rows as `SearchIndex.scope_rows_text` renders them."""
+    return hashlib.sha256((text or "").encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def make_record(state: str, rows: str, outcome: dict[str, Any]) -> str:

@@ -386,7 +386,7 @@ def _unchanged(db: SearchIndex, scope: str, key: str | None, state: str | None) 
     if rec is None or rec["state"] != state:
         return None
     db.check_pages()  # damage anywhere in the table is still found, as the full sync finds it
-    if fingerprint.rows_digest(db.scope_rows(scope, key)) != rec["rows"]:
+    if fingerprint.rows_digest(db.scope_rows_text(scope, key)) != rec["rows"]:
         return None
     out = rec["outcome"]
     try:
@@ -404,7 +404,7 @@ def _keep_record(db: SearchIndex, scope: str, key: str | None, state: str, resul
     outcome = {"problems": [[str(p.path), p.reason] for p in result.problems],
                "notes": [[str(p.path), p.reason] for p in result.notes], "warning": result.index_warning,
                "drawer_mode": result.drawer_mode, "memories": result.memories}  # fmt: skip
-    rows = fingerprint.rows_digest(db.scope_rows(scope, key))
+    rows = fingerprint.rows_digest(db.scope_rows_text(scope, key))
     db.set_meta(fingerprint.record_key(scope, key), fingerprint.make_record(state, rows, outcome))
 
 

@@ -20,13 +20,14 @@ from memd.clock import iso
 from memd.errors import MemdError
 from memd.fsutil import kind_of
 from memd.job.context import Deferred, Job, JobContext, RunResult
-from memd.llm import types as llmtypes
 from memd.locks import LockBusy, LockError, acquire
 from memd.tree import Place
 
 
 def _classify(exc: BaseException) -> RunResult:
     """Expected failures become outcomes; anything else is a bug and fails the run."""
+    from memd.llm import types as llmtypes  # noqa: PLC0415 - start-up: a run that fails (its redactor's patterns)
+
     if isinstance(exc, LockBusy):
         return RunResult("deferred", f"lock busy: {exc.scope}")
     if isinstance(exc, Deferred):
@@ -139,6 +140,8 @@ def _expected(exc: BaseException) -> bool:
     a transcript deleted mid-run, a mode-000 file, a full disk) and every MemdError (a FIFO in a
     file's place, a damaged state database): the reason names the file and what is wrong.
     """
+
+    from memd.llm import types as llmtypes  # noqa: PLC0415 - start-up: only for a failed run
 
     return isinstance(exc, (LockError, Deferred, llmtypes.ModelError, OSError, MemdError))
 

@@ -68,6 +68,19 @@ def private_rotating_handler(path: Path, max_bytes: int, backups: int) -> Rotati
                 return True
             return not os.path.samestat(disk, os.fstat(self.stream.fileno()))
 
+        _formatted: tuple[logging.LogRecord, str] | None = None
+
+        def format(self, record: logging.LogRecord) -> str:
+            """The record's line, made once: `shouldRollover` formats a record to size it and `emit`
+            formats it again, each time through the whole pipeline (redaction included). The
+            formatter is pure for one record (structlog's works on a copy), so the second is the first."""
+            last = self._formatted
+            if last is not None and last[0] is record:
+                return last[1]
+            text = super().format(record)
+            self._formatted = (record, text)
+            return text
+
         def emit(self, record: logging.LogRecord) -> None:
             try:
                 if self._moved() and self.stream is not None:

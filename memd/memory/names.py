@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from pathlib import Path
 
 from memd.redact.shapes import has_token
@@ -35,6 +36,13 @@ def is_candidate_name(name: str) -> bool:
     if name == INDEX_NAME or name.startswith((".", "#")) or name.endswith(_TEMP_SUFFIXES):
         return False
     return name.endswith(SUFFIX)
+
+
+def candidate_names(names: Iterable[str]) -> list[str]:
+    """The names `is_candidate_name` accepts, in their order: the same rule without a call a name,
+    for a directory's listing of tens of thousands (the index check, `memd list`)."""
+    return [n for n in names if n.endswith(SUFFIX) and n != INDEX_NAME and not n.startswith((".", "#"))
+            and not n.endswith(_TEMP_SUFFIXES)]  # fmt: skip
 
 
 def memory_path(directory: Path | str, slug: str) -> Path:

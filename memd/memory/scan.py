@@ -23,7 +23,7 @@ from typing import NamedTuple
 from memd.fsutil import read_at_most
 from memd.logs.lazy import lazy_logger
 from memd.memory.file import Memory, MemoryParseError, parse_memory
-from memd.memory.names import fold_name, is_candidate_name
+from memd.memory.names import candidate_names, fold_name, is_candidate_name
 
 log = lazy_logger("memd.memories")  # the scan's events keep the logger name they always had
 
@@ -185,6 +185,10 @@ def _flag_duplicates(memories: list[Memory]) -> list[Problem]:
 
 def _duplicates(named: list[tuple[str, Path | str, str]]) -> list[Problem]:
     """`_flag_duplicates` over (name, path, file name) in file-name order."""
+    if all(n.isascii() for n, _p, _f in named):  # the common case, tens of thousands in a listing: no loop a name
+        keys = [" ".join(n.casefold().split()) for n, _p, _f in named]
+        if len(set(keys)) == len(keys):
+            return []
     first: dict[str, str] = {}
     problems: list[Problem] = []
     for name, path, file_name in named:
@@ -246,7 +250,7 @@ def scan_dir(
 # --------------------------------------------------------------------------- listing
 
 
-IndexedRow = tuple[str, str, str, float, int]  # name, description, type, mtime, size: what search.sqlite holds
+IndexedRow = tuple[str, str, str, str, float, int]  # file, name, description, type, mtime, size: a `Listed`'s fields, as search.sqlite holds them
 
 
 class Listed(NamedTuple):
@@ -276,36 +280,70 @@ def list_dir(
     `_load_entry` reads every other file. Bodies and notes are not part of a listing."""
     directory = Path(directory)
     prefix = str(root).rstrip("/") + "/"
-    out: list[Listed] = []
+    slots: list[Listed | None] = []  # None: a file no row stands for, parsed below in its place
     problems: list[Problem] = []
     try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)  # follows a linked directory, as scandir does
     except FileNotFoundError:
-        return out, problems
+        return [], problems
     except OSError as exc:
-        return out, [Problem(directory, f"cannot list directory: {exc.strerror or exc}")]
-    cut = len(prefix)
-    for entry in entries:
-        if not is_candidate_name(entry.name):
+        return [], [Problem(directory, f"cannot list directory: {exc.strerror or exc}")]
+    try:
+        names = sorted(candidate_names(os.listdir(fd)))
+        base = os.path.join(str(directory), "")  # what a DirEntry's path starts with
+        rel = base[len(prefix):] if base.startswith(prefix) else None
+        parse: list[str] = []  # the names no row stands for, in name order
+        for name in names:
+            if rel is not None and (row := indexed.get(rel + name)) is not None:
+                try:  # relative to the directory's descriptor: no path built, a symlink's own stat
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    st = None
+                if st is not None and stat.S_ISREG(st.st_mode) and row[5] == st.st_size and row[4] == st.st_mtime:
+                    slots.append(Listed._make(row))
+                    continue
+            parse.append(name)
+            slots.append(None)
+    except OSError as exc:
+        return [], [Problem(directory, f"cannot list directory: {exc.strerror or exc}")]
+    finally:
+        os.close(fd)
+    if parse:
+        listed = _parse_listed(directory, scope, project_key, max_bytes, root, parse, slots, problems)
+    else:
+        listed = slots  # type: ignore[assignment]  # every slot a row: no None
+    problems.extend(_duplicates([(m.name, prefix + m.file, m.file.rpartition("/")[2]) for m in listed]))
+    return listed, problems  # not logged: the listing shows them (and `memd list` sets no logging up)
+
+
+def _parse_listed(directory: Path, scope: str, project_key: str | None, max_bytes: int, root: Path,
+                  names: list[str], out: list[Listed | None], problems: list[Problem]) -> list[Listed]:  # fmt: skip
+    """The files of a listing no search row stands for (new, changed, unindexed), parsed as
+    `scan_dir` parses them (`_load_entry` over their directory entries), in the places `out`
+    keeps for them (None); a file gone meanwhile is left out, as a scan would not have seen it."""
+    wanted = set(names)
+    try:
+        with os.scandir(directory) as it:
+            entries = {e.name: e for e in it if e.name in wanted}
+    except OSError as exc:
+        problems.append(Problem(directory, f"cannot list directory: {exc.strerror or exc}"))
+        entries = {}
+    parsed = iter(names)
+    done: list[Listed] = []
+    for item in out:
+        if item is not None:
+            done.append(item)
             continue
-        file = entry.path[cut:] if entry.path.startswith(prefix) else None
-        row = indexed.get(file) if file is not None else None
-        if row is not None:
-            try:
-                st = entry.stat(follow_symlinks=False)  # a symlink's own stat: never a regular file
-            except OSError:
-                st = None
-            if st is not None and stat.S_ISREG(st.st_mode) and row[4] == st.st_size and row[3] == st.st_mtime:
-                out.append(Listed(file, *row))  # type: ignore[arg-type]
-                continue
+        entry = entries.get(next(parsed))
+        if entry is None:
+            continue
         loaded = _load_entry(entry, scope, project_key, max_bytes)
         mem = loaded.memory if isinstance(loaded, Bare) else loaded
         if isinstance(mem, Memory):
-            out.append(Listed(_relative(mem.path, root), mem.name, mem.description, mem.type, mem.mtime, mem.size))
+            done.append(Listed(_relative(mem.path, root), mem.name, mem.description, mem.type, mem.mtime, mem.size))
         elif isinstance(mem, Problem):
             problems.append(mem)
-    problems.extend(_duplicates([(m.name, prefix + m.file, m.file.rpartition("/")[2]) for m in out]))
-    return out, problems  # not logged: the listing shows them (and `memd list` sets no logging up)
+    return done
 
 
 def _relative(path: Path, root: Path) -> str:

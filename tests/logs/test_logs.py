@@ -19,6 +19,7 @@ import pytest
 import memd
 from memd.logs import events as logs
 from memd.logs import read as logread
+from memd.logs.file import private_rotating_handler
 from memd.tree import Home
 
 REPO = Path(memd.__file__).resolve().parent.parent
@@ -357,3 +358,25 @@ def test_importing_logs_and_locks_stays_cheap() -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_record_is_formatted_once_for_the_log_file(tmp_path: Path) -> None:
+    """The rotating handler sizes a record by formatting it (`shouldRollover`) and `emit` formats it
+    again: the whole pipeline, redaction included, twice a line (issue 27: 21 index runs' lines).
+    Once now, and the line on disk is that one."""
+    calls: list[str] = []
+
+    class Counting(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            calls.append(record.getMessage())
+            return super().format(record)
+
+    handler = private_rotating_handler(tmp_path / "memd.jsonl", 1_000_000, 2)
+    handler.setFormatter(Counting("%(message)s"))
+    try:
+        for text in ("first", "second"):
+            handler.handle(logging.LogRecord("memd.test", logging.INFO, __file__, 1, text, None, None))
+    finally:
+        handler.close()
+    assert calls == ["first", "second"]
+    assert (tmp_path / "memd.jsonl").read_text() == "first\nsecond\n"

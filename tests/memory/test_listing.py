@@ -6,9 +6,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from memd.index.refresh import refresh_dir
 from memd.index.writer import SearchIndex
 from memd.memory.file import render_memory
+from memd.memory.names import candidate_names, is_candidate_name
 from memd.memory.scan import could_be_bare, list_dir, scan_dir
 from memd.tree import Home
 
@@ -39,7 +43,7 @@ def _scanned(d: Path, home: Home) -> tuple[list[tuple[str, ...]], list[tuple[str
 
 def _listed(d: Path, home: Home) -> tuple[list[tuple[str, ...]], list[tuple[str, str]]]:
     with SearchIndex.for_home(home) as db:
-        rows = {k[len(str(home.root)) + 1 :]: (m.name, m.description, m.type, m.mtime, m.size)
+        rows = {(f := k[len(str(home.root)) + 1 :]): (f, m.name, m.description, m.type, m.mtime, m.size)
                 for k, m in db.known("project", "-p").items()}  # fmt: skip
     listed, problems = list_dir(d, "project", "-p", rows, home.root)
     mems = [(m.file, m.name, m.description, m.type, repr(m.mtime), str(m.size)) for m in listed]
@@ -70,3 +74,16 @@ def test_only_a_row_that_could_be_bare_is_peeked_at(tmp_path: Path) -> None:
     again = scan_dir(d, "project", "-p", known=known)
     assert [str(p.path) for p in again.notes] == [str(d / "bare.md")]  # the look-alike has front matter: no note
     assert [(m.name, m.description) for m in again.memories] == [(m.name, m.description) for m in scan_dir(d, "project", "-p").memories]
+
+
+NAMES = ["a.md", "MEMORY.md", "memory.md", ".hidden.md", "#lock.md", "x.md~", "y.md.tmp", ".a.md.1234.tmp", "b.swp",
+         "notes.txt", "c.MD", "d.md.bak", "ünï.md", "sp ace.md", "e.orig", "f.part.md", "", ".md", "#", "g.md.swp"]  # fmt: skip
+
+
+def test_candidate_names_is_is_candidate_name_over_a_listing() -> None:
+    assert candidate_names(NAMES) == [n for n in NAMES if is_candidate_name(n)]
+
+
+@given(st.lists(st.text(alphabet=".#~mdMDa-_ tpswobkr", max_size=12).map(lambda s: s + ("" if len(s) % 3 else ".md"))))
+def test_candidate_names_agrees_on_any_listing(names: list[str]) -> None:
+    assert candidate_names(names) == [n for n in names if is_candidate_name(n)]
