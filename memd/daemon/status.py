@@ -44,8 +44,9 @@ def gather(home: Home, now: datetime | None = None) -> dict[str, Any]:
         return data
     conn = state.connect(home.state_db, readonly=True)
     try:
-        _jobs(conn, home, s, now, data)
-        _spending(conn, home, s, now, data)
+        due_all, acts = _before_horizon(conn, home, s, now)
+        _jobs(conn, home, s, now, data, due_all, acts)
+        _spending(conn, home, s, now, data, due_all, acts)
         _model(conn, now, data)
         _week(conn, home, now, data)
         _sessions(conn, data)
@@ -77,7 +78,30 @@ def _daemon(info: dict[str, Any] | None) -> dict[str, Any]:
     return {"running": True, **{k: info.get(k) for k in ("pid", "since", "version", "home")}}
 
 
-def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, Any]) -> None:
+def _before_horizon(conn: Any, home: Home, s: st.Settings, now: datetime) -> tuple[dict[str, Any], Any]:
+    """What the session jobs' due checks find before the backfill horizon (`due_all`), and every session's
+    activity, read once: the jobs' due counts and the backlog both need them (at 100,000 sessions each read
+    is about a third of a second, and `status` made four)."""
+    from memd.job.backfill import FEW, activity  # noqa: PLC0415 - start-up
+    from memd.job.context import JobContext  # noqa: PLC0415 - start-up
+
+    ctx = JobContext(home, s, conn, lambda: now, None)
+    due_all: dict[str, Any] = {}
+    for job in registry.all_jobs():
+        if hasattr(job, "due_all"):
+            try:
+                due_all[job.NAME] = list(job.due_all(ctx))
+            except Exception as exc:
+                due_all[job.NAME] = exc
+    many = sum(len(v) for v in due_all.values() if isinstance(v, list)) > FEW
+    return due_all, (activity(conn) if many else None)
+
+
+def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, Any], due_all: dict[str, Any],
+          acts: Any) -> None:  # fmt: skip
+    """Each job's recent runs, its last failure and what is due. A session job's due list is its `due_all`
+    within the horizon, as its own `due` computes it (`memd.job.backfill.keep_recent`)."""
+    from memd.job.backfill import keep_recent  # noqa: PLC0415 - start-up
     from memd.job.context import JobContext  # noqa: PLC0415 - start-up
     ctx = JobContext(home, s, conn, lambda: now, None)
     for job in registry.all_jobs():
@@ -89,7 +113,11 @@ def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, 
             (job.NAME,),
         ).fetchone()
         try:
-            due = [str(t) for t in job.due(ctx)]
+            found = due_all.get(job.NAME)
+            if isinstance(found, Exception):
+                raise found
+            targets = job.due(ctx) if found is None else keep_recent(conn, s, now, found, acts)
+            due = [str(t) for t in targets]
         except Exception as exc:
             due = []
             data["warnings"].append(f"{job.NAME}: cannot tell what is due ({exc})")
@@ -102,19 +130,18 @@ def _jobs(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, 
         }
 
 
-def _spending(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, Any]) -> None:
+def _spending(conn: Any, home: Home, s: st.Settings, now: datetime, data: dict[str, Any],
+              due_all: dict[str, Any], acts: Any) -> None:  # fmt: skip
     """What could be spent and is not (issue 21): the backlog past `memory.backfillDays`, a
     usage-limit pause of claude-code, and a logged-in Claude Code memd does not use (with its rate)."""
     import os  # noqa: PLC0415 - start-up
 
     from memd.job.backfill import backlog  # noqa: PLC0415 - start-up
-    from memd.job.context import JobContext  # noqa: PLC0415 - start-up
     from memd.llm.claudehome import calls_per_day, read_pause, switch_hint  # noqa: PLC0415 - start-up
     from memd.llm.prices import load_prices  # noqa: PLC0415 - start-up
 
-    ctx = JobContext(home, s, conn, lambda: now, None)
-    due_all = {j.NAME: list(j.due_all(ctx)) for j in registry.all_jobs() if hasattr(j, "due_all")}
-    data["backlog"] = backlog(conn, s, now, due_all, load_prices(home.memd_dir)[0]).as_dict()
+    found = {name: v for name, v in due_all.items() if isinstance(v, list)}
+    data["backlog"] = backlog(conn, s, now, found, load_prices(home.memd_dir)[0], acts=acts).as_dict()
     pause = read_pause(home.memd_dir, now)
     data["provider"]["paused_until"] = None if pause is None else pause["until"].isoformat(timespec="minutes")
     hint = switch_hint(s.memd.claude_path, os.environ, data["provider"]["effective"])

@@ -26,7 +26,7 @@ from memd.clock import iso, parse_iso
 from memd.settings import Settings
 from memd.tree import Place
 
-__all__ = ["CURSOR_JOB", "CURSOR_TARGET", "Backlog", "asked_since", "backlog", "horizon", "is_recent", "keep_recent"]
+__all__ = ["CURSOR_JOB", "CURSOR_TARGET", "Activity", "Backlog", "activity", "asked_since", "backlog", "horizon", "is_recent", "keep_recent"]
 
 CURSOR_JOB, CURSOR_TARGET = "backfill", "home"
 # Rough shape of a call, for the estimate only: what a model answers to an extraction or a summary.
@@ -52,8 +52,11 @@ def horizon(days: int, now: datetime, since: datetime | None) -> datetime | None
 
 def is_recent(last_ts: str | None, mtime_ns: int | None, edge: datetime | None) -> bool:
     """Pure: whether a session last active at `last_ts` or at its file's `mtime_ns` (the later) is
-    on this side of `edge`."""
+    on this side of `edge`. A file touched since `edge` answers without parsing the record time
+    (the common case, and `memd status` asks it of every session)."""
     if edge is None:
+        return True
+    if mtime_ns and mtime_ns >= edge.timestamp() * 1e9:
         return True
     times = [t for t in (parse_iso(last_ts) if last_ts else None,
                          datetime.fromtimestamp(mtime_ns / 1e9, UTC) if mtime_ns else None) if t is not None]  # fmt: skip
@@ -66,10 +69,11 @@ FROM sessions s WHERE s.is_subagent = 0
 """
 
 
+Activity = dict[tuple[str, str], tuple[str | None, int | None, int]]  # (key, session) → (last ts, mtime, chars)
 FEW = 64  # up to this many sessions are looked up one by one (the daemon's event path: one session)
 
 
-def activity(conn: sqlite3.Connection, only: list[Place] | None = None) -> dict[tuple[str, str], tuple[str | None, int | None, int]]:
+def activity(conn: sqlite3.Connection, only: list[Place] | None = None) -> Activity:
     """(key, session) → (last record time, newest file mtime, conversation characters): of the
     sessions in `only` when they are few, else of every session in one query."""
     if only is not None and len(only) <= FEW:
@@ -84,17 +88,24 @@ def current_horizon(conn: sqlite3.Connection, settings: Settings, now: datetime)
     return horizon(int(settings.memory.backfill_days), now, asked_since(conn))
 
 
-def keep_recent(conn: sqlite3.Connection, settings: Settings, now: datetime, due: list[Place]) -> list[Place]:
-    """`due` without the sessions past the horizon (what a job's `due` returns)."""
+def keep_recent(conn: sqlite3.Connection, settings: Settings, now: datetime, due: list[Place],
+                acts: Activity | None = None) -> list[Place]:  # fmt: skip
+    """`due` without the sessions past the horizon (what a job's `due` returns). `acts`: every
+    session's `activity`, when the caller read it already (`memd status` asks for several jobs)."""
     edge = current_horizon(conn, settings, now)
     if edge is None or not due:
         return due
-    acts = activity(conn, due)
-    return [p for p in due if _recent(acts.get((p.key or "", p.session_id or "")), edge)]
+    acts = activity(conn, due) if acts is None else acts
+    edge_ns = edge.timestamp() * 1e9
+    return [p for p in due if _recent(acts.get((p.key or "", p.session_id or "")), edge, edge_ns)]
 
 
-def _recent(act: tuple[str | None, int | None, int] | None, edge: datetime) -> bool:
-    return act is None or is_recent(act[0], act[1], edge)
+def _recent(act: tuple[str | None, int | None, int] | None, edge: datetime, edge_ns: float | None = None) -> bool:
+    """`is_recent` of one session's activity; `edge_ns` (the edge in ns, computed once a pass) answers a file
+    touched since without a call."""
+    if act is None or (edge_ns is not None and act[1] and act[1] >= edge_ns):
+        return True
+    return is_recent(act[0], act[1], edge)
 
 
 @dataclass(frozen=True)
@@ -136,18 +147,19 @@ def estimate(chars: Iterable[tuple[str, int]], small: str, strong: str, prices: 
 
 
 def backlog(conn: sqlite3.Connection, settings: Settings, now: datetime, due_all: dict[str, list[Place]],
-            prices: Any, since: datetime | None = None) -> Backlog:  # fmt: skip
+            prices: Any, since: datetime | None = None, acts: Activity | None = None) -> Backlog:  # fmt: skip
     """The sessions in `due_all` (job → what its due check found, before the horizon) that the
     horizon holds back — or, with `since`, those active since then (what `memd backfill --since`
-    would run)."""
+    would run). `acts`: every session's `activity`, when the caller read it already."""
     edge = current_horizon(conn, settings, now)
-    acts = activity(conn)
+    acts = activity(conn) if acts is None else acts
     pairs: list[tuple[str, int]] = []
     targets: list[tuple[str, str, str]] = []
+    edge_ns = None if edge is None else edge.timestamp() * 1e9
     for job in ("extract", "summary"):
         for p in due_all.get(job, []):
             act = acts.get((p.key or "", p.session_id or ""))
-            if act is None or edge is None or _recent(act, edge):
+            if act is None or edge is None or _recent(act, edge, edge_ns):
                 continue
             if since is not None and not is_recent(act[0], act[1], since):
                 continue

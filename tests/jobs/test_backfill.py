@@ -12,7 +12,7 @@ from typing import Any
 from jobs import extract, summary
 from memd.daemon.status import gather, render
 from memd.job.backfill import estimate, horizon, is_recent
-from memd.llm.prices import PriceTable
+from memd.llm.prices import PriceTable, load_prices
 from memd.tree import Place
 from tests.jobkit import context, ingest, make_settings
 from tests.jobs.extract.kit import state_rows
@@ -85,6 +85,29 @@ def test_status_shows_the_backlog_priced_before_anything_is_spent(tmp_path: Path
     text = render(data)
     assert "backlog: 2 sessions idle before 2026-11-23" in text and "memd backfill" in text
     assert not (home / "memory").exists()  # nothing was spent or written
+
+
+def test_status_over_many_sessions_reads_activity_once_and_agrees_with_the_jobs(tmp_path: Path) -> None:
+    """Past `backfill.FEW` sessions `status` reads every session's activity once for the due counts and the
+    backlog (it made four whole passes: 1.7 s at 100,000 sessions, bench/RESULTS.md); what it shows is
+    what each job's own `due` and the backlog's own read give."""
+    from memd.job import backfill  # noqa: PLC0415
+
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    home = tmp_path / "h"
+    for i in range(backfill.FEW + 6):
+        _session(home, f"s{i:03d}", now - timedelta(days=1 if i % 3 else 40), turns=2)
+    ingest(home, now)
+    (home / "settings.json").write_text(json.dumps({"memory": SETTINGS}))
+    from memd.tree import Home  # noqa: PLC0415
+
+    data = gather(Home(home), now)
+    ctx = context(home, make_settings(memory=SETTINGS), now=now)
+    assert data["jobs"]["extract"]["due"] == len(extract.due(ctx)) == 46
+    assert data["jobs"]["summary"]["due"] == len(summary.due(ctx))
+    found = {"extract": extract.due_all(ctx), "summary": summary.due_all(ctx)}
+    alone = backfill.backlog(ctx.conn, ctx.settings, now, found, load_prices(Home(home).memd_dir)[0])
+    assert data["backlog"]["sessions"] == alone.sessions == 24 and data["backlog"]["extract"] == alone.extract
 
 
 def test_memd_backfill_dry_run_then_since_then_all(tmp_path: Path) -> None:
