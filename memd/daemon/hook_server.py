@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import socket
-import stat
 import struct
 import threading
 import time
@@ -38,7 +37,7 @@ from typing import Any
 
 from memd.agent import hookwire
 from memd.clock import process_started
-from memd.fsutil import ensure_private_dir
+from memd.daemon.socket_server import SocketServer
 from memd.tree import Home, resolve_home
 
 READ_TIMEOUT_S = 1.0
@@ -106,18 +105,14 @@ def encode(text: str, encoding: str, errors: str) -> bytes:
         return b""
 
 
-class HookServer:
+class HookServer(SocketServer):
     """Answers the hooks on the home's socket, on daemon threads of its own."""
 
     def __init__(self, home: Home, log: Any, environ: Mapping[str, str] | None = None) -> None:
+        super().__init__(Path(hookwire.socket_path(str(home.root))), log, name="hooks", max_clients=MAX_CLIENTS)
         self.home = home
-        self.log = log
         self.environ = os.environ if environ is None else environ
-        self.path = Path(hookwire.socket_path(str(home.root)))
         self.stamp = hookwire.code_stamp()  # at start: code installed since then is another version
-        self._listener: socket.socket | None = None
-        self._slots = threading.BoundedSemaphore(MAX_CLIENTS)
-        self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._pause = float(self.environ.get(PAUSE_ENV) or 0)
         self._stall = float(self.environ.get(STALL_ENV) or 0)
@@ -126,33 +121,6 @@ class HookServer:
         """Load the hooks' modules and listen, on a thread (the daemon's start does not wait)."""
         self._thread = threading.Thread(target=self._run, name="memd-hooks", daemon=True)
         self._thread.start()
-
-    def _clear_stale(self) -> bool:
-        """Remove a socket a previous daemon left (the daemon lock says it is not serving); refuse anything else."""
-        try:
-            mode = os.lstat(self.path).st_mode
-        except FileNotFoundError:
-            return True
-        if not stat.S_ISSOCK(mode):
-            self.log.warning("hooks.not_served", path=str(self.path), reason="something else is in the socket's place")
-            return False
-        self.path.unlink()
-        return True
-
-    def _listen(self) -> socket.socket | None:
-        if not self._clear_stale():
-            return None
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            ensure_private_dir(self.path.parent)  # 0700: nobody else reaches the socket before its chmod
-            sock.bind(str(self.path))
-            os.chmod(self.path, 0o600)
-            sock.listen(MAX_CLIENTS)
-        except OSError as exc:  # a path over the 107 bytes a socket's name may have, a read-only disk
-            sock.close()
-            self.log.warning("hooks.not_served", path=str(self.path), reason=str(exc))
-            return None
-        return sock
 
     def _run(self) -> None:
         import importlib  # noqa: PLC0415 - the daemon's thread, not a hook's path
@@ -169,17 +137,8 @@ class HookServer:
         listener = self._listen()
         if listener is None:
             return
-        self._listener = listener
         self.log.info("hooks.serving", path=str(self.path))
-        while not self._stopped.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                break  # closed by stop()
-            if not self._slots.acquire(blocking=False):
-                conn.close()
-                continue
-            threading.Thread(target=self._serve_one, args=(conn,), name="memd-hook-client", daemon=True).start()
+        self._accept_loop(listener)
 
     def settings_changed(self) -> None:
         """After a reload (SIGHUP): a provider that now calls a model gets its SDK loaded, off the main loop. The
@@ -293,18 +252,7 @@ class HookServer:
 
     def stop(self) -> None:
         """Close the socket and remove its file (ours: made by `_listen`)."""
-        self._stopped.set()
-        if self._listener is not None:
-            try:
-                self._listener.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            self._listener.close()
-            try:
-                if stat.S_ISSOCK(os.lstat(self.path).st_mode):
-                    self.path.unlink()
-            except OSError:
-                pass
+        self._close()
 
 
 __all__ = ["ANSWER_WAIT_S", "MAX_CLIENTS", "HookServer", "Request", "encode", "read_request"]

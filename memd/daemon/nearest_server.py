@@ -21,14 +21,11 @@ stops the server.
 from __future__ import annotations
 
 import json
-import os
 import socket
-import stat
 import threading
-from pathlib import Path
 from typing import Any
 
-from memd.fsutil import ensure_private_dir
+from memd.daemon.socket_server import SocketServer
 from memd.index.embeddings import MODEL_LOCK, DenseRanker, installed, load_model, model_id
 from memd.index.nearest import DENSE_K, MAX_REQUEST, socket_path
 from memd.tree import Home
@@ -57,17 +54,13 @@ def parse_request(raw: bytes) -> tuple[str, str | None, int] | str:
     return obj["q"], project, k
 
 
-class NearestServer:
+class NearestServer(SocketServer):
     """Serves the nearest memories of a query on the home's socket, on daemon threads of its own."""
 
     def __init__(self, home: Home, log: Any) -> None:
+        super().__init__(socket_path(home.memd_dir), log, name="nearest", max_clients=MAX_CLIENTS)
         self.home = home
-        self.log = log
-        self.path = socket_path(home.memd_dir)
         self.ranker = DenseRanker(home.search_db)
-        self._listener: socket.socket | None = None
-        self._slots = threading.BoundedSemaphore(MAX_CLIENTS)
-        self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._pending: dict[tuple[str, str | None], None] = {}  # scopes to embed, in the order asked
         self._wake = threading.Condition()
@@ -112,35 +105,6 @@ class NearestServer:
             except Exception as exc:
                 self.log.warning("index.embedding_failed", scope=scope[0], key=scope[1], reason=str(exc)[:300])
 
-    def _clear_stale(self) -> bool:
-        """Remove a socket a previous daemon left (the daemon lock says it is not serving); refuse anything else."""
-        try:
-            mode = os.lstat(self.path).st_mode
-        except FileNotFoundError:
-            return True
-        if not stat.S_ISSOCK(mode):
-            self.log.warning("nearest.not_served", path=str(self.path), reason="something else is in the socket's place")
-            return False
-        self.path.unlink()
-        return True
-
-    def _listen(self) -> socket.socket | None:
-        if not self._clear_stale():
-            return None
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            # Not under a umask of our own: the umask is the process's, and jobs create files meanwhile. The memd
-            # directory is 0700, so nobody else reaches the socket in the moment before its chmod.
-            ensure_private_dir(self.path.parent)
-            sock.bind(str(self.path))
-            os.chmod(self.path, 0o600)
-            sock.listen(MAX_CLIENTS)
-        except OSError as exc:  # a path over the 107 bytes a socket's name may have, a read-only disk
-            sock.close()
-            self.log.warning("nearest.not_served", path=str(self.path), reason=str(exc))
-            return None
-        return sock
-
     def _run(self) -> None:
         try:
             load_model()  # before the socket appears: its presence means ready
@@ -152,17 +116,8 @@ class NearestServer:
         listener = self._listen()
         if listener is None:
             return
-        self._listener = listener
         self.log.info("nearest.serving", path=str(self.path), model=model_id())
-        while not self._stopped.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                break  # closed by stop()
-            if not self._slots.acquire(blocking=False):
-                conn.close()
-                continue
-            threading.Thread(target=self._serve_one, args=(conn,), name="memd-nearest-client", daemon=True).start()
+        self._accept_loop(listener)
 
     def _serve_one(self, conn: socket.socket) -> None:
         try:
@@ -209,17 +164,7 @@ class NearestServer:
             self._wake.notify_all()
         if self._embedder is not None:
             self._embedder.join(timeout=30)
-        if self._listener is not None:
-            try:
-                self._listener.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            self._listener.close()
-            try:
-                if stat.S_ISSOCK(os.lstat(self.path).st_mode):
-                    Path(self.path).unlink()
-            except OSError:
-                pass
+        self._close()
         with MODEL_LOCK:
             self.ranker.close()
 
