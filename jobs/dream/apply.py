@@ -223,7 +223,7 @@ class Snapshot:
         if not self._copied:
             self._copy()
         elif live is not None and (self.error is not None or self.entry is None
-                                   or kept.listing(self.entry) != _listing(live)):  # fmt: skip
+                                   or kept.listing(self.entry) != kept.walk_listing(live)):  # fmt: skip
             import shutil  # noqa: PLC0415 - start-up
             shutil.rmtree(store.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
             self.entry, self.error = None, None
@@ -238,26 +238,6 @@ class Snapshot:
         if not self.kept:
             import shutil  # noqa: PLC0415 - start-up
             shutil.rmtree(store.history_root(self.home, self.ref) / self.run_id, ignore_errors=True)
-
-
-def _listing(directory: Path) -> dict[str, tuple[int, int, int]]:
-    """Every entry under `directory` by relative path: its type, and a regular file's size and
-    mtime (what a byte-exact copy keeps; modes and inodes it does not)."""
-
-    out: dict[str, tuple[int, int, int]] = {}
-    import os  # noqa: PLC0415 - start-up
-    import stat  # noqa: PLC0415 - start-up
-    for root, dirs, files in os.walk(directory):
-        for name in dirs + files:
-            path = os.path.join(root, name)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            regular = stat.S_ISREG(st.st_mode)
-            out[Path(os.path.relpath(path, directory)).as_posix()] = (stat.S_IFMT(st.st_mode), st.st_size if regular else 0,
-                                                     st.st_mtime_ns if regular else 0)  # fmt: skip
-    return out
 
 
 def _propose(ctx: JobContext, target: Place, ref: Place, rendered: Sequence[Rendered],

@@ -69,19 +69,21 @@ def top_files(entry: Path, wanted: Any) -> dict[str, bytes]:
 
 def listing(entry: Path) -> Listing | None:
     """Every path the snapshot holds: its type, and a regular file's size and mtime (ns), as
-    `jobs.dream.apply._listing` sees a live directory; None when there is no readable snapshot."""
+    `walk_listing` sees a live directory; None when there is no readable snapshot."""
     try:
         pack = pack_of(entry)
     except (OSError, PackError):
         return None
     if pack is None:
-        return _walk_listing(entry / FILES_DIR) if has_snapshot(entry) else None
+        return walk_listing(entry / FILES_DIR) if has_snapshot(entry) else None
     kinds = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "link": stat.S_IFLNK}
     return {e["path"]: (kinds[e["kind"]], e.get("size", 0) if e["kind"] == "file" else 0,
                         e["mtime_ns"] if e["kind"] == "file" else 0) for e in pack.entries}  # fmt: skip
 
 
-def _walk_listing(directory: Path) -> Listing:
+def walk_listing(directory: Path) -> Listing:
+    """Every entry under `directory` by relative path: its type, and a regular file's size and mtime (what a
+    byte-exact copy keeps; modes and inodes it does not). Both a kept copy and a live directory are read so."""
     out: Listing = {}
     for root, dirs, files in os.walk(directory):
         for name in dirs + files:

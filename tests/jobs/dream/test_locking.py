@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from jobs import dream
-from jobs.dream.apply import _listing
 from jobs.dream.eligibility import DreamLock, scopes
 from memd.fsutil import atomic_write
 from memd.history import kept, store
@@ -152,7 +151,7 @@ def test_a_snapshot_swept_during_the_model_call_is_taken_again(home: Path, monke
         root = store.history_root(h, ref)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not any(
-            kept.listing(e) == _listing(d) for e in (root.iterdir() if root.exists() else [])
+            kept.listing(e) == kept.walk_listing(d) for e in (root.iterdir() if root.exists() else [])
         ):
             time.sleep(0.01)  # the copy is done (it runs in the dream's thread)
         with acquire(h, [ref], timeout=10):
