@@ -125,7 +125,7 @@ def write(conn: sqlite3.Connection, read: Read, now_iso: str) -> None:
         conn.executemany(
             "INSERT OR REPLACE INTO usage_msgs(session, msg_id, prio, input, output, cache_creation, cache_read) "
             "VALUES (?,?,?,?,?,?,?)",
-            [(sid, m, entries[m][0], *entries[m][1]) for m in book.dirty],
+            [(sid, m, p, *v) for m in book.dirty for p, v in (entries[m],)],
         )
 
 
