@@ -145,7 +145,7 @@ def split_lines(chunk: bytes) -> tuple[list[bytes], bytes]:
 
     `BytesIO.readlines` finds each newline with memchr and makes the lines in C: a Python loop of
     `find` calls (the splitter before it) cost about 2.5× as much per line, and `bytes.split`
-    looks at every byte in a loop of its own (bench/RESULTS.md, "First ingest, second round")."""
+    looks at every byte in a loop of its own (bench/RESULTS.md, "First ingest, second round …")."""
     lines = BytesIO(chunk).readlines()
     if lines and lines[-1][-1] != 10:  # 10: b"\n"
         return lines, lines.pop()
