@@ -131,6 +131,9 @@ def scan_command(home_value: str | None, as_json: bool) -> int | None:
 
     try:
         totals = scan_home(home, progress=not as_json, log=DeferredLog(setup))
+    except KeyboardInterrupt:  # as click's standalone mode answers it
+        sys.stderr.write("\nAborted!\n")
+        return 1
     except Exception:
         return None
     out = orjson.dumps(totals, option=orjson.OPT_INDENT_2).decode() if as_json else summary_line(totals)
