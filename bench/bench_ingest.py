@@ -4,6 +4,7 @@
 
     .venv/bin/python bench/bench_ingest.py [--mb 500] [--runs 1] [--only ingest,anchors,append,sessions] [--workdir DIR]
     .venv/bin/python bench/bench_ingest.py --mb 500 --rounds 5 --only anchors [--core 0] [--ccusage18]
+    .venv/bin/python bench/bench_ingest.py --mb 500 --rounds 7 --only before --before DIR [--core 0]
 
 The machine is shared and noisy, so ingest is reported as a ratio: orjson parse-only over the same
 bytes (best of two) timed right before each `memd scan` from a fresh ledger, in the same run, by
@@ -29,6 +30,10 @@ override the paths): `npm install ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.
 wrapper sets the mode on its first run; 20.0.26, the newest wrapper, names a native 20.0.26 that
 npm does not have, 20.0.24 is the newest native build), `npm install ccusage@18.0.11` in
 ~/.cache/ccusage18.
+
+`before` times the one-core first scan of an earlier tree (an export in DIR: `git archive <commit>
+memd jobs | tar -x -C DIR`) and of this one through the same runner (`TREE_SCAN`, `scan_home` in a
+fresh process), alternated round by round with PLAIN_LOOP, all pinned to one core.
 """
 
 from __future__ import annotations
@@ -355,6 +360,59 @@ def anchors_bench(work: Path, mb: int, rounds: int, core: int, with_18: bool) ->
     }  # fmt: skip
 
 
+# `memd scan`'s own code (`scan_home`, one worker) from a given tree, in a fresh process: the same
+# runner for an export of an earlier commit and for this tree (the editable install's finder is
+# dropped, so `memd` is the tree's; its bytecode is written first, as compile_memd does).
+TREE_SCAN = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()]
+os.environ["MEMD_SCAN_WORKERS"] = "1"
+from pathlib import Path
+from memd.ledger.scan import scan_home
+from memd.tree import Home
+assert sys.modules["memd"].__file__.startswith(sys.argv[1])
+scan_home(Home(Path(sys.argv[2])))
+"""
+
+
+def before_bench(work: Path, mb: int, rounds: int, core: int, before: Path) -> dict:
+    """One-core first scan from `before` (an export: `git archive <commit> memd jobs | tar -x -C DIR`)
+    and from this tree, each from a fresh ledger through TREE_SCAN, alternated with PLAIN_LOOP, all
+    pinned to `core`: CPU and wall medians, and per round the loop's time over each tree's."""
+    import compileall  # noqa: PLC0415
+
+    home = work / "fresh"
+    if not (home / "projects").is_dir():
+        replicate_fresh(home, mb * 1_000_000)
+    projects = home / "projects"
+    parse_only(projects)
+    compileall.compile_dir(str(before / "memd"), quiet=1)
+    pin = ["taskset", "-c", str(core)]
+    trees = {"before": str(before.resolve()), "after": str(Path(__file__).resolve().parents[1])}
+    runs: dict[str, list[tuple[float, float]]] = {"before": [], "after": [], "orjson_loop": []}
+    loads = [os.getloadavg()[0]]
+    for n in range(rounds):
+        order = ["before", "after"] if n % 2 == 0 else ["after", "before"]
+        for name in order:
+            shutil.rmtree(home / "memd", ignore_errors=True)
+            runs[name].append(_run([*pin, sys.executable, "-c", TREE_SCAN, trees[name], str(home)]))
+        runs["orjson_loop"].append(_run([*pin, sys.executable, "-c", PLAIN_LOOP, str(projects)]))
+        loads.append(os.getloadavg()[0])
+    med = statistics.median
+    return {
+        "trees": trees,
+        "load_1min": [round(x, 2) for x in loads],
+        "wall_s": {k: round(med(x[0] for x in v), 3) for k, v in runs.items()},
+        "cpu_s": {k: round(med(x[1] for x in v), 3) for k, v in runs.items()},
+        "loop_over_tree_cpu": {k: round(med(a[1] / b[1] for a, b in zip(runs["orjson_loop"], runs[k])), 3)
+                               for k in ("before", "after")},
+        "loop_over_tree_wall": {k: round(med(a[0] / b[0] for a, b in zip(runs["orjson_loop"], runs[k])), 3)
+                                for k in ("before", "after")},
+        "before_over_after_cpu": round(med(a[1] / b[1] for a, b in zip(runs["before"], runs["after"])), 3),
+    }  # fmt: skip
+
+
 def append_bench(work: Path) -> dict:
     """A warm ledger (as in the daemon): one 1 KB append to a 100 MB transcript."""
 
@@ -409,12 +467,13 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=500, help="corpus replicated to this many MB for the ingest")
     ap.add_argument("--runs", type=int, default=1, help="ingest runs (the median ratio is reported, and each one)")
     ap.add_argument(
-        "--only", default="ingest,append,sessions", help="comma-separated: ingest, anchors, append, sessions"
+        "--only", default="ingest,append,sessions", help="comma-separated: ingest, anchors, before, append, sessions"
     )
     ap.add_argument("--rounds", type=int, default=5, help="anchors: rounds of the alternated contenders")
     ap.add_argument("--core", type=int, default=0, help="anchors: the core the one-core runs are pinned to")
     ap.add_argument("--ccusage18", action="store_true", help="anchors: also run ccusage 18 once (slow)")
     ap.add_argument("--breakdown", action="store_true", help="also time each stage of the ingest (CPU, in process)")
+    ap.add_argument("--before", default=None, help="before: an export of an earlier tree (git archive C memd jobs)")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -426,6 +485,10 @@ def main() -> None:
             res["ingest"] = ingest_bench(work, args.mb, args.runs, args.breakdown)
         if "anchors" in only:
             res["anchors"] = anchors_bench(work, args.mb, args.rounds, args.core, args.ccusage18)
+        if "before" in only:
+            if args.before is None:
+                ap.error("--only before needs --before DIR (an export of the earlier tree)")
+            res["before"] = before_bench(work, args.mb, args.rounds, args.core, Path(args.before))
         if "append" in only:
             res["append"] = append_bench(work)
         if "sessions" in only:

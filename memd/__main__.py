@@ -10,6 +10,9 @@ any that click would treat otherwise than a hook form: another option (`--agent`
 like an option. Invariant: for every argv `hook_call` accepts, the output, side effects and exit
 code are those of the click command (tests/cli/test_hook_entry.py runs both).
 
+`memd [--home H] scan [--json]` runs without click the same way (`scan_call`, then
+`memd.ledger.scan.command`, the code of the click command; tests/cli/test_scan_entry.py runs both).
+
 Before that, `context` and `recall` ask the running daemon (`memd.agent.hookwire`): when it answers, the
 process writes the answer and exits without loading the hooks' modules; when not, it answers itself.
 
@@ -69,12 +72,87 @@ def hook_call(args: list[str]) -> tuple[str, str | None] | None:
     return sub, (own[-1] if own else "") or (group[-1] if group else "") or None
 
 
+def scan_call(args: list[str]) -> tuple[str | None, bool] | None:
+    """(`--home` value or None, whether `--json`) when `args` is `memd scan`'s plain command line —
+    `--home` options, `scan`, then `--json` and `--home` options in any order —, else None: click
+    runs it (`--project`, `--help`, a `--home` click's path check refuses …). `--home` counts as in
+    `hook_call`."""
+    homes: tuple[list[str], list[str]] = ([], [])  # the group's, the command's
+    seen_scan = as_json = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--home" or arg.startswith("--home="):
+            if arg == "--home" and i + 1 == len(args):
+                return None
+            value = args[i + 1] if arg == "--home" else arg[len("--home=") :]
+            if not _usable_home_value(value):
+                return None
+            homes[seen_scan].append(value)
+            i += 2 if arg == "--home" else 1
+        elif arg == "scan" and not seen_scan:
+            seen_scan = True
+            i += 1
+        elif arg == "--json" and seen_scan:
+            as_json = True
+            i += 1
+        else:
+            return None
+    if not seen_scan:
+        return None
+    group, own = homes
+    return (own[-1] if own else "") or (group[-1] if group else "") or None, as_json
+
+
+def scan_command(home_value: str | None, as_json: bool) -> int | None:
+    """`memd [--home H] scan [--json]` without click (a first scan is timed against tools that start
+    in 40 ms; click and `memd.cli` are 17 more): the click command's work and output on an existing
+    home. None leaves the command line to click — a home that is missing or not a directory (click's
+    usage error says so), or any error the scan meets (click's handling reports it; the scan is
+    idempotent, so what was committed is not read again)."""
+    import sys
+
+    import orjson
+
+    from memd.ledger.scan import DeferredLog, scan_home, summary_line
+    from memd.tree import Home, resolve_home
+
+    root = resolve_home(home_value)
+    if not root.is_dir():
+        return None
+    home = Home(root)
+
+    def setup() -> object:  # on the first warning only, as the click command does
+        from memd.cli import cli_logging
+        from memd.logs.events import get_logger
+
+        cli_logging(home, "warning")
+        return get_logger("memd.scan")
+
+    try:
+        totals = scan_home(home, progress=not as_json, log=DeferredLog(setup))
+    except KeyboardInterrupt:  # as click's standalone mode answers it
+        sys.stderr.write("\nAborted!\n")
+        return 1
+    except Exception:
+        return None
+    out = orjson.dumps(totals, option=orjson.OPT_INDENT_2).decode() if as_json else summary_line(totals)
+    sys.stdout.write(out + "\n")
+    sys.stdout.flush()
+    return 0
+
+
 def main() -> None:
-    """Run `memd` with `sys.argv`: a hook without click, anything else through click."""
+    """Run `memd` with `sys.argv`: a hook, or a plain `memd scan`, without click; anything else
+    through click."""
     import sys
 
     call = hook_call(sys.argv[1:])
     if call is None:
+        scan = scan_call(sys.argv[1:])
+        code = None if scan is None else scan_command(*scan)
+        if code is not None:
+            sys.exit(code)
         from memd.cli import main as cli
 
         cli()

@@ -18,7 +18,7 @@ from memd.errors import UsageError
 @click.pass_context
 def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
     """Ingest whatever is new in the transcripts, once."""
-    from memd.ledger.scan import DeferredLog, scan_home
+    from memd.ledger.scan import DeferredLog, scan_home, summary_line
 
     home = get_home(ctx)
 
@@ -33,11 +33,7 @@ def scan_cmd(ctx: click.Context, key: str | None, as_json: bool) -> None:
     if as_json:
         json_out(totals)
     else:
-        mb = totals["bytes"] / 1e6
-        click.echo(
-            f"scanned {totals['sessions']} sessions: {totals['read']} with new bytes, "
-            f"{mb:.1f} MB, {totals['records']} records, {totals['problems']} problems"
-        )
+        click.echo(summary_line(totals))
 
 
 @command("sessions")

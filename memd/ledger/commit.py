@@ -70,15 +70,18 @@ class Read:
 
 def write(conn: sqlite3.Connection, read: Read, now_iso: str) -> None:
     """Put one read in the ledger, inside the caller's transaction; `Retry` if another process
-    moved the session's offsets since the read began (the caller rolls back, and reads again)."""
+    moved the session's offsets since the read began (the caller reads again). `Retry` comes
+    before the first write: a batch goes on past a read that lost (`memd.ledger.store._flush`)."""
     sf = read.sf
     sid = read.sid
-    fresh = False  # a row this transaction made: no other ingester can have offsets in it
+    values = _session_values(read.files, read.tally, read.book, now_iso)
+    fresh = False  # a row this transaction made, counters and all: no other ingester can have offsets in it
     if sid is None:
+        cols = ", ".join(values)
         made = conn.execute(
-            "INSERT INTO sessions(key, session_id, path) VALUES (?, ?, ?) "
+            f"INSERT INTO sessions(key, session_id, {cols}) VALUES (?, ?{', ?' * len(values)}) "
             "ON CONFLICT(key, session_id) DO NOTHING RETURNING id",
-            (sf.key, sf.session_id, sf.main),
+            (sf.key, sf.session_id, *values.values()),
         ).fetchone()
         if made is not None:
             sid, fresh = made[0], True
@@ -93,13 +96,14 @@ def write(conn: sqlite3.Connection, read: Read, now_iso: str) -> None:
         }
         if current != read.start_offsets:
             raise Retry
-    if read.result.reset:
-        conn.execute("DELETE FROM files WHERE session=?", (sid,))
-        conn.execute("DELETE FROM seen_tools WHERE session=?", (sid,))
-        conn.execute("DELETE FROM usage_msgs WHERE session=?", (sid,))
-        conn.execute("DELETE FROM record_types WHERE session=?", (sid,))
-        conn.execute("UPDATE sessions SET generation = generation + 1 WHERE id=?", (sid,))
-    _write_session(conn, sid, read.files, read.tally, read.book, now_iso)
+        if read.result.reset:
+            conn.execute("DELETE FROM files WHERE session=?", (sid,))
+            conn.execute("DELETE FROM seen_tools WHERE session=?", (sid,))
+            conn.execute("DELETE FROM usage_msgs WHERE session=?", (sid,))
+            conn.execute("DELETE FROM record_types WHERE session=?", (sid,))
+            conn.execute("UPDATE sessions SET generation = generation + 1 WHERE id=?", (sid,))
+        cols = ", ".join(f"{k}=?" for k in values)
+        conn.execute(f"UPDATE sessions SET {cols} WHERE id=?", (*values.values(), sid))
     for f in read.files:
         conn.execute(
             "INSERT INTO files(path, session, role, dev, inode, size, mtime_ns, offset, line_no, bad_lines, format, fp) "
@@ -121,13 +125,12 @@ def write(conn: sqlite3.Connection, read: Read, now_iso: str) -> None:
         conn.executemany(
             "INSERT OR REPLACE INTO usage_msgs(session, msg_id, prio, input, output, cache_creation, cache_read) "
             "VALUES (?,?,?,?,?,?,?)",
-            [(sid, m, entries[m][0], *entries[m][1]) for m in book.dirty],
+            [(sid, m, p, *v) for m in book.dirty for p, v in (entries[m],)],
         )
 
 
-def _write_session(
-    conn: sqlite3.Connection, sid: int, files: list[FileRow], t: Tally, book: UsageBook, now_iso: str
-) -> None:
+def _session_values(files: list[FileRow], t: Tally, book: UsageBook, now_iso: str) -> dict[str, Any]:
+    """The session row's columns after a read (`write` inserts them with a new row, or updates)."""
     main = files[0]
     # Claude Code's own running total (cost-state) includes compaction calls no assistant record shows.
     usage = list(t.cost_state) if t.cost_state is not None else book.total
@@ -151,8 +154,7 @@ def _write_session(
         ingest_error=None,  # it advanced
         ingest_error_ts=None,
     )
-    cols = ", ".join(f"{k}=?" for k in values)
-    conn.execute(f"UPDATE sessions SET {cols} WHERE id=?", (*values.values(), sid))
+    return values
 
 
 def _write_types(conn: sqlite3.Connection, sid: int, counts: dict[str, int]) -> None:

@@ -4,13 +4,17 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import stat as stat_mod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+try:  # hashlib's own blake2b, without hashlib's start-up (it loads OpenSSL for the other hashes: 5 ms)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter built without it
+    from hashlib import blake2b
 
 from memd.discovery import ProjectSessions, SessionFile, discover_sessions, list_project_keys
 from memd.tree import Home
@@ -85,7 +89,24 @@ def fingerprint(path: str, offset: int) -> str | None:
         return None
     finally:
         os.close(fd)
-    return hashlib.blake2b(head + b"\0" + tail + str(offset).encode(), digest_size=10).hexdigest()
+    return fingerprint_of(head, tail, offset)
+
+
+def fingerprint_of(head: bytes, tail: bytes, offset: int) -> str:
+    """`fingerprint` of bytes already in hand: `head` the first min(FP_WINDOW, offset) bytes, `tail`
+    the last min(FP_WINDOW, offset) before `offset` (a first read has them both from its chunks)."""
+    return blake2b(head + b"\0" + tail + str(offset).encode(), digest_size=10).hexdigest()
+
+
+def read_fingerprint(path: str, offset: int, head: bytes | None, window: Callable[[int, int], bytes | None]) -> str | None:
+    """`fingerprint(path, offset)` from what a reader just read where it has the bytes — `head`, the
+    file's first FP_WINDOW bytes (None unless the read began at 0), and `window(start, end)` for
+    the tail — else read again (an append read never saw the head)."""
+    if offset > 0 and head is not None:
+        tail = window(max(0, offset - FP_WINDOW), offset)
+        if tail is not None and len(head) >= min(FP_WINDOW, offset):
+            return fingerprint_of(head[:FP_WINDOW][:offset], tail, offset)
+    return fingerprint(path, offset)
 
 
 def reset_needed(files: list[FileRow], stats: list[os.stat_result | None]) -> bool:

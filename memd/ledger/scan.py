@@ -108,6 +108,12 @@ def _ingest_pass(conn: Any, home: Home, todo: list[SessionFile], totals: dict[st
         bar.finish()
 
 
+def summary_line(totals: dict[str, Any]) -> str:
+    """`memd scan`'s line without `--json`."""
+    return (f"scanned {totals['sessions']} sessions: {totals['read']} with new bytes, "
+            f"{totals['bytes'] / 1e6:.1f} MB, {totals['records']} records, {totals['problems']} problems")  # fmt: skip
+
+
 def _roots(home: Home) -> list[str]:
     from memd.settings import load  # noqa: PLC0415 - start-up
 

@@ -26,7 +26,16 @@ import orjson
 
 from memd.discovery import SessionFile
 from memd.ledger.commit import SESSION_COLUMNS, FileProblem, IngestResult, Read, Retry, write
-from memd.ledger.files import FileRow, file_rows, fingerprint, reset_needed, resume_at, stat
+from memd.ledger.files import (
+    FP_WINDOW,
+    FileRow,
+    file_rows,
+    fingerprint,
+    read_fingerprint,
+    reset_needed,
+    resume_at,
+    stat,
+)
 from memd.transcripts.fold import Folder
 from memd.transcripts.lines import LineReader
 from memd.transcripts.tally import Tally, UsageBook
@@ -153,15 +162,12 @@ def _flush(conn: sqlite3.Connection, batch: list[Read], now_iso: str, log: Any) 
 
 
 def _write_one(conn: sqlite3.Connection, read: Read, now_iso: str) -> bool:
-    """One read of a batch under a savepoint: False (and nothing written) if it lost the race."""
-    conn.execute("SAVEPOINT one")
+    """One read of a batch: False (and nothing written: `write` checks before its first write) if it
+    lost the race."""
     try:
         write(conn, read, now_iso)
     except Retry:
-        conn.execute("ROLLBACK TO one")
-        conn.execute("RELEASE one")
         return False
-    conn.execute("RELEASE one")
     return True
 
 
@@ -234,9 +240,9 @@ def _read_session(conn: sqlite3.Connection, sf: SessionFile, log: Any, known: se
 
 
 def _lookups(conn: sqlite3.Connection, sid: int | None, prior: bool) -> tuple[Any, Any]:
-    """DB look-ups for ids seen in earlier reads; none needed on a first read."""
+    """DB look-ups for ids seen in earlier reads; none needed on a first read (None: nothing seen)."""
     if not prior or sid is None:
-        return None, lambda _tid: False
+        return None, None
 
     def usage(mid: str) -> tuple[int, tuple[int, int, int, int]] | None:
         r = conn.execute(
@@ -256,7 +262,7 @@ def _read_file(f: FileRow, st: os.stat_result, folder: Folder, result: IngestRes
     logged = 0
     start = f.offset
     tails = folder.t.long_tails
-    reader = LineReader(f.path, f.offset, resume=resume_at(f, st, tails.get(f.rel)))
+    reader = LineReader(f.path, f.offset, resume=resume_at(f, st, tails.get(f.rel)), keep_head=FP_WINDOW)
     fold = folder.fold
     try:
         for lines, batch_end, skipped in reader:
@@ -297,7 +303,7 @@ def _read_file(f: FileRow, st: os.stat_result, folder: Folder, result: IngestRes
         result.changed = True
     f.dev, f.inode, f.size, f.mtime_ns = st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
     if f.offset != start or f.fp is None:
-        f.fp = fingerprint(f.path, f.offset)
+        f.fp = read_fingerprint(f.path, f.offset, reader.head, reader.window)
     if f.offset < st.st_size:
         # An unterminated tail: remember the size we saw so the next stat still
         # notices growth, but never the mtime, so a rewrite of the tail is read.

@@ -52,7 +52,7 @@ class Folder:
     """Folds the records of one file into a Tally and a UsageBook.
 
     `seen_tool` answers whether a tool_use id was already counted (persisted
-    between reads); `main` is False for sub-agent files, which only add usage.
+    between reads; None on a first read: none was); `main` is False for sub-agent files, which only add usage.
 
     The safe point is taken when a call starts waiting (`_hold`: the start of the
     line that makes it, with the counters from before it) or, when nothing is
@@ -68,72 +68,112 @@ class Folder:
         self.pending = set(tally.pending)
         self.new_tools: list[str] = []
         self._seen_here: set[str] = set()
+        self._last_usage: tuple[str, int, Any] | None = None  # (message id, priority, usage) last put
         self._last_had_tool = not tally.natural_break
         self._end = tally.safe_offset
 
     # -- the hot loop -----------------------------------------------------------
     def fold(self, lines: list[bytes], start: int, bad: list[tuple[int, str]]) -> int:
-        """Fold a batch of complete lines, the first starting at byte `start`.
+        """Fold a batch of complete lines, each with its newline, the first starting at byte `start`.
 
         Returns how many lines parsed as JSON; an unparseable one is added to `bad`
         as (its index in the batch, orjson's reason).
+
+        The typed way dispatches on the record's type right here, the commonest first: a progress
+        record (half of all) costs a decode and a few comparisons, and the user and assistant ones
+        go straight to their handlers (`_claude` does the same for the generic way and the rest).
         """
         typed = self.fmt == "claude"
         deep = depth_guard()
+        fast = typed and not deep  # typed, and no line needs its depth checked first
         decode = typed_records.RECORD.decode  # looked up per batch: a test swaps in a refusing decoder
         claude = self._claude
         usage = self._usage
+        assistant = self._assistant
+        user = self._user
         main = self.main
         t = self.t
-        records, first, last = t.records, t.first_ts, t.last_ts  # kept in locals while lines go typed
+        # counted in locals while lines go typed, and kept only for the main thread's file
+        records, first, last = t.records, t.first_ts, t.last_ts
         blank, bad_before = 0, len(bad)
-        pos = start
+        e = start
         for i, data in enumerate(lines):
-            s = pos
-            pos += len(data) + 1
+            s = e
+            e += len(data)
             # msgspec may read deeper than orjson (see depth_guard); the UTF-8 of strings it skips it
             # does not check (memd.transcripts.records: such a line counts, its fields memd reads are checked)
-            if typed and not (deep and too_deep(data)):
+            if fast or (typed and not too_deep(data)):
                 try:
                     r = decode(data)
                 except DECODE_ERRORS:
                     pass
                 else:
                     typ = r.type
-                    if typ not in DICT_TYPES:
+                    if typ == "progress":  # most records: only a sub-agent's usage copy counts
+                        d = r.data
+                        if d is not None and d.type == "agent_progress":
+                            inner = d.message
+                            if inner is not None and inner.type == "assistant" and inner.message is not None:
+                                usage(inner.message, PRIO_COPY)
+                    elif typ == "assistant":
+                        if main and not t.kind_decided:
+                            t.kind_decided = True
+                            t.is_subagent = r.isSidechain is True and bool(r.agentId)
+                        msg = r.message
+                        if msg is not None:
+                            usage(msg, PRIO_DIRECT)
+                            if main and r.isSidechain is not True:
+                                assistant(msg, r.timestamp, s)
+                    elif typ == "user":
                         if main:
-                            records += 1
-                            ts = r.timestamp
-                            if ts is not None:
-                                last = ts
-                                if first is None:
-                                    first = ts
-                        if typ == "progress":  # most records: only a sub-agent's usage copy counts
-                            d = r.data
-                            if d is not None and d.type == "agent_progress":
-                                inner = d.message
-                                if inner is not None and inner.type == "assistant" and inner.message is not None:
-                                    usage(inner.message, PRIO_COPY)
-                        elif typ in NOTHING_TO_FOLD:  # known, and nothing in them counts
-                            pass
-                        else:
-                            claude(r, data, s, pos)
+                            if not t.kind_decided:
+                                t.kind_decided = True
+                                t.is_subagent = r.isSidechain is True and bool(r.agentId)
+                            if r.isSidechain is not True:
+                                user(r, data, s, e)
+                    elif typ in DICT_TYPES:  # these few are read from orjson's dict, as the generic way reads
+                        if main:
+                            t.records, t.first_ts, t.last_ts = records, first, last
+                        why = self._generic(data, s, e)
+                        if main:
+                            records, first, last = t.records, t.first_ts, t.last_ts
+                        if why is not None:
+                            bad.append((i, why))
                         continue
-            if not data or data.isspace():
+                    elif typ not in NOTHING_TO_FOLD:  # known, and nothing in them counts; or unknown
+                        claude(r, data, s, e)
+                    records += 1
+                    ts = r.timestamp
+                    if ts is not None:
+                        last = ts
+                        if first is None:
+                            first = ts
+                    continue
+            if data.isspace():
                 blank += 1
                 continue
-            try:
-                rec = orjson.loads(data)
-            except orjson.JSONDecodeError as exc:
-                bad.append((i, str(exc).split(":", 1)[0][:120]))
-                continue
-            t.records, t.first_ts, t.last_ts = records, first, last
-            self.feed(rec, pos, s)
-            records, first, last = t.records, t.first_ts, t.last_ts
+            if main:
+                t.records, t.first_ts, t.last_ts = records, first, last
+            why = self._generic(data, s, e)
+            if main:
+                records, first, last = t.records, t.first_ts, t.last_ts
+            if why is not None:
+                bad.append((i, why))
             typed = self.fmt == "claude"
-        t.records, t.first_ts, t.last_ts = records, first, last
-        self._end = pos
+            fast = typed and not deep
+        if main:
+            t.records, t.first_ts, t.last_ts = records, first, last
+        self._end = e
         return len(lines) - blank - (len(bad) - bad_before)
+
+    def _generic(self, data: bytes, start: int, end: int) -> str | None:
+        """Fold one line the generic way (orjson, then `feed`); orjson's reason if it refuses it."""
+        try:
+            rec = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            return str(exc).split(":", 1)[0][:120]
+        self.feed(rec, end, start)
+        return None
 
     def feed(self, rec: Any, end: int, start: int | None = None) -> None:
         """Fold one parsed record (orjson's value) ending at byte `end` (and starting at `start`)."""
@@ -191,6 +231,7 @@ class Folder:
     def _assistant_blocks(self, blocks: list[Block], ts: str | None, start: int) -> None:
         t = self.t
         pending = self.pending
+        seen = self.seen_tool
         chars = 0
         calls = 0
         for b in blocks:
@@ -207,7 +248,7 @@ class Folder:
                 tid = b.id
                 if not tid:
                     calls += 1
-                elif tid not in pending and tid not in self._seen_here and not self.seen_tool(tid):
+                elif tid not in pending and tid not in self._seen_here and not (seen is not None and seen(tid)):
                     if not pending and self.main:
                         self._hold(ts, start)  # counters not yet moved by this record
                     pending.add(tid)
@@ -309,19 +350,23 @@ class Folder:
         u = msg.usage
         if u is None:
             return
-        # typed and normalised counts are ints or None (never bools): count, inlined
-        a, b, c, d = u.input_tokens, u.output_tokens, u.cache_creation_input_tokens, u.cache_read_input_tokens
-        vals = (
-            a if a is not None and 0 <= a <= MAX_COUNT else 0,
-            b if b is not None and 0 <= b <= MAX_COUNT else 0,
-            c if c is not None and 0 <= c <= MAX_COUNT else 0,
-            d if d is not None and 0 <= d <= MAX_COUNT else 0,
-        )
         mid = msg.id
         if mid:
-            old = self.u.entries.get(mid)
-            if old is not None and old[0] == prio and old[1] == vals:
-                return  # the usage each line of one response repeats
+            # Each line of one response repeats its usage: the same call as the one before changes
+            # nothing (`UsageBook.put` is idempotent, and only this method puts), so it returns
+            # at once, compared as structs (normalised ones compare alike the same way).
+            last = (mid, prio, u)
+            if last == self._last_usage:
+                return
+            self._last_usage = last
+        # typed and normalised counts are ints or None (never bools): `count` on each, but four
+        # counts whose bits together are in range (nearly every usage) are taken as they are
+        a, b, c, d = u.input_tokens, u.output_tokens, u.cache_creation_input_tokens, u.cache_read_input_tokens
+        if a is not None and b is not None and c is not None and d is not None and 0 <= (a | b | c | d) <= MAX_COUNT:
+            vals = (a, b, c, d)
+        else:
+            vals = (count(a), count(b), count(c), count(d))
+        if mid:
             self.u.put(mid, prio, vals)
         elif prio == PRIO_DIRECT:
             self.u.add_anonymous(vals)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from io import BytesIO
 from typing import Any
 
 # Lines are split while the chunk is still in the CPU's cache, and a chunk stays under glibc's
@@ -38,22 +39,28 @@ class Line:
 class LineReader:
     """Batches of complete lines from byte `offset`: `(lines, end, skipped)`.
 
-    `end` is the offset just past the batch. A line longer than `limit` comes
+    Each line keeps its newline (so its length is its span in the file); `end` is the offset just
+    past the batch. A line longer than `limit` comes
     alone as `([], end, its_length)`; its bytes are scanned, never kept. Memory
     is one chunk plus at most `limit` bytes of a line being assembled, and every
     byte is read once. When the file ends inside a line longer than the limit,
     `tail_scan` is where the search for its newline stopped: pass it back as
-    `resume` (with the same `offset`) to go on from there.
+    `resume` (with the same `offset`) to go on from there. `head` and `window` give back bytes
+    it read (the file's first `keep_head` bytes; a range within its last two chunks).
     """
 
     def __init__(self, path: str | os.PathLike[str], offset: int, *, limit: int | None = None,
-                 resume: int | None = None) -> None:  # fmt: skip
+                 resume: int | None = None, keep_head: int = 0) -> None:  # fmt: skip
         self.path = path
+        self.keep_head = keep_head
+        self.head: bytes | None = None  # the file's first `keep_head` bytes, kept when the read began at 0
         self.offset = offset
         self.limit = MAX_LINE if limit is None else limit
         self.resume = resume if resume is not None and resume - offset > self.limit else None
         self.bytes_read = 0
         self.tail_scan: int | None = None
+        # the last two chunks read, as (file offset, bytes), consecutive: `window` serves from them
+        self._recent: list[tuple[int, bytes]] = []
 
     def __iter__(self) -> Iterator[tuple[list[bytes], int, int]]:
         limit = self.limit
@@ -73,6 +80,7 @@ class LineReader:
                     yield [], nl + 1, nl - pos
                     pos = base = nl + 1
                     skipping = False
+                    self._recent = []  # the line skipped is not kept: a gap
                     if not chunk:
                         continue
                 else:
@@ -82,8 +90,10 @@ class LineReader:
                     base = fpos
                     fpos += len(chunk)
                     self.bytes_read += len(chunk)
-                lines = split_lines(chunk)
-                tail = lines.pop()
+                self._recent = [*self._recent[-1:], (base, chunk)]
+                if base == 0:
+                    self.head = chunk[: self.keep_head]
+                lines, tail = split_lines(chunk)
                 if not lines:  # no newline in this chunk: the line goes on
                     if fpos - pos > limit:
                         skipping, parts = True, []
@@ -91,7 +101,7 @@ class LineReader:
                         parts.append(tail)
                     continue
                 if parts:  # the first line began in an earlier chunk
-                    length = base - pos + len(lines[0])
+                    length = base - pos + len(lines[0]) - 1  # without its newline
                     if length > limit:
                         yield [], pos + length + 1, length
                         del lines[0]
@@ -106,6 +116,14 @@ class LineReader:
                     parts = [tail]
         if skipping:
             self.tail_scan = fpos
+
+    def window(self, start: int, end: int) -> bytes | None:
+        """The file's bytes [start, end) if they were among the last two chunks this reader read
+        (the ledger fingerprints what it read without reading it again), else None."""
+        got = self._recent  # consecutive chunks: one range of the file
+        if not got or start < got[0][0] or end > got[-1][0] + len(got[-1][1]) or start > end:
+            return None
+        return b"".join(data[max(start - base, 0) : max(end - base, 0)] for base, data in got)
 
     def _scan(self, fh: Any, fpos: int) -> tuple[int, int, bytes]:
         """Read on from `fpos` to the next newline, keeping nothing: (its offset, or -1 at the end of
@@ -122,27 +140,23 @@ class LineReader:
             fpos += n
 
 
-def split_lines(chunk: bytes) -> list[bytes]:
-    """`chunk.split(b"\\n")`, faster on transcript lines: bytes.split looks at every byte in a
-    loop of its own (a fifth of a first scan's instructions under callgrind), `find` runs memchr
-    (bench/RESULTS.md, "At the speed of the bytes")."""
-    find = chunk.find
-    out: list[bytes] = []
-    add = out.append
-    p = 0
-    e = find(b"\n")
-    while e >= 0:
-        add(chunk[p:e])
-        p = e + 1
-        e = find(b"\n", p)
-    add(chunk[p:])
-    return out
+def split_lines(chunk: bytes) -> tuple[list[bytes], bytes]:
+    """The complete lines of `chunk`, each with its newline, and the bytes after the last newline.
+
+    `BytesIO.readlines` finds each newline with memchr and makes the lines in C: a Python loop of
+    `find` calls (the splitter before it) cost about 2.5× as much per line, and `bytes.split`
+    looks at every byte in a loop of its own (bench/RESULTS.md, "First ingest, second round …")."""
+    lines = BytesIO(chunk).readlines()
+    if lines and lines[-1][-1] != 10:  # 10: b"\n"
+        return lines, lines.pop()
+    return lines, b""
 
 
 def read_lines(
     path: str | os.PathLike[str], offset: int, first_line: int, *, limit: int | None = None
 ) -> Iterator[Line]:
-    """Complete lines of `path` from byte `offset`; `first_line` numbers the first one.
+    """Complete lines of `path` from byte `offset`, without their newline; `first_line` numbers
+    the first one.
 
     A line longer than the limit comes as an empty `Line` with `skipped` set: counted, never loaded.
     """
@@ -155,6 +169,6 @@ def read_lines(
             end = batch_end
             continue
         for data in lines:
-            end += len(data) + 1
-            yield Line(data, number, end)
+            end += len(data)
+            yield Line(data[:-1], number, end)
             number += 1

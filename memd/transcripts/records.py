@@ -101,14 +101,16 @@ class _Data(msgspec.Struct, gc=False):
 
 
 class Record(msgspec.Struct, gc=False):
-    type: str | None = None
-    timestamp: str | None = None
+    # In the order Claude Code writes them: msgspec looks a key up from the field after the last
+    # one it found, so each key it reads is found at the first try.
     isSidechain: Any = None  # the flags matter only as `is True`, agentId only as truthy
-    isMeta: Any = None
-    isCompactSummary: Any = None
     agentId: Any = None
     message: Message | None = None
+    type: str | None = None
     data: _Data | None = None
+    isCompactSummary: Any = None
+    isMeta: Any = None
+    timestamp: str | None = None
 
 
 class _PauseFields(msgspec.Struct, gc=False):
@@ -201,5 +203,5 @@ def norm_record(d: dict[str, Any]) -> Record:
             )
             norm_inner = _Inner(_opt_str(inner.get("type")), norm_copy)
         norm_data = _Data(_opt_str(data.get("type")), norm_inner)
-    return Record(typ, ts, d.get("isSidechain"), d.get("isMeta"), d.get("isCompactSummary"), d.get("agentId"),
-                   message, norm_data)  # fmt: skip
+    return Record(isSidechain=d.get("isSidechain"), agentId=d.get("agentId"), message=message, type=typ, data=norm_data,
+                  isCompactSummary=d.get("isCompactSummary"), isMeta=d.get("isMeta"), timestamp=ts)  # fmt: skip

@@ -364,6 +364,9 @@ def test_a_first_scan_asks_nothing_per_new_session(corpus_home: Path, tmp_path: 
     lookups = [s for s in statements if s.startswith(("SELECT * FROM sessions WHERE", "SELECT path, offset, inode FROM files"))]
     assert lookups == []
     assert sum(s.startswith("INSERT INTO sessions") for s in statements) == len(todo)
+    # a new session's row is made with its counters (no UPDATE after it), and a batch's reads are
+    # written without a savepoint each (a read that lost the race has written nothing)
+    assert not [s for s in statements if s.startswith(("UPDATE sessions", "SAVEPOINT", "RELEASE"))]
 
 
 def test_a_scan_folds_with_the_cycle_collector_paused_and_leaves_none_behind(

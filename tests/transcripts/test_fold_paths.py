@@ -85,7 +85,7 @@ def _fold(lines: list[bytes], generic: bool) -> tuple[dict[str, Any], list[int],
         records.RECORD = Refuse()  # type: ignore[assignment]
     try:
         bad: list[tuple[int, str]] = []
-        parsed = f.fold(lines, 0, bad)
+        parsed = f.fold([x + b"\n" for x in lines], 0, bad)
     finally:
         records.RECORD = saved
     f.finish(sum(len(x) + 1 for x in lines))

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from memd import state
 from memd.discovery import discover_sessions
+from memd.ledger import files as ledgerfiles
 from memd.ledger import store as ledger
 from memd.ledger.sessions import session_json
 from memd.transcripts import lines as linereader
@@ -128,9 +129,10 @@ def test_read_lines_reports_a_skipped_line_in_its_place(tmp_path: Path) -> None:
 
 
 def naive(data: bytes, limit: int) -> tuple[list[tuple[bytes, int]], int | None]:
-    """Complete lines (data, skipped length) and, for an over-long unterminated tail, the end of data."""
+    """Complete lines (data with its newline, skipped length) and, for an over-long unterminated tail,
+    the end of data."""
     *complete, tail = data.split(b"\n")
-    out = [(b"", len(x)) if len(x) > limit else (x, 0) for x in complete]
+    out = [(b"", len(x)) if len(x) > limit else (x + b"\n", 0) for x in complete]
     return out, (len(data) if len(tail) > limit else None)
 
 
@@ -153,7 +155,7 @@ def test_line_reader_equals_a_plain_split_under_any_chunking(
         end = 0
         for lines, batch_end, skipped in reader:
             got.extend([(b"", skipped)] if skipped else [(x, 0) for x in lines])
-            assert batch_end == end + (skipped + 1 if skipped else sum(len(x) + 1 for x in lines))
+            assert batch_end == end + (skipped + 1 if skipped else sum(len(x) for x in lines))
             end = batch_end
         assert got == want and reader.bytes_read == len(data) and reader.tail_scan == tail
         if tail is not None:  # going on from a remembered scan finds the same lines, reading only new bytes
@@ -170,5 +172,33 @@ def test_line_reader_equals_a_plain_split_under_any_chunking(
 @settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=64).map(lambda b: b.replace(b"\x00", b"\n")))
 def test_split_lines_is_bytes_split(chunk: bytes) -> None:
-    """The memchr splitter the reader uses cuts exactly where `bytes.split(b"\\n")` does."""
-    assert linereader.split_lines(chunk) == chunk.split(b"\n")
+    """The memchr splitter the reader uses cuts exactly where `bytes.split(b"\\n")` does, each
+    complete line keeping its newline."""
+    *complete, tail = chunk.split(b"\n")
+    assert linereader.split_lines(chunk) == ([x + b"\n" for x in complete], tail)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(pieces=st.lists(st.tuples(st.integers(0, 3000), st.booleans()), max_size=12), chunk=st.integers(1, 9000),
+       limit=st.integers(50, 5000))  # fmt: skip
+def test_the_fingerprint_of_what_a_read_saw_is_the_one_read_again(
+    tmp_path_factory: pytest.TempPathFactory, pieces: list[tuple[int, bool]], chunk: int, limit: int
+) -> None:
+    """The ledger fingerprints a first read from the chunks it read (`LineReader.head`, `window`), or
+    reads the bytes again where it no longer has them: the same fingerprint either way."""
+    data = b"".join(b"x" * n + (b"\n" if nl else b"") for n, nl in pieces)
+    p = tmp_path_factory.mktemp("fp") / "f"
+    p.write_bytes(data)
+    old = linereader.CHUNK
+    linereader.CHUNK = chunk
+    try:
+        reader = LineReader(p, 0, limit=limit, keep_head=ledgerfiles.FP_WINDOW)
+        end = 0
+        for batch in reader:
+            end = batch[1]
+        assert ledgerfiles.read_fingerprint(str(p), end, reader.head, reader.window) == ledgerfiles.fingerprint(str(p), end)
+        for start, stop in ((0, end), (max(0, end - 10), end), (end, end)):
+            got = reader.window(start, stop)
+            assert got is None or got == data[start:stop]
+    finally:
+        linereader.CHUNK = old

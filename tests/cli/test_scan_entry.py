@@ -1,0 +1,87 @@
+"""`memd scan`'s click-free entry (`memd.__main__.scan_call`, issue 27 point 1): a plain `memd [--home H]
+scan [--json]` runs without click and answers exactly as the click command does; anything else, a home
+that is missing or not a directory included, goes to click.
+
+Real processes on copies of one small home: the first scan of each copy, then a scan with nothing new.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memd.__main__ import scan_call
+from tests.procs import memd_env
+
+ENTRY = [sys.executable, "-c", "from memd.__main__ import main; main()"]  # what the `memd` script runs
+CLICK = [sys.executable, "-c", "from memd.cli import main; main()"]  # the click CLI alone
+LINE = {"type": "user", "uuid": "u1", "timestamp": "2026-11-30T00:00:00.000Z",
+        "message": {"role": "user", "content": "keep the ledger exact"}}  # fmt: skip
+
+
+def _home(root: Path) -> Path:
+    p = root / "projects" / "-work-shop" / "s1.jsonl"
+    p.parent.mkdir(parents=True)
+    p.write_text(json.dumps(LINE) + "\n")
+    return root
+
+
+def _run(cmd: list[str], args: list[str], cwd: Path) -> tuple[int, bytes, bytes]:
+    r = subprocess.run([*cmd, *args], capture_output=True, env=memd_env(), cwd=cwd, timeout=120)
+    return r.returncode, r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["--home", "{h}", "scan", "--json"],
+    ["scan", "--home={h}", "--json", "--json"],
+    ["--home", "/nowhere", "scan", "--home", "{h}"],  # the command's --home wins over the group's
+    ["--home", "{h}", "scan", "--home="],  # an empty one counts as none
+])  # fmt: skip
+def test_a_plain_scan_answers_as_the_click_command(tmp_path: Path, args: list[str]) -> None:
+    mine, theirs = _home(tmp_path / "a"), tmp_path / "b"
+    shutil.copytree(mine, theirs)
+    for _ in range(2):  # a first scan, then one with nothing new
+        got = _run(ENTRY, [a.format(h=mine) for a in args], tmp_path)
+        want = _run(CLICK, [a.format(h=theirs) for a in args], tmp_path)
+        assert got == want and got[0] == 0
+
+
+@pytest.mark.parametrize("home", ["missing", "file"])
+def test_a_home_click_refuses_is_refused_as_click_refuses_it(tmp_path: Path, home: str) -> None:
+    target = tmp_path / home
+    if home == "file":
+        target.write_text("x")
+    for args in (["--home", str(target), "scan", "--json"], ["scan", "--home", str(target)]):
+        got, want = _run(ENTRY, args, tmp_path), _run(CLICK, args, tmp_path)
+        assert got == want and got[0] == 2
+
+
+def test_the_plain_scan_loads_neither_click_nor_the_cli(tmp_path: Path) -> None:
+    h = _home(tmp_path / "h")
+    code = ("import sys; sys.argv = ['memd', '--home', sys.argv[1], 'scan', '--json']\n"
+            "from memd.__main__ import main\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "print(sorted(m for m in ('click', 'memd.cli', 'logging') if m in sys.modules), file=sys.stderr)")  # fmt: skip
+    r = subprocess.run([sys.executable, "-c", code, str(h)], capture_output=True, env=memd_env(), timeout=120)
+    assert r.returncode == 0 and r.stderr.decode().strip().splitlines()[-1] == "[]"
+    assert json.loads(r.stdout)["records"] == 1
+
+
+@pytest.mark.parametrize(("args", "want"), [
+    (["scan"], (None, False)),
+    (["--home", "H", "scan", "--json"], ("H", True)),
+    (["--home", "G", "scan", "--home", "H"], ("H", False)),
+    (["scan", "--project", "k"], None),
+    (["scan", "--help"], None),
+    (["--json", "scan"], None),
+    (["scan", "scan"], None),
+    (["sessions", "--json"], None),
+    (["scan", "--home"], None),
+])  # fmt: skip
+def test_only_the_plain_forms_skip_click(args: list[str], want: tuple[str | None, bool] | None) -> None:
+    assert scan_call(args) == want
