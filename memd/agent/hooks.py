@@ -72,6 +72,10 @@ class _Quiet:
 QUIET = _Quiet()
 # Where a hook's one-line notes go: stderr, or, while the daemon answers a hook (`respond`), that answer's.
 _NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("memd_hook_notes", default=None)
+# The daemon's answers: the records a hook would write, kept here instead, and written only once the hook has
+# taken the answer (memd/daemon/hook_server.py): a hook that gave up answers itself and records it itself.
+Deferred = Callable[[sqlite3.Connection], None]  # one record, to be written on the connection it is given
+_RECORDS: contextvars.ContextVar[list[Deferred] | None] = contextvars.ContextVar("memd_hook_records", default=None)
 
 
 def _note(line: str) -> None:
@@ -206,6 +210,7 @@ class Reply:
     out: str  # on stdout ("" for nothing)
     err: str  # on stderr: its notes, a line each
     code: int = 0
+    records: tuple[Deferred, ...] = ()  # what it would record, for `write_records` once the hook has the answer
 
 
 def respond(sub: str, home: Home, raw: bytes, *, cwd: str, env: dict[str, str], started: float) -> Reply:
@@ -214,12 +219,33 @@ def respond(sub: str, home: Home, raw: bytes, *, cwd: str, env: dict[str, str], 
     hook socket (memd/daemon/hook_server.py) calls this. The same code as `command`, and the same records; only
     what it writes is returned instead. Never raises."""
     notes: list[str] = []
-    token = _NOTES.set(notes)
+    pending: list[Deferred] = []
+    token, kept = _NOTES.set(notes), _RECORDS.set(pending)
     try:
         out = handle(handler(sub, home, cwd=cwd, env=env, started=started), raw)
     finally:
+        _RECORDS.reset(kept)
         _NOTES.reset(token)
-    return Reply(out, "".join(notes))
+    return Reply(out, "".join(notes), records=tuple(pending))
+
+
+def write_records(home: Home, records: tuple[Deferred, ...]) -> None:
+    """Write what a `respond` kept (`Reply.records`): the daemon calls this once the hook took its answer. Best
+    effort, as the hook's own records are."""
+    if not records:
+        return
+    try:
+        conn = _open_state(home)
+    except Exception:
+        return
+    try:
+        for write in records:
+            try:
+                write(conn)
+            except Exception:
+                continue
+    finally:
+        conn.close()
 
 
 # --------------------------------------------------------------------------- where
@@ -295,20 +321,30 @@ def record(conn: sqlite3.Connection, session_id: str | None, day: str, **counts:
 
 def _record_quietly(home: Home, conn: sqlite3.Connection | None, session_id: str | None, day: str, *,
                     surfaced: tuple[str, list[str]] | None = None, **counts: int) -> None:  # fmt: skip
-    """Best effort: the answer stands even when the state database cannot take the record."""
+    """Best effort: the answer stands even when the state database cannot take the record. In the daemon's
+    answers (`respond`) it is kept for `write_records` instead."""
+    pending = _RECORDS.get()
+    if pending is not None:
+        pending.append(lambda c: _record(c, session_id, day, surfaced, counts))
+        return
     own = conn is None
     try:
         conn = conn or _open_state(home)
-        if surfaced and session_id and surfaced[1]:
-            from memd.agent.candidates import record_surfaced
-
-            record_surfaced(conn, surfaced[0], session_id, surfaced[1])
-        record(conn, session_id, day, **counts)
+        _record(conn, session_id, day, surfaced, counts)
     except Exception as exc:
         _note(f"memd: hook not recorded: {exc}\n")
     finally:
         if own and conn is not None:
             conn.close()
+
+
+def _record(conn: sqlite3.Connection, session_id: str | None, day: str, surfaced: tuple[str, list[str]] | None,
+            counts: dict[str, int]) -> None:  # fmt: skip
+    if surfaced and session_id and surfaced[1]:
+        from memd.agent.candidates import record_surfaced
+
+        record_surfaced(conn, surfaced[0], session_id, surfaced[1])
+    record(conn, session_id, day, **counts)
 
 
 def day_counts(conn: sqlite3.Connection, days: list[str]) -> list[dict[str, Any]]:
@@ -446,6 +482,7 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
     provider, _why = st.effective_provider(settings, env=env, memd_dir=home.memd_dir)
     key = memory_key(home, event, cwd)
     ctx = make_context(home, settings, log=QUIET, now=clock)
+    ctx.deferred = _RECORDS.get()  # the daemon's answer: recall's surfaced set too waits until the hook has it
     deadline = (process_started() if started is None else started) + settings.memd.recall_budget_ms / 1000
     try:
         ctx.conn.execute(f"PRAGMA busy_timeout={HOOK_BUSY_MS}")

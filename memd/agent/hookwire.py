@@ -19,6 +19,9 @@ One connection, one request, all lengths in bytes:
       or b"no <reason>\\n"      it does not (another home, another environment or version): the hook
                                  answers itself at once
     ← b"<exit code> <stdout length> <stderr length>\\n" stdout stderr   the hook's answer, bytes to write
+    → b"k\\n"                   the hook has it whole: only now does the daemon write the records the hook
+                                 would have written (a hook that gave up answers, and records, itself)
+    ← b"r\\n"                   they are written (the hook waits `RECORDED_WAIT_S` at most for it)
 
 Invariants: the client never raises and never waits past its deadlines — `ACK_WAIT_S` from its send to
 the "ok", then the time the daemon named; on anything else (no socket, refused, not ours, late, cut,
@@ -34,8 +37,10 @@ import sys
 import time
 
 MAGIC = b"memd-hook"
-PROTOCOL = 1  # both sides must agree; a change of the wire or of what a request carries changes it
+PROTOCOL = 2  # both sides must agree; a change of the wire or of what a request carries changes it
 SOCKET_NAME = "hook.sock"
+RECORDED_WAIT_S = 0.5  # after the answer: for the daemon's "records written" line, at most (the answer stands)
+TAKEN = b"k\n"  # the hook's last line: it has the whole answer (the daemon then writes the hook's records)
 OFF_ENV = "MEMD_HOOK_SOCKET"  # "off": every hook answers itself (tests, measurements)
 ACK_WAIT_S = 0.3  # from the send to the daemon's "ok": longer, and the hook answers itself
 MAX_HEADER = 64 * 1024
@@ -172,6 +177,12 @@ def ask(sub: str, home: str | None, stdin: bytes, path: str | None = None) -> tu
             body = _recv_exactly(sock, buf, lengths[1] + lengths[2], due)
             if body is None:
                 return None
+            try:
+                sock.sendall(TAKEN)  # the daemon writes its records only now: had we given up, we would record them
+                # ... and says when they are written, so they are there when this process ends, as in-process
+                _recv_line(sock, buf, min(due, time.monotonic() + RECORDED_WAIT_S), 16)
+            except OSError:
+                pass
             return lengths[0], body[: lengths[1]], body[lengths[1] :]
         finally:
             sock.close()
@@ -179,5 +190,5 @@ def ask(sub: str, home: str | None, stdin: bytes, path: str | None = None) -> tu
         return None
 
 
-__all__ = ["ACK_WAIT_S", "MAGIC", "OFF_ENV", "PROTOCOL", "SOCKET_NAME", "SUBS", "ask", "code_stamp",
+__all__ = ["ACK_WAIT_S", "MAGIC", "OFF_ENV", "PROTOCOL", "SOCKET_NAME", "SUBS", "TAKEN", "ask", "code_stamp",
            "decode_answer", "encode_request", "socket_path", "usable", "wanted_env"]  # fmt: skip

@@ -379,7 +379,11 @@ def ask_nearest(memd_dir: Any, query: str, project_key: str, *, wait: float, dea
 
 
 def _record_quietly(ctx: JobContext, project_key: str, session: str, files: list[str]) -> None:
-    """Recording is best effort: a busy state DB must not turn a good selection into nothing."""
+    """Recording is best effort: a busy state DB must not turn a good selection into nothing. In the daemon's
+    answer to a hook (`ctx.deferred`) it is kept until the hook has taken the answer (memd.agent.hooks)."""
+    if ctx.deferred is not None:
+        ctx.deferred.append(lambda conn: record_surfaced(conn, project_key, session, files))
+        return
     try:
         record_surfaced(ctx.conn, project_key, session, files)
     except sqlite3.Error as exc:

@@ -44,6 +44,7 @@ READ_TIMEOUT_S = 1.0
 MAX_CLIENTS = 8
 ANSWER_WAIT_S = 2.0  # what the "ok" grants: the work (~10 ms) and a busy state database (the hooks wait 1 s for it)
 MODEL_GRACE_S = 0.5  # a recall that may call a model: until its budget ends (from the hook's start), and this
+TAKEN_WAIT_S = 1.0  # from the answer sent to the hook's "taken" line; without it, nothing is recorded here
 START_MARGIN_S = 1.0  # the work starts only with this much of the granted wait left
 SAME_ENV = ("HOME", "TZ")
 MODEL_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
@@ -212,7 +213,26 @@ class HookServer(SocketServer):
             self.log.warning("hooks.abandoned", sub=req.sub, reason="answered too late: the hook answers itself")
             return
         conn.sendall(b"%d %d %d\n" % (reply.code, len(out), len(err)) + out + err)
+        if not self._taken(conn):
+            self.log.warning("hooks.abandoned", sub=req.sub, reason="the hook did not take the answer: it answers itself")
+            return
+        from memd.agent.hooks import write_records  # noqa: PLC0415 - loaded by _run already
+
+        write_records(home, reply.records)  # only now: a hook that gave up records what it answered itself
+        try:
+            conn.sendall(b"r\n")  # written: the hook process ends with its records there, as when it answers itself
+        except OSError:
+            pass
         self.log.debug("hooks.answered", sub=req.sub, bytes=len(out), ms=round((time.monotonic() - req.sent) * 1000, 1))
+
+    @staticmethod
+    def _taken(conn: socket.socket) -> bool:
+        """Whether the hook took the answer (its `hookwire.TAKEN` line, sent on reading it whole)."""
+        try:
+            conn.settimeout(TAKEN_WAIT_S)
+            return conn.recv(len(hookwire.TAKEN)) == hookwire.TAKEN
+        except OSError:
+            return False
 
     def _home_of(self, req: Request) -> tuple[Home | None, str | None]:
         """The hook's home as its process names it, when it is this daemon's; else why not."""

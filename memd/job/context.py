@@ -81,6 +81,9 @@ class JobContext:
     # The daemon's: its rewrites of a project's MEMORY.md wait for the agent to go quiet (memd.index.hold),
     # and a held one is handed back here (the scope, the seconds left) to be run again then. None: at once.
     hold_index: Callable[[Place, float], None] | None = None
+    # The daemon's answer to a hook (memd.agent.hooks.respond): the hook's records, kept to be written on a
+    # connection once the hook has taken the answer. None: written at once.
+    deferred: list[Callable[[sqlite3.Connection], None]] | None = None
     usage: dict[str, int] = field(default_factory=lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0})
     _llm: Any = None
     _provider: str | None = None

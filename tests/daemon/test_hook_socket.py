@@ -325,3 +325,41 @@ def test_the_daemon_resolves_a_hooks_home_from_the_hooks_cwd_and_environment(
     assert resolve_home(None, environ={}, cwd="/w") == Path("~/.deepcode").expanduser()
     monkeypatch.chdir(tmp_path)
     assert resolve_home("rel") == resolve_home("rel", cwd=str(tmp_path)) == tmp_path / "rel"  # as the process itself
+
+
+def test_an_answer_the_hook_gave_up_on_records_nothing_and_the_hook_recalls_itself(
+    world: tuple[Home, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reviewer's case: the daemon's work finished after the hook stopped waiting. Before, `respond` had
+    written the session's counts and recall's surfaced set, so the hook's own recall then surfaced nothing
+    (the memory counted as shown) and the prompt was counted twice. Now the daemon writes a hook's records
+    only once the hook took the answer (`hookwire.TAKEN`)."""
+    import time  # noqa: PLC0415
+
+    import structlog  # noqa: PLC0415
+
+    from memd.daemon import hook_server  # noqa: PLC0415
+
+    home, proj = world
+    real = hooks.respond
+
+    def stalled(*args: Any, **kw: Any) -> hooks.Reply:
+        reply = real(*args, **kw)
+        time.sleep(hook_server.ANSWER_WAIT_S + 0.5)  # the daemon stalls (load, the GIL) past the hook's wait
+        return reply
+
+    monkeypatch.setattr(hooks, "respond", stalled)
+    env = memd_env()
+    env.pop(hookwire.OFF_ENV, None)
+    server = hook_server.HookServer(home, structlog.get_logger("test"), environ=env)
+    server.start()
+    try:
+        wait_for(lambda: hookwire.usable(str(home.memd_dir / hookwire.SOCKET_NAME)))
+        sub, name, extra = PROMPT
+        r = subprocess.run([*ENTRY, "--home", str(home.root), sub, "--hook"], input=event(home, proj, "s1", name, **extra),
+                           capture_output=True, env=env, cwd=proj, timeout=120)  # fmt: skip
+    finally:
+        server.stop()
+    assert r.returncode == 0 and b"deploy-fridays" in r.stdout  # the hook's own recall surfaced the memory
+    assert counts(home, "hooks:s1")["prompts"] == 1  # counted once: by the hook, not also by the late daemon
+    assert counts(home, "hooks:s1")["recalls"] == 1
