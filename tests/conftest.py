@@ -29,6 +29,10 @@ hypothesis_settings.load_profile("memd")
 # memd.index.hold: every daemon the suite starts (a process, or `memd run` in a forked child) rewrites
 # MEMORY.md at once; the tests of the hold take this away (monkeypatch, or "" in a daemon's env).
 os.environ.setdefault("MEMD_TEST_AGENT_QUIET_SECONDS", "0")
+# memd.agent.hookwire: the hook socket's waits (0.3 s for the daemon's "ok", 2 s for its answer) get 5 s more in
+# the suite, so a loaded CI machine does not turn a daemon's answer into the hook's own; the tests of those
+# waits set "0" (in the daemon's and the hook's environment alike).
+os.environ.setdefault("MEMD_TEST_HOOK_SLACK_S", "5")
 CORPUS = Path(os.environ.get("MEMD_CORPUS", REPO.parent / "shared" / "corpus" / "claude-code"))
 
 

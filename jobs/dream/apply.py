@@ -186,7 +186,7 @@ class Snapshot:
 
     def __init__(self, home: Any, ref: Place, run_id: str) -> None:
         self.home, self.ref, self.run_id = home, ref, run_id
-        self.known: dict[str, tuple[int, int, int, bytes]] = {}  # what the scan read (memd.history.pack.Known)
+        self.known: dict[str, tuple[int, int, int, int, bytes]] = {}  # what the scan read (memd.history.pack.Known)
         self.entry: Path | None = None
         self.error: BaseException | None = None
         self.kept = False
@@ -313,8 +313,11 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
         staged.copied.files.extend(written)
         final = final_memories(memories, rendered, directory)
         if ctx.settings.memory.index_consolidation.enabled:
-            from memd.index.refresh import write_index  # noqa: PLC0415 - start-up
-            write_index(staging / "MEMORY.md", final)  # the snapshot keeps the old one; foreign lines stay (§14)
+            from memd.index.refresh import agent_hold, write_index  # noqa: PLC0415 - start-up
+            # The daemon's dream under an agent at work keeps the live MEMORY.md as it is (memd.index.hold):
+            # `refresh_known` after the swap holds it too and has the index job write it once the agent is quiet.
+            hold = agent_hold(ctx.home, ctx.settings, ref, ctx.now()) if ctx.hold_index is not None else None
+            write_index(staging / "MEMORY.md", final, hold=hold)  # the snapshot keeps the old one; foreign lines stay (§14)
         swap.seal(staged)
         from memd.history import treecopy  # noqa: PLC0415 - start-up
         if treecopy.signature(directory) != sig0:

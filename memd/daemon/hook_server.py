@@ -117,6 +117,7 @@ class HookServer(SocketServer):
         self._thread: threading.Thread | None = None
         self._pause = float(self.environ.get(PAUSE_ENV) or 0)
         self._stall = float(self.environ.get(STALL_ENV) or 0)
+        self._slack = hookwire.slack(dict(self.environ))  # tests: the client's slack too (the same environment)
 
     def start(self) -> None:
         """Load the hooks' modules and listen, on a thread (the daemon's start does not wait)."""
@@ -192,7 +193,7 @@ class HookServer(SocketServer):
         if isinstance(wait, str) or home is None:
             conn.sendall(b"no " + str(wait).encode()[:200] + b"\n")  # harmless to a hook that gave up
             return
-        if time.monotonic() > req.sent + hookwire.ACK_WAIT_S:
+        if time.monotonic() > req.sent + hookwire.ACK_WAIT_S + self._slack:
             self.log.info("hooks.late", sub=req.sub)  # it has answered itself by now: nothing is done for it
             return
         due = time.monotonic() + wait
@@ -254,13 +255,13 @@ class HookServer(SocketServer):
     def _wait(self, req: Request, home: Home) -> float | str:
         """How long the hook may wait for this answer, or why the daemon does not give it."""
         if req.sub != "recall":
-            return ANSWER_WAIT_S
+            return ANSWER_WAIT_S + self._slack
         from memd import settings as st  # noqa: PLC0415 - loaded by _run already
 
         settings = st.load(home.settings_file)
         provider, _why = st.effective_provider(settings, env=req.env, memd_dir=home.memd_dir)
         if provider == "offline":
-            return ANSWER_WAIT_S
+            return ANSWER_WAIT_S + self._slack
         if provider == "claude-code":
             return "the claude-code provider runs in the hook's own environment"
         names = {*MODEL_ENV, *(k for k in (*req.env, *self.environ) if k.startswith(hookwire.ENV_PREFIX))}
@@ -268,7 +269,7 @@ class HookServer(SocketServer):
         if differ:
             return f"another environment ({differ[0]})"
         budget_end = min(process_started(pid=req.pid), req.sent) + settings.memd.recall_budget_ms / 1000
-        return max(ANSWER_WAIT_S, budget_end - time.monotonic() + MODEL_GRACE_S)
+        return max(ANSWER_WAIT_S, budget_end - time.monotonic() + MODEL_GRACE_S) + self._slack
 
     def stop(self) -> None:
         """Close the socket and remove its file (ours: made by `_listen`)."""

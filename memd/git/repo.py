@@ -111,8 +111,9 @@ class Repo:
         if self.exists() and self._configured():
             return
         ensure_private_dir(self.git.git_dir.parent)
-        if not self.exists():
-            self.git.run("init", "-q", "--bare", "-b", BRANCH, str(self.git.git_dir))
+        # Again whenever the set-up did not finish: a git that wrote HEAD before its own config (older ones
+        # do) and was killed between the two left a repository only a second `init` completes (it is safe).
+        self.git.run("init", "-q", "--bare", "-b", BRANCH, str(self.git.git_dir))
         # A bare repository keeps no reflog by default; memd's users may need one to repair by hand.
         self.git.run("config", "core.logAllRefUpdates", "always")
         self.git.run("config", "memd.layout", "1")  # written last: the mark of a finished set-up

@@ -52,9 +52,9 @@ class PackError(ValueError):
     """A pack that cannot be read as written (cut short, damaged, or not a pack): one line."""
 
 
-#: What a scan already read of a top-level file, by name: (inode, size, mtime_ns, bytes). Used
-#: instead of reading the file again only while its lstat still shows that inode, size and mtime.
-Known = Mapping[str, tuple[int, int, int, bytes]]
+#: What a scan already read of a top-level file, by name: (inode, size, mtime_ns, ctime_ns, bytes).
+#: Used instead of reading the file again only while its lstat still shows that inode, size, mtime and ctime.
+Known = Mapping[str, tuple[int, int, int, int, bytes]]
 
 
 class _Out:
@@ -138,12 +138,13 @@ def _walk(src: Path, rel: str, out: _Out, entries: list[dict[str, Any]], sums: d
             continue
 
 
-def _file_bytes(path: str, st: os.stat_result, seen: tuple[int, int, int, bytes] | None) -> tuple[bytes, os.stat_result]:
-    """A regular file's bytes: those the scan read when the file is still that inode, size and
-    mtime; else read now, without following a link or blocking on a FIFO swapped in."""
+def _file_bytes(path: str, st: os.stat_result, seen: tuple[int, int, int, int, bytes] | None) -> tuple[bytes, os.stat_result]:
+    """A regular file's bytes: those the scan read when the file is still that inode, size, mtime
+    and ctime; else read now, without following a link or blocking on a FIFO swapped in."""
 
-    if seen is not None and seen[:3] == (st.st_ino, st.st_size, st.st_mtime_ns) and len(seen[3]) == st.st_size:
-        return seen[3], st
+    if seen is not None and seen[:4] == (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) \
+            and len(seen[4]) == st.st_size:  # ctime too: an edit that put its mtime back (`touch -r`, `cp -p`)
+        return seen[4], st
     fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
     try:
         st = os.fstat(fd)

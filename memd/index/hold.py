@@ -5,7 +5,8 @@ Claude Code's auto-memory saves a memory in steps within one turn: it writes a t
 stale: Claude Code 2.1.332 then refuses the Edit ("File has been modified since read") or applies it
 with a note that the file "contains other changes not in your context", and the model spends a turn
 reading it again. So the daemon's rewrites of a project's `MEMORY.md` wait until the project's
-transcripts have been quiet for `memd.agentQuietSeconds`. Everything else is written at once: the
+transcripts (`transcript_keys`: its own, its subdirectories', its worktrees') have been quiet for
+`memd.agentQuietSeconds`. Everything else is written at once: the
 memory files (new files, which no Read of the agent's covers), the drawer and search.
 
 The wait is bounded twice: it never exceeds the quiet time past the agent's last append (a clock
@@ -89,13 +90,43 @@ def newest_append(project_dir: Path, now: float) -> float | None:
     return newest
 
 
-def index_hold(project_dir: Path, index: Path, now: float, quiet: float) -> float:
+def transcript_keys(projects: Path, state_db: Path, key: str) -> set[str]:
+    """The transcript directories whose sessions work on project `key`'s memory: its own; its subdirectories'
+    (Claude Code files a session under its cwd's key, its memory under the git root's, `memd.keys`); and
+    every directory whose sessions' extraction went to `key` (a linked worktree: the extract cursors'
+    `memory_key`). A sibling whose name merely starts like it only makes the wait longer, never shorter."""
+    out = {key}
+    try:
+        out.update(n for n in os.listdir(projects) if n.startswith(key + "-"))
+    except OSError:
+        pass
+    if not state_db.exists():
+        return out
+    import sqlite3  # noqa: PLC0415 - only when a rewrite is due
+
+    try:
+        conn = sqlite3.connect(f"file:{state_db}?mode=ro", uri=True, timeout=1.0)
+        try:
+            rows = conn.execute(
+                "SELECT DISTINCT s.key FROM sessions s JOIN cursors c ON c.job = 'extract' "
+                "AND c.target = 'session:' || s.key || ':' || s.session_id "
+                "WHERE json_extract(c.value, '$.memory_key') = ?", (key,)).fetchall()  # fmt: skip
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return out
+    out.update(str(r[0]) for r in rows if r[0])
+    return out
+
+
+def index_hold(project_dirs: list[Path], index: Path, now: float, quiet: float) -> float:
     """Seconds the daemon's rewrite of `index` (a project's MEMORY.md) should still wait (I/O around
-    `hold_seconds`)."""
+    `hold_seconds`): the newest append over `project_dirs` (`transcript_keys`' directories)."""
     if quiet <= 0:
         return 0.0
     try:
         index_at: float | None = index.lstat().st_mtime
     except OSError:
         index_at = None
-    return hold_seconds(now, newest_append(project_dir, now), index_at, quiet)
+    appends = [t for d in project_dirs if (t := newest_append(d, now)) is not None]
+    return hold_seconds(now, max(appends) if appends else None, index_at, quiet)

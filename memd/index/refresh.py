@@ -28,7 +28,7 @@ import structlog
 from memd.discovery import list_memory_dirs
 from memd.fsutil import PRIVATE_FILE, UnusableFile, atomic_write, durable_temp, fsync_dir, kind_of, read_regular
 from memd.index import fingerprint
-from memd.index.hold import index_hold, quiet_seconds
+from memd.index.hold import index_hold, quiet_seconds, transcript_keys
 from memd.index.render import IndexRender, render_drawer, render_memory_index
 from memd.index.writer import SearchIndex, SyncStats, sweep_stale_view_temps
 from memd.memory.file import Memory
@@ -478,4 +478,9 @@ def agent_hold(home: Home, settings: Settings, place: Any, now: datetime) -> Hol
     if place.kind != "project" or quiet <= 0:
         return None
     key = place.key or ""
-    return lambda: index_hold(home.project_dir(key), home.project_memory(key) / INDEX_NAME, now.timestamp(), quiet)
+
+    def hold() -> float:
+        dirs = [home.projects / k for k in sorted(transcript_keys(home.projects, home.state_db, key))]
+        return index_hold(dirs, home.project_memory(key) / INDEX_NAME, now.timestamp(), quiet)
+
+    return hold

@@ -118,13 +118,13 @@ def _load_entry(
     project_key: str | None,
     max_bytes: int,
     known: Mapping[str, Memory] | None = None,
-    keep: dict[str, tuple[int, int, int, bytes]] | None = None,
+    keep: dict[str, tuple[int, int, int, int, bytes]] | None = None,
 ) -> Memory | Problem | Bare | None:
     """One directory entry as a Memory, a Problem, or None when it is not a candidate.
 
     `known` holds memories parsed before (the search index's rows): one whose size
     and mtime still match is reused without reading the file again. `keep` receives
-    the bytes read, by file name, with the (inode, size, mtime_ns) stat taken before the read.
+    the bytes read, by file name, with the (inode, size, mtime_ns, ctime_ns) stat taken before the read.
     """
     path = Path(entry.path)
     if entry.is_symlink():
@@ -151,7 +151,7 @@ def _load_entry(
     if len(data) > max_bytes:
         return Problem(path, f"too large (grew past the {_human_size(max_bytes)} cap while reading); not read")
     if keep is not None:
-        keep[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns, data)
+        keep[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, data)
     try:
         return parse_memory(path, data, mtime=st.st_mtime, size=len(data), scope=scope, project_key=project_key)
     except MemoryParseError as exc:
@@ -209,12 +209,12 @@ def scan_dir(
     *,
     max_bytes: int = DEFAULT_MAX_FILE_BYTES,
     known: Mapping[str, Memory] | None = None,
-    keep: dict[str, tuple[int, int, int, bytes]] | None = None,
+    keep: dict[str, tuple[int, int, int, int, bytes]] | None = None,
 ) -> ScanResult:
     """Every memory of one directory, plus a Problem for every file it could not use.
 
     `known` (path → Memory parsed before) spares re-reading unchanged files; `keep`
-    (file name → (inode, size, mtime_ns, bytes)) receives every file read, for a
+    (file name → (inode, size, mtime_ns, ctime_ns, bytes)) receives every file read, for a
     caller that packs them next (the dream's snapshot, `memd.history.pack`).
 
     A missing directory is an empty one (the global drawer may not exist yet).

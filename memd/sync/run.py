@@ -248,8 +248,8 @@ def _set_remote(repo: Repo, remote: str) -> None:
     if cur != remote:
         g.run("config", f"remote.{REMOTE}.url", remote)
     fetch = g.run("config", "--get-all", f"remote.{REMOTE}.fetch", ok=(0, 1)).stdout.decode().split()
-    if fetch != [refspec]:
-        g.run("config", "--replace-all", f"remote.{REMOTE}.fetch", refspec)
+    if refspec not in fetch:  # added beside any refspec the user gave the repository by hand
+        g.run("config", "--add", f"remote.{REMOTE}.fetch", refspec)
 
 
 def network_git(git: Git, *args: str, ok: tuple[int, ...] = (0,), idle: float | None = None,

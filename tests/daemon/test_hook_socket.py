@@ -189,9 +189,9 @@ def test_a_daemon_too_busy_to_answer_costs_the_hook_its_short_wait_and_records_n
     stopped or swamped daemon would): the hook answers itself, and the daemon then drops the request."""
     home, proj = world
     want = itself(home, proj, "a", PROMPT)
-    with DaemonProc(home.root, env=memd_env(MEMD_TEST_HOOK_STALL_S="1")) as d:
+    with DaemonProc(home.root, env=memd_env(MEMD_TEST_HOOK_STALL_S="1", MEMD_TEST_HOOK_SLACK_S="0")) as d:
         serving(home)
-        ran = hook(home, proj, "b", PROMPT)
+        ran = hook(home, proj, "b", PROMPT, env=memd_env(MEMD_TEST_HOOK_SLACK_S="0"))
         assert not ran.by_daemon and ran.answer == want.answer
         wait_log(home.root, event="hooks.late", sub="recall")  # read after the hook gave up: dropped
         assert counts(home, "hooks:b") == counts(home, "hooks:a") == {**counts(home, "hooks:a"), "prompts": 1}
@@ -349,7 +349,7 @@ def test_an_answer_the_hook_gave_up_on_records_nothing_and_the_hook_recalls_itse
         return reply
 
     monkeypatch.setattr(hooks, "respond", stalled)
-    env = memd_env()
+    env = memd_env(MEMD_TEST_HOOK_SLACK_S="0")  # the waits as users have them: the stall outlasts them
     env.pop(hookwire.OFF_ENV, None)
     server = hook_server.HookServer(home, structlog.get_logger("test"), environ=env)
     server.start()

@@ -27,7 +27,7 @@ DEBUGGING = "# Debugging notes\n\nRun the suite with -x; the fixtures leak temp 
 FLAKY_POINTER = "- [Flaky test](flaky_test.md) — which test flakes and what to do"
 FLAKY = ("---\nname: Flaky test\ndescription: which test flakes and what to do\ntype: project\n---\n\n"
          "tests/test_hooks.py::test_timeout flakes under load; rerun it once.\n")  # fmt: skip
-QUIET = 8  # memd.agentQuietSeconds: the daemon leaves MEMORY.md alone until the session has been this quiet
+QUIET = 15  # memd.agentQuietSeconds: the daemon leaves MEMORY.md alone until the session has been this quiet
 STATEMENT = "We decided to use Postgres 16 for the billing service."
 
 
