@@ -94,8 +94,19 @@ def memd_argv(home: Home) -> list[str]:
 NEVER_BLOCK = "|| true"
 
 
+def hook_argv(home: Home) -> list[str]:
+    """How a hook runs this memd: `python -P -m memd` with the running interpreter, not the console script
+    beside it. The script pip writes runs `import re` and a `re.sub` before memd's first line: 6-8 ms a hook,
+    half of a bare interpreter's start, which a hook pays on every prompt (bench/RESULTS.md, "Hooks near
+    the floor"). -P: never a `memd/` of the agent's working directory. `--home` as in `memd_argv`."""
+    argv = [sys.executable, "-P", "-m", "memd"]
+    if Path(home.root) != Path(DEFAULT_HOME).expanduser().absolute():
+        argv += ["--home", str(home.root)]
+    return argv
+
+
 def hook_command(home: Home, sub: str) -> str:
-    return f"{shlex.join([*memd_argv(home), sub, '--hook'])} {NEVER_BLOCK}"
+    return f"{shlex.join([*hook_argv(home), sub, '--hook'])} {NEVER_BLOCK}"
 
 
 def mcp_server_entry(home: Home) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -149,8 +150,9 @@ def test_hook_commands_name_this_memd_and_the_home_only_when_not_the_default(tmp
     assert "--home" not in connect.hook_command(default, "recall")
     other = connect.hook_command(Home(tmp_path / "my home"), "recall")
     argv = shlex.split(other)
-    assert argv[1:3] == ["--home", str(tmp_path / "my home")] and argv[-4:] == ["recall", "--hook", "||", "true"]
-    assert os.path.basename(argv[0]) == "memd" and connect.is_memd_hook({"type": "command", "command": other})
+    assert argv[4:6] == ["--home", str(tmp_path / "my home")] and argv[-4:] == ["recall", "--hook", "||", "true"]
+    # this interpreter, not the console script: pip's wrapper costs a hook 6-8 ms before memd's first line
+    assert argv[:4] == [sys.executable, "-P", "-m", "memd"] and connect.is_memd_hook({"type": "command", "command": other})
     assert not connect.is_memd_hook({"type": "command", "command": "echo memd recall --hook"})
     assert connect.is_memd_hook({"type": "command", "command": "/usr/bin/python3 -P -m memd recall --hook"})
 
