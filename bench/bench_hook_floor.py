@@ -38,7 +38,6 @@ from memd.tree import Home
 STDLIB = "import re, json, sqlite3, datetime, pathlib, dataclasses, typing, threading"
 # What pip's `memd` script runs before memd's first line (distlib's template), and the entry without it.
 PIP_WRAPPER = "import re, sys; sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])"
-NO_WRAPPER = "from memd.__main__ import main; main()"
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TITLE = "## Hooks near the floor (issue 27 point 3)"
 TITLE_NO_DAEMON = "## Hooks near the floor without the daemon (issue 27 point 3)"
@@ -140,9 +139,11 @@ def measure(scripts: dict[str, Path], home: Home, projects: list[Path], runs: in
         t.run("stdlib", [str(python), "-c", STDLIB])
         if len(envs) > 1:  # --socket: what the `memd` script pip writes costs before memd (it imports `re`)
             t.run("wrapper", [str(python), "-c", PIP_WRAPPER])
+            # the hooks as `memd connect` writes them (memd.agent.connect.hook_argv): no wrapper script
             start = event(home, proj, f"{sid}w", "SessionStart", source="startup")
-            t.run("memd context, no wrapper", [str(python), "-P", "-c", NO_WRAPPER, *args, "context", "--hook"],
-                  json.dumps(start).encode())  # fmt: skip
+            t.run("hook context", [str(python), "-P", "-m", "memd", *args, "context", "--hook"], json.dumps(start).encode())
+            ask = event(home, proj, f"{sid}w", "UserPromptSubmit", prompt=prompt)
+            t.run("hook recall", [str(python), "-P", "-m", "memd", *args, "recall", "--hook"], json.dumps(ask).encode())
         for name, memd in scripts.items():
             for tag, env in envs.items():
                 start = event(home, proj, f"{sid}{'x' if tag else ''}", "SessionStart", source="startup")
@@ -291,7 +292,8 @@ def render_socket(r: dict[str, Any], args: argparse.Namespace) -> str:
              "memd context": "`memd context --hook`, the daemon answers", "memd recall": "`memd recall --hook`, the daemon answers",
              "memd context, itself": "`memd context --hook`, answering itself",
              "wrapper": "`python -c` what pip's `memd` script runs before memd (`import re`, one `re.sub`)",
-             "memd context, no wrapper": "`python -P -c 'from memd.__main__ import main; main()' … context --hook`, the daemon answers",
+             "hook context": "`python -P -m memd … context --hook` as `memd connect` writes it, the daemon answers",
+             "hook recall": "`python -P -m memd … recall --hook` as `memd connect` writes it, the daemon answers",
              "memd recall, itself": "`memd recall --hook`, answering itself"}  # fmt: skip
     for h in r["homes"]:
         s, floor = h["stats"], h["stats"]["floor"]
