@@ -105,7 +105,7 @@ def transcript_keys(projects: Path, state_db: Path, key: str) -> set[str]:
     import sqlite3  # noqa: PLC0415 - only when a rewrite is due
 
     try:
-        conn = sqlite3.connect(f"file:{state_db}?mode=ro", uri=True, timeout=1.0)
+        conn = sqlite3.connect(f"{state_db.absolute().as_uri()}?mode=ro", uri=True, timeout=1.0)  # `?`, `#`, `%` escaped
         try:
             rows = conn.execute(
                 "SELECT DISTINCT s.key FROM sessions s JOIN cursors c ON c.job = 'extract' "

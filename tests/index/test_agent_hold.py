@@ -190,7 +190,7 @@ def test_a_session_in_a_subdirectory_or_a_worktree_holds_the_projects_memory_md(
     monkeypatch.delenv(TEST_ENV, raising=False)
     from memd.index.hold import transcript_keys  # noqa: PLC0415
 
-    home, ctx, held = _home(tmp_path)
+    home, ctx, held = _home(tmp_path / "my home ?#%")  # the state database opened by URI: these escaped
     write_memory(home.root, "ci-is-slow", "CI takes 40 minutes.")
     assert run_job(ctx, index, Place.project(KEY)).outcome == "ok"
     before = (memory_dir(home.root) / "MEMORY.md").read_bytes()
