@@ -302,7 +302,7 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             if not path.exists():
                 raise StateError(f"{path}: no state yet (memd has not run on this home)")
             check_regular_or_absent(path)
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+            conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
                                    factory=_Connection)  # fmt: skip
         else:
             ensure_own_dir(path.parent, path.parent)

@@ -8,6 +8,7 @@ import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -232,7 +233,7 @@ def check_db(path: Any, what: str) -> Check:
         return Check(what, False, f"{path}: {kind_of(mode)}, not a regular file",
                      f"stop memd, move {path} aside; memd rebuilds it")  # fmt: skip
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True, timeout=5)  # ? # % escaped
         conn.text_factory = lambda b: b.decode("utf-8", "replace")  # a damaged page's garbage, shown, not raised
         try:
             res = " ".join(str(conn.execute("PRAGMA quick_check").fetchone()[0]).split())[:300]

@@ -101,3 +101,17 @@ def test_a_key_file_readable_by_others_is_named(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     r = subprocess.run([*memd_cmd(), "--home", str(home), "doctor"], capture_output=True, text=True, env=env)
     assert "readable by others" in r.stdout and "chmod 600" in r.stdout
+
+
+def test_a_home_whose_path_holds_uri_characters_is_read(tmp_path: Path) -> None:
+    """SQLite's read-only opens go through a file URI: a home at `…/a ?#%` was read as `…/a ` (the rest taken
+    for the query and fragment), so `status` called the ledger empty and `doctor` missed the database."""
+    home = tmp_path / "a ?#% home"
+    home.mkdir()
+    assert memd("--home", str(home), "scan").returncode == 0
+    st = memd("--home", str(home), "status", "--json")
+    assert st.returncode == 0 and "no state yet" not in st.stdout and "empty" not in st.stderr, (st.stdout, st.stderr)
+    doc = json.loads(memd("--home", str(home), "doctor", "--json").stdout)
+    checks = doc if isinstance(doc, list) else doc.get("checks", [])
+    state = [c for c in checks if c.get("name") == "state"]
+    assert state and state[0]["detail"].endswith("state.sqlite: ok"), state
