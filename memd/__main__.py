@@ -24,6 +24,9 @@ from __future__ import annotations
 HOOK_COMMANDS = frozenset({"context", "recall", "precompact"})  # memd.agent.connect.SUBCOMMANDS (a test holds them equal)
 
 
+_SCAN = frozenset({"scan"})
+
+
 def _usable_home_value(value: str) -> bool:
     """Whether click's `--home` type (`click.Path(file_okay=False)`) takes `value` as it is: absent,
     or there and neither a regular file nor unreadable. An option-like value is left to click too."""
@@ -39,14 +42,14 @@ def _usable_home_value(value: str) -> bool:
     return not stat.S_ISREG(st.st_mode) and os.access(value, os.R_OK)
 
 
-def hook_call(args: list[str]) -> tuple[str, str | None] | None:
-    """(sub-command, `--home` value or None) when `args` (argv after the program) is a hook's command
-    line — `--home` options, the sub-command, then one `--hook` and `--home` options in any order —
-    else None. As in click, the group's last `--home` counts, the command's last one wins over it, and
-    an empty one counts as none."""
+def _plain_call(args: list[str], subs: frozenset[str], flags: tuple[str, ...]) -> tuple[str, str | None, dict[str, int]] | None:
+    """(sub-command, `--home` value or None, how often each of `flags` came) when `args` (argv after the
+    program) is `--home` options, one of `subs`, then `flags` and `--home` options in any order; else None,
+    and click runs it. As in click, the group's last `--home` counts, the command's last one wins over it,
+    and an empty one counts as none; a value click's path check would refuse is left to click."""
     homes: tuple[list[str], list[str]] = ([], [])  # the group's, the command's
     sub: str | None = None
-    hooks = 0
+    seen = dict.fromkeys(flags, 0)
     i = 0
     while i < len(args):
         arg = args[i]
@@ -58,50 +61,33 @@ def hook_call(args: list[str]) -> tuple[str, str | None] | None:
                 return None
             homes[sub is not None].append(value)
             i += 2 if arg == "--home" else 1
-        elif arg == "--hook" and sub is not None:
-            hooks += 1
+        elif arg in seen and sub is not None:
+            seen[arg] += 1
             i += 1
-        elif arg in HOOK_COMMANDS and sub is None:
+        elif arg in subs and sub is None:
             sub = arg
             i += 1
         else:
             return None
-    if sub is None or hooks != 1:
+    if sub is None:
         return None
     group, own = homes
-    return sub, (own[-1] if own else "") or (group[-1] if group else "") or None
+    return sub, (own[-1] if own else "") or (group[-1] if group else "") or None, seen
+
+
+def hook_call(args: list[str]) -> tuple[str, str | None] | None:
+    """(sub-command, `--home` value or None) when `args` is a hook's command line — `--home` options, the
+    sub-command, then one `--hook` and `--home` options in any order — else None (`_plain_call`)."""
+    call = _plain_call(args, HOOK_COMMANDS, ("--hook",))
+    return None if call is None or call[2]["--hook"] != 1 else (call[0], call[1])
 
 
 def scan_call(args: list[str]) -> tuple[str | None, bool] | None:
     """(`--home` value or None, whether `--json`) when `args` is `memd scan`'s plain command line —
     `--home` options, `scan`, then `--json` and `--home` options in any order —, else None: click
-    runs it (`--project`, `--help`, a `--home` click's path check refuses …). `--home` counts as in
-    `hook_call`."""
-    homes: tuple[list[str], list[str]] = ([], [])  # the group's, the command's
-    seen_scan = as_json = False
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--home" or arg.startswith("--home="):
-            if arg == "--home" and i + 1 == len(args):
-                return None
-            value = args[i + 1] if arg == "--home" else arg[len("--home=") :]
-            if not _usable_home_value(value):
-                return None
-            homes[seen_scan].append(value)
-            i += 2 if arg == "--home" else 1
-        elif arg == "scan" and not seen_scan:
-            seen_scan = True
-            i += 1
-        elif arg == "--json" and seen_scan:
-            as_json = True
-            i += 1
-        else:
-            return None
-    if not seen_scan:
-        return None
-    group, own = homes
-    return (own[-1] if own else "") or (group[-1] if group else "") or None, as_json
+    runs it (`--project`, `--help`, a `--home` click's path check refuses …)."""
+    call = _plain_call(args, _SCAN, ("--json",))
+    return None if call is None else (call[1], call[2]["--json"] > 0)
 
 
 def scan_command(home_value: str | None, as_json: bool) -> int | None:

@@ -14,15 +14,16 @@ import os
 import socket
 import stat
 import threading
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
 from memd.fsutil import ensure_private_dir
 
 
-class SocketServer:
-    """The listening half of a daemon socket; a subclass answers one connection in `_serve_one`, which
-    must release `self._slots` when done. `name` prefixes the log events (`<name>.not_served`)."""
+class SocketServer(ABC):
+    """The listening half of a daemon socket; a subclass answers one connection in `_serve_one`.
+    `name` prefixes the log events (`<name>.not_served`)."""
 
     def __init__(self, path: Path | str, log: Any, *, name: str, max_clients: int) -> None:
         self.path = Path(path)
@@ -77,8 +78,10 @@ class SocketServer:
                 continue
             threading.Thread(target=self._serve_one, args=(conn,), name=f"memd-{self.name}-client", daemon=True).start()
 
+    @abstractmethod
     def _serve_one(self, conn: socket.socket) -> None:
-        raise NotImplementedError
+        """Answer one connection, on its own thread; release `self._slots` when done, whatever happens
+        (`_accept_loop` took the slot)."""
 
     def _close(self) -> None:
         """Stop accepting, close the socket and remove its file (ours: made by `_listen`)."""

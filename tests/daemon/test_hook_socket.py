@@ -25,9 +25,10 @@ from memd import state
 from memd.agent import hooks, hookwire
 from memd.daemon.hook_server import read_request
 from memd.index.refresh import refresh_all
-from memd.keys import cwd_key, project_key
+from memd.keys import project_key
 from memd.memory.file import render_memory, write_memory
 from memd.tree import Home
+from tests.cli.test_hook_entry import event
 from tests.fakeapi import FakeAnthropic, json_text
 from tests.procs import DaemonProc, log_records, memd_env, wait_for, wait_log
 
@@ -49,11 +50,6 @@ def world(tmp_path: Path) -> tuple[Home, Path]:
     (home.root / "settings.json").write_text('{"memd": {"provider": "offline"}}')
     refresh_all(home)
     return home, proj
-
-
-def event(home: Home, proj: Path, sid: str, name: str, **extra: Any) -> bytes:
-    return json.dumps({"session_id": sid, "transcript_path": str(home.projects / cwd_key(proj) / f"{sid}.jsonl"),
-                       "cwd": str(proj), "hook_event_name": name, "permission_mode": "default", **extra}).encode()  # fmt: skip
 
 
 START = ("context", "SessionStart", {"source": "startup"})
@@ -94,12 +90,17 @@ def itself(home: Home | str, proj: Path, sid: str, which: tuple[str, str, dict[s
     return ran
 
 
-def counts(home: Home, key: str) -> dict[str, int]:
+def _rows(home: Home, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
     conn = state.connect(home.state_db)
     try:
-        return json.loads(state.get_kv(conn, key) or "{}")  # type: ignore[no-any-return]
+        return list(conn.execute(sql, args))
     finally:
         conn.close()
+
+
+def counts(home: Home, key: str) -> dict[str, int]:
+    got = _rows(home, "SELECT v FROM kv WHERE k = ?", (key,))
+    return json.loads(got[0][0]) if got else {}  # type: ignore[no-any-return]
 
 
 def serving(home: Home) -> None:
@@ -131,11 +132,7 @@ def test_the_daemon_answers_both_hooks_byte_for_byte_and_records_them_once(
 
 
 def _kv(home: Home) -> list[tuple[str, str]]:
-    conn = state.connect(home.state_db)
-    try:
-        return list(conn.execute("SELECT k, v FROM kv"))
-    finally:
-        conn.close()
+    return _rows(home, "SELECT k, v FROM kv")
 
 
 def test_a_recall_once_per_session_and_a_malformed_event_as_the_process_says_them(
@@ -270,11 +267,7 @@ def test_a_recall_with_a_model_is_answered_by_the_daemon_within_the_budget(world
 
 
 def _calls(home: Home) -> list[tuple[str, int]]:
-    conn = state.connect(home.state_db)
-    try:
-        return list(conn.execute("SELECT job, ok FROM model_calls"))
-    finally:
-        conn.close()
+    return _rows(home, "SELECT job, ok FROM model_calls")
 
 
 def test_the_wire_carries_a_request_whole() -> None:
