@@ -190,7 +190,7 @@ def ask(sub: str, home: str | None, stdin: bytes, path: str | None = None) -> tu
             try:
                 sock.sendall(TAKEN)  # the daemon writes its records only now: had we given up, we would record them
                 # ... and says when they are written, so they are there when this process ends, as in-process
-                _recv_line(sock, buf, min(due, time.monotonic() + RECORDED_WAIT_S), 16)
+                _recv_line(sock, buf, min(due, time.monotonic() + RECORDED_WAIT_S + slack()), 16)
             except OSError:
                 pass
             return lengths[0], body[: lengths[1]], body[lengths[1] :]
