@@ -59,7 +59,8 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     from memd.git.plumbing import SyncNotConfigured  # noqa: PLC0415 - start-up: the job's entry point
     try:
         from memd.sync.run import run as sync_run  # noqa: PLC0415 - start-up: the job's entry point
-        result = sync_run(ctx.home, ctx.settings)
+        hold = ctx.index_held if ctx.hold_index is not None else None  # the daemon's: MEMORY.md waits for an agent
+        result = sync_run(ctx.home, ctx.settings, hold=hold)
     except SyncNotConfigured as exc:
         return RunResult("skipped", str(exc))
     applied = sum(len(v) for v in result.get("applied", {}).values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,16 +103,22 @@ def _now_iso() -> str:
     return iso(system_clock())
 
 
+IndexHold = Callable[[Place, float], None]  # `JobContext.index_held`: a MEMORY.md rewrite left for later
+
+
 def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job: str, reason: str,
                settings: Settings | None = None, extra: dict[str, Any] | None = None,
-               mtimes: dict[str, int] | None = None, aside: list[dict[str, str]] | None = None) -> list[str]:  # fmt: skip
+               mtimes: dict[str, int] | None = None, aside: list[dict[str, str]] | None = None,
+               hold: IndexHold | None = None) -> list[str]:  # fmt: skip
     """Write (bytes) or delete (None) memory files of one live directory as one history run.
 
     Every file written comes from elsewhere (a remote, a tar, the repository): each must pass
     the checks of any memd write (`memd.memory.incoming.vet`); one that fails is kept aside
     (`memd.git.quarantine`, its event appended to `aside`) and never reaches the live directory.
     The caller holds the place's scope lock. The run is undoable like any write
-    (`memd undo`); it is not committed to git here (the caller commits).
+    (`memd undo`); it is not committed to git here (the caller commits). `hold` (the daemon's sync):
+    the rewrite of a project's MEMORY.md waits while an agent works there (`memd.index.hold`), and a
+    held one is handed to `hold` with the seconds left, for the daemon's index job to do then.
     """
 
     if not writes:
@@ -165,7 +172,9 @@ def write_live(home: Home, place: Place, writes: dict[str, bytes | None], *, job
     rec.commit()  # no git commit here: the sync or import that called this commits itself
     if settings is not None and done:
         from memd.history.writes import refresh_recorded  # noqa: PLC0415 - start-up
-        refresh_recorded(home, settings, place, system_clock())
+        result = refresh_recorded(home, settings, place, system_clock(), hold=hold is not None)
+        if hold is not None and result.index_held > 0:
+            hold(place, result.index_held)
     return done
 
 

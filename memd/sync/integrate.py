@@ -30,7 +30,7 @@ from memd.git.layout import (
 from memd.git.plumbing import REF, REMOTE_REF, Entries, SyncError, blob_sha, message
 from memd.git.quarantine import keep_aside
 from memd.git.repo import Repo
-from memd.git.worktree import write_live
+from memd.git.worktree import IndexHold, write_live
 from memd.job.context import make_context
 from memd.logs.lazy import lazy_logger
 from memd.memory import readonly
@@ -42,8 +42,9 @@ from memd.write import proposals
 log = lazy_logger("memd.sync")
 
 
-def integrate(repo: Repo, settings: Settings, result: dict[str, Any]) -> None:
-    """Merge the fetched `main` into ours and bring the live directories along. *locked*, scopes locked."""
+def integrate(repo: Repo, settings: Settings, result: dict[str, Any], hold: IndexHold | None = None) -> None:
+    """Merge the fetched `main` into ours and bring the live directories along. *locked*, scopes locked.
+    `hold`: the daemon's (`memd.git.worktree.write_live`); a person's `memd sync` writes MEMORY.md at once."""
     g = repo.git
     ours, theirs = g.rev(REF), g.rev(REMOTE_REF)
     if theirs is None or theirs == ours or (ours is not None and g.is_ancestor(theirs, ours)):
@@ -67,7 +68,7 @@ def integrate(repo: Repo, settings: Settings, result: dict[str, Any]) -> None:
     _warn_skipped(merged.entries, ours_t, result)
     for ev in merged.events:
         log.warning("sync.conflict", **ev)
-    kept = _apply(repo, settings, ours_t, merged, theirs, base, result)
+    kept = _apply(repo, settings, ours_t, merged, theirs, base, result, hold)
     if ff:
         g.update_ref(theirs, ours, "sync: fast-forward")
     else:
@@ -127,7 +128,7 @@ def _hold_mass_deletions(ours: Entries, merged: Merged, max_share: float, result
 
 
 def _apply(repo: Repo, settings: Settings, ours_t: Entries, merged: Merged, theirs: str, base: str | None,
-           result: dict[str, Any]) -> list[Place]:  # fmt: skip
+           result: dict[str, Any], hold: IndexHold | None = None) -> list[Place]:  # fmt: skip
     """Write what the merge changed into the live directories; returns places where a local version was kept."""
     home = repo.home
     dirs = {d: Place.project(k) for d, k in repo.refresh_primary().items()
@@ -183,7 +184,7 @@ def _apply(repo: Repo, settings: Settings, ours_t: Entries, merged: Merged, thei
         if evs:
             reason += "; kept both versions of " + ", ".join(e["path"].rsplit("/", 1)[1] for e in evs)
         done = write_live(home, place, writes, job="sync", reason=reason, settings=settings,
-                          extra={"conflicts": evs} if evs else None, aside=aside)  # fmt: skip
+                          extra={"conflicts": evs} if evs else None, aside=aside, hold=hold)  # fmt: skip
         _record_aside(repo, d, aside, result)
         if done:
             result["applied"][str(place)] = done

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     import subprocess
 
     from memd.git.repo import Repo
+    from memd.git.worktree import IndexHold
 
 log = lazy_logger("memd.sync")
 
@@ -155,8 +156,9 @@ def due_now(home: Home, settings: Settings, now: float) -> bool:
     return due(now, st, every_s, ahead=head is not None and head != st.get("pushed"))
 
 
-def run(home: Home, settings: Settings, *, host: str | None = None) -> dict[str, Any]:
-    """One sync, as `memd sync` and the daemon run it; recorded in `memd/sync.json`. Raises on failure."""
+def run(home: Home, settings: Settings, *, host: str | None = None, hold: IndexHold | None = None) -> dict[str, Any]:
+    """One sync, as `memd sync` and the daemon run it; recorded in `memd/sync.json`. Raises on failure.
+    `hold`: the daemon's (`JobContext.index_held`): a MEMORY.md under an agent at work waits for it."""
 
     on, remote, every_s, _t = settings_of(settings)
     if not on:
@@ -167,7 +169,7 @@ def run(home: Home, settings: Settings, *, host: str | None = None) -> dict[str,
     st.update({"last_attempt": iso(system_clock()), "last_attempt_ts": now, "remote": remote or None})
     t0 = time.monotonic()
     try:
-        result = _sync(home, settings, remote, host)
+        result = _sync(home, settings, remote, host, hold)
     except Exception as exc:
         failures = int(st.get("failures") or 0) + 1
         wait = retry_after(failures, every_s)
@@ -200,7 +202,7 @@ def _iso_in(seconds: float) -> str:
     return iso(system_clock() + timedelta(seconds=seconds))
 
 
-def _sync(home: Home, settings: Settings, remote: str, host: str | None) -> dict[str, Any]:
+def _sync(home: Home, settings: Settings, remote: str, host: str | None, hold: IndexHold | None) -> dict[str, Any]:
     _on, _remote, _every, timeout = settings_of(settings)
     from memd.git.repo import Repo  # noqa: PLC0415 - start-up
     repo = Repo(home, host)
@@ -223,7 +225,7 @@ def _sync(home: Home, settings: Settings, remote: str, host: str | None) -> dict
                               materialize=True, settings=settings, trailers={"Memd-Job": "hand-edit"})  # fmt: skip
             result["committed"] += 1 if got.sha else 0
             if remote:
-                integrate(repo, settings, result)
+                integrate(repo, settings, result, hold)
             result["head"] = repo.git.rev(REF)
         if not remote or result["head"] is None:
             return result

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from memd.errors import MemdError
+from memd.git.worktree import IndexHold
 from memd.history.runs import list_runs
+from memd.index.hold import TEST_ENV
 from memd.sync import run as sync
-from memd.tree import Home
+from memd.tree import Home, Place
 from memd.write import proposals
 from tests.procs import memd_env, run_memd
 from tests.sync.helpers import (
@@ -37,9 +41,9 @@ def cli_sync(home: Home, host: str) -> dict:
     return json.loads(r.stdout)
 
 
-def in_sync(home: Home, host: str, monkeypatch: pytest.MonkeyPatch) -> dict:
+def in_sync(home: Home, host: str, monkeypatch: pytest.MonkeyPatch, hold: IndexHold | None = None) -> dict:
     monkeypatch.setenv("MEMD_HOST", host)
-    return sync.run(home, settings_of(home))
+    return sync.run(home, settings_of(home), hold=hold)
 
 
 def remote_head(remote: Path) -> str:
@@ -305,3 +309,40 @@ def test_of_two_checkouts_of_one_repository_on_one_machine_one_is_synced_and_not
     assert set(memory_files(a, k1)) == {"x.md"} and set(memory_files(a, k2)) == {"y.md"}
     st = sync.status(a, settings_of(a))
     assert st["not_synced"] == [{"key": k2, "identity": "github.com/acme/shop", "synced_key": k1}]
+
+
+def test_the_daemons_sync_leaves_a_projects_memory_md_to_an_agent_at_work_and_a_persons_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A memory pulled in while Claude Code works in the project: the daemon's sync writes the memory file
+    at once but hands the MEMORY.md rewrite to the index job (`memd.index.hold`), so the agent's
+    Read-then-Edit of MEMORY.md is not broken; `memd sync` typed by a person writes it at once. On main
+    the daemon's sync rewrote MEMORY.md under the agent."""
+    monkeypatch.delenv(TEST_ENV, raising=False)  # the suite's daemons write at once; this test asks for the hold
+    remote = bare_remote(tmp_path)
+    a, b = make_home(tmp_path, "a", remote), make_home(tmp_path, "b", remote, agentQuietSeconds=30)
+    ka = agent_session(a, project_checkout(tmp_path, "laptop/shop", "git@example.org:team/shop.git"))
+    kb = agent_session(b, project_checkout(tmp_path, "desk/shop", "git@example.org:team/shop.git"))
+    transcript = b.projects / kb / "s1.jsonl"
+    os.utime(transcript, (time.time() - 3600, time.time() - 3600))  # nobody at work yet
+    memd_write(a, ka, "deploy-fridays.md", text("deploy-fridays", "We deploy only on Fridays.", "project"))
+    in_sync(a, "laptop", monkeypatch)
+    held: list[tuple[Place, float]] = []
+    in_sync(b, "desk", monkeypatch, hold=lambda p, s: held.append((p, s)))
+    index_md = Place.project(kb).memory_dir(b) / "MEMORY.md"
+    before = index_md.read_bytes()
+    assert b"deploy-fridays" in before and held == []
+
+    memd_write(a, ka, "migrations.md", text("migrations", "Migrations need a review.", "project"))
+    in_sync(a, "laptop", monkeypatch)
+    transcript.touch()  # the agent's turn: its transcript just moved
+    in_sync(b, "desk", monkeypatch, hold=lambda p, s: held.append((p, s)))
+    assert set(memory_files(b, kb)) == {"deploy-fridays.md", "migrations.md"}  # the memory is here at once
+    assert index_md.read_bytes() == before  # MEMORY.md waits for the agent
+    [(place, seconds)] = held
+    assert place == Place.project(kb) and 0 < seconds <= 30
+
+    memd_write(a, ka, "code-review.md", text("code-review", "Two approvals before a merge.", "project"))
+    in_sync(a, "laptop", monkeypatch)
+    in_sync(b, "desk", monkeypatch)  # a person's `memd sync`: no hold
+    after = index_md.read_text()
+    assert "migrations" in after and "code-review" in after
