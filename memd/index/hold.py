@@ -11,7 +11,8 @@ memory files (new files, which no Read of the agent's covers), the drawer and se
 
 The wait is bounded twice: it never exceeds the quiet time past the agent's last append (a clock
 that puts an append in the future does not hold longer), and a `MEMORY.md` nobody has written for
-`MAX_HOLD_SECONDS` is rewritten even under an agent that never pauses (the merge of
+`MAX_HOLD_SECONDS` (one not there yet: whose oldest memory is that old) is rewritten even under an
+agent that never pauses (the merge of
 `memd.index.refresh.write_index` keeps whatever the agent writes meanwhile). Commands a person
 runs (`memd run-now`, `undo`, `remember`) never wait: only the daemon's jobs pass a hold.
 
@@ -124,9 +125,30 @@ def index_hold(project_dirs: list[Path], index: Path, now: float, quiet: float) 
     `hold_seconds`): the newest append over `project_dirs` (`transcript_keys`' directories)."""
     if quiet <= 0:
         return 0.0
-    try:
-        index_at: float | None = index.lstat().st_mtime
-    except OSError:
-        index_at = None
     appends = [t for d in project_dirs if (t := newest_append(d, now)) is not None]
-    return hold_seconds(now, max(appends) if appends else None, index_at, quiet)
+    if not appends:
+        return 0.0
+    return hold_seconds(now, max(appends), _written_at(index), quiet)
+
+
+def _written_at(index: Path) -> float | None:
+    """When `index` was last written, for the longest hold. A MEMORY.md not there yet counts from the
+    oldest memory beside it: a memory nobody has indexed for `MAX_HOLD_SECONDS` gets its index under an
+    agent that never pauses too. None: no MEMORY.md and no memory (nothing to bound yet)."""
+    try:
+        return index.lstat().st_mtime
+    except OSError:
+        pass
+    oldest: float | None = None
+    try:
+        with os.scandir(index.parent) as it:
+            for e in it:
+                if e.name.endswith(".md") and e.name != index.name and not e.name.startswith("."):
+                    try:
+                        t = e.stat(follow_symlinks=False).st_mtime
+                    except OSError:
+                        continue
+                    oldest = t if oldest is None else min(oldest, t)
+    except OSError:
+        return None
+    return oldest

@@ -19,7 +19,7 @@ import structlog
 
 from jobs import index
 from memd import state
-from memd.index.hold import MAX_HOLD_SECONDS, TEST_ENV, hold_seconds, newest_append
+from memd.index.hold import MAX_HOLD_SECONDS, TEST_ENV, hold_seconds, index_hold, newest_append
 from memd.index.search import open_readonly, query_index
 from memd.job.context import JobContext
 from memd.job.runner import run_job
@@ -64,6 +64,25 @@ def test_newest_append_reads_transcripts_and_the_subagents_of_live_sessions(tmp_
     _touch(tmp_path / "old.jsonl", now - 2 * MAX_HOLD_SECONDS)
     _touch(tmp_path / "old" / "subagents" / "agent-2.jsonl", now - 1)  # a session long over: its dirs not read
     assert newest_append(tmp_path, now) == now - 5
+
+
+def test_a_memory_md_not_there_yet_is_held_at_most_the_longest_hold_counted_from_its_oldest_memory(
+    tmp_path: Path,
+) -> None:
+    """On main a missing MEMORY.md had no age, so an agent that never paused held its first index for good."""
+    now = 10_000_000.0
+    sessions, memories = tmp_path / "sessions", tmp_path / "memory"
+    _touch(sessions / "s1.jsonl", now - 1)  # the agent is at work
+    index_md = memories / "MEMORY.md"
+    assert index_hold([sessions], index_md, now, QUIET) == pytest.approx(QUIET - 1)  # nothing at all yet: held
+    _touch(memories / "fresh.md", now - 5)
+    _touch(memories / ".fresh.md.tmp", now - 2 * MAX_HOLD_SECONDS)  # a temporary: not a memory
+    assert index_hold([sessions], index_md, now, QUIET) == pytest.approx(QUIET - 1)
+    _touch(memories / "old.md", now - MAX_HOLD_SECONDS - 1)  # a memory unindexed for the longest hold
+    assert index_hold([sessions], index_md, now, QUIET) == 0.0
+    _touch(index_md, now - 3)  # once MEMORY.md is there, its own age counts
+    assert index_hold([sessions], index_md, now, QUIET) == pytest.approx(QUIET - 1)
+    assert index_hold([tmp_path / "none"], index_md, now, QUIET) == 0.0  # no transcript: nobody at work
 
 
 def _home(tmp_path: Path, quiet: int = QUIET) -> tuple[Home, JobContext, list[tuple[Place, float]]]:
