@@ -8,6 +8,9 @@ over-budget index are recorded for `memd status`, and the files are left in plac
 
 from __future__ import annotations
 
+import json
+import os
+import sqlite3
 from pathlib import Path
 
 from memd.discovery import list_memory_dirs
@@ -89,16 +92,72 @@ def _mewcode(ctx: JobContext, target: Place) -> None:
         mewcode.index_project_memory(ctx, target.key or "")
 
 
+# `PRAGMA quick_check` of the whole search database (every page, indexes and the FTS tables too) at a
+# drawer refresh is skipped while the file is the one the last passing check saw, for at most a day:
+# a write, a copy cut short or garbage written into it changes its stat and is checked at once; damage
+# that changes no stat (a bad sector) is found within the day, and any read of a damaged page sets the
+# database aside meanwhile (`SearchIndex._recovering`, `check_pages` on the unchanged path).
+QUICK_CHECK_EVERY_SECONDS = 24 * 3600.0
+QUICK_CHECK_KEY = "index:search_db_checked"
+SETTLED_SECONDS = 2.0  # a stat younger than this may hide a second write in the same clock tick: not vouched for
+
+
+def search_db_stat(path: Path) -> list[list[int] | None] | None:
+    """The identity of the database and its WAL as stat fields (None for an absent WAL); None when
+    the database itself cannot be stat'ed."""
+    out: list[list[int] | None] = []
+    for p in (path, Path(f"{path}-wal")):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            if p == path:
+                return None
+            out.append(None)
+            continue
+        except OSError:
+            return None
+        out.append([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+    return out
+
+
+def quick_check_due(recorded: str | None, ident: list[list[int] | None] | None, now: float) -> bool:
+    """Whether the drawer refresh runs the whole-file check: always unless `recorded` (the last
+    passing check's `{"ident", "at"}`) saw this very file less than a day ago."""
+    if recorded is None or ident is None:
+        return True
+    try:
+        last = json.loads(recorded)
+        return bool(last["ident"] != ident or not 0 <= now - float(last["at"]) < QUICK_CHECK_EVERY_SECONDS)
+    except (ValueError, TypeError, KeyError):
+        return True
+
+
+def settled(ident: list[list[int] | None], now: float) -> bool:
+    """No file of `ident` was changed within SETTLED_SECONDS of `now` (its mtime and ctime, in ns)."""
+    return all(f is None or now - max(f[3], f[4]) / 1e9 > SETTLED_SECONDS for f in ident)
+
+
 def _check_search_db(ctx: JobContext) -> None:
     """The search database is a cache readers cannot repair (agents open it read-only): damage in a
-    page no write touched (a bad sector, a copy cut short) is looked for here, at every drawer
-    refresh and reconcile, and a damaged database is set aside; the refresh rebuilds it from
-    every memory directory (`searchindex`: a new database is filled whole on its first sync)."""
+    page no write touched (a bad sector, a copy cut short) is looked for here, at a drawer refresh
+    and reconcile whose database is not the one the last passing check saw within a day, and a
+    damaged database is set aside; the refresh rebuilds it from every memory directory
+    (`searchindex`: a new database is filled whole on its first sync)."""
     from memd.index.schema import LAYOUT, problem, set_aside  # noqa: PLC0415 - start-up
+    from memd.state import get_kv, set_kv  # noqa: PLC0415 - start-up
 
+    now = ctx.now().timestamp()
+    ident = search_db_stat(ctx.home.search_db)  # before the check: a write during it makes the next one check
+    if not quick_check_due(get_kv(ctx.conn, QUICK_CHECK_KEY), ident, now):
+        return
     why = problem(ctx.home.search_db)
     if why is not None and not why.startswith(LAYOUT):
         set_aside(ctx.home.search_db, why)
+    elif why is None and ident is not None and settled(ident, now):
+        try:
+            set_kv(ctx.conn, QUICK_CHECK_KEY, json.dumps({"ident": ident, "at": now}))
+        except sqlite3.OperationalError:  # a busy ledger: the next refresh checks again
+            pass
 
 
 def sweep_temp_files(directory: Path, now: float, only: str = ".") -> int:

@@ -6,10 +6,11 @@ the files on disk. When all of that found nothing to change, the refresh leaves 
 search.sqlite's `meta` table: a digest of everything the outcome depended on besides the files'
 bytes — each candidate entry's name, mode, inode, size and mtime (nanoseconds), MEMORY.md's and
 the drawer render's, the settings that shape the views and, for the drawer, the day its ages are
-counted from — with the digest of the search rows it left and what it found (problems, notes, the
-over-budget warning). The next refresh first computes that digest again from one `listdir` and
-one stat per entry; when it equals the record's, and the directory's rows in search.sqlite still
-have the recorded digest, the outcome is the recorded one and nothing is read or rendered.
+counted from — with what it found (problems, notes, the over-budget warning). The next refresh
+first computes that digest again from one `listdir` and one stat per entry; when it equals the
+record's, the outcome is the recorded one and nothing is read or rendered. A change to any of the
+directory's search rows drops its record (search.sqlite's triggers, `memd.index.schema.RECORD_TRIGGERS`,
+in the writing transaction, whoever writes): a record still there vouches for the rows, unread.
 
 Why this is exact: a memory file's bytes cannot change without its size, mtime or inode changing
 (the same rule `scan_dir` uses to reuse an indexed row), MEMORY.md's likewise, and the renders are
@@ -17,6 +18,7 @@ pure functions of the memories, the files as found, the settings and the day. A 
 only by a refresh that wrote nothing and whose stats were the same before and after it, so a write
 racing the refresh leaves no record; a record that no longer matches is ignored and the refresh
 runs whole. The records live in the database they describe: set aside or rebuilt, it has none.
+Each file's own stat is taken: an edit in place changes only the file's inode, never its directory.
 """
 
 from __future__ import annotations
@@ -25,13 +27,18 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
+from operator import attrgetter
 from pathlib import Path
 from stat import S_ISDIR
 from typing import Any
 
 from memd.memory.names import INDEX_NAME, candidate_names
 
-RECORD_VERSION = 2  # bump when a refresh's outcome starts to depend on something the digest omits
+# bump when a refresh's outcome starts to depend on something the digest omits (3: the rows are
+# vouched for by the triggers, not digested; the entries rendered as (name, stat fields) pairs)
+RECORD_VERSION = 3
+_SIG_FIELDS = attrgetter("st_mode", "st_ino", "st_size", "st_mtime_ns")
+_MODE = attrgetter("st_mode")
 
 
 def record_key(scope: str, key: str | None) -> str:
@@ -70,11 +77,11 @@ def state_digest(directory: Path, params: dict[str, Any], views: Iterable[Path])
 
 
 def _entries(directory: Path) -> list[str] | None:
-    """The candidate entries (directories aside) as one string: the `repr` of their (name, mode,
-    inode, size, mtime ns) in name order (names are unique in a directory); ["absent"] for a
+    """The candidate entries (directories aside) as one string: the `repr` of their (name, (mode,
+    inode, size, mtime ns)) in name order (names are unique in a directory); ["absent"] for a
     missing directory; None when listing or a stat failed (an entry gone meanwhile). One `listdir`
     and one `stat` a candidate relative to the directory's descriptor (no path built a file), the
-    tuples rendered by `repr` in C rather than a formatted line a file."""
+    fields taken and the pairs rendered in C (`attrgetter`, `zip`, `repr`), not a Python step a file."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except (FileNotFoundError, NotADirectoryError):
@@ -88,18 +95,14 @@ def _entries(directory: Path) -> list[str] | None:
         return None
     finally:
         os.close(fd)
-    kept = [(n, st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns) for n, st in zip(names, stats, strict=True)
-            if not S_ISDIR(st.st_mode)]  # fmt: skip
-    return [repr(kept)]
+    if any(map(S_ISDIR, map(_MODE, stats))):  # a directory named like a memory: rare, not a memory
+        kept = [(n, st) for n, st in zip(names, stats, strict=True) if not S_ISDIR(st.st_mode)]
+        names, stats = [n for n, _st in kept], [st for _n, st in kept]
+    return [repr(list(zip(names, map(_SIG_FIELDS, stats))))]
 
 
-def rows_digest(text: str | None) -> str:
-    """The digest of a directory's search rows as `SearchIndex.scope_rows_text` renders them."""
-    return hashlib.sha256((text or "").encode("utf-8", "surrogateescape")).hexdigest()
-
-
-def make_record(state: str, rows: str, outcome: dict[str, Any]) -> str:
-    return json.dumps({"state": state, "rows": rows, "outcome": outcome}, sort_keys=True)
+def make_record(state: str, outcome: dict[str, Any]) -> str:
+    return json.dumps({"state": state, "outcome": outcome}, sort_keys=True)
 
 
 def read_record(text: str | None) -> dict[str, Any] | None:
@@ -111,7 +114,7 @@ def read_record(text: str | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     ok = isinstance(data, dict) and isinstance(data.get("outcome"), dict)
-    return data if ok and isinstance(data.get("state"), str) and isinstance(data.get("rows"), str) else None
+    return data if ok and isinstance(data.get("state"), str) else None
 
 
-__all__ = ["RECORD_VERSION", "make_record", "read_record", "record_key", "rows_digest", "state_digest"]
+__all__ = ["RECORD_VERSION", "make_record", "read_record", "record_key", "state_digest"]

@@ -23,21 +23,20 @@ from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from memd.discovery import list_memory_dirs
 from memd.fsutil import PRIVATE_FILE, UnusableFile, atomic_write, durable_temp, fsync_dir, kind_of, read_regular
 from memd.index import fingerprint
 from memd.index.hold import index_hold, quiet_seconds, transcript_keys
 from memd.index.render import IndexRender, render_drawer, render_memory_index
 from memd.index.writer import SearchIndex, SyncStats, sweep_stale_view_temps
+from memd.logs.lazy import lazy_logger
 from memd.memory.file import Memory
 from memd.memory.names import INDEX_NAME
 from memd.memory.scan import DEFAULT_MAX_FILE_BYTES, Problem, scan_dir
 from memd.settings import Settings
 from memd.tree import Home
 
-log = structlog.get_logger("memd.indexer")
+log = lazy_logger("memd.indexer")  # structlog through memd.logs (without rich), on first use
 
 
 @dataclass
@@ -379,14 +378,12 @@ def refresh_dir(
 
 def _unchanged(db: SearchIndex, scope: str, key: str | None, state: str | None) -> RefreshResult | None:
     """The recorded outcome when nothing a refresh depends on changed since it was recorded
-    (`memd.index.fingerprint`), else None. Reads the directory's rows, not its files."""
+    (`memd.index.fingerprint`), else None. Reads neither the directory's files nor its rows."""
     if state is None:
         return None
+    db.check_pages()  # damage anywhere in the table is still found, as the full sync finds it (then: a new, empty db)
     rec = fingerprint.read_record(db.meta(fingerprint.record_key(scope, key)))
-    if rec is None or rec["state"] != state:
-        return None
-    db.check_pages()  # damage anywhere in the table is still found, as the full sync finds it
-    if fingerprint.rows_digest(db.scope_rows_text(scope, key)) != rec["rows"]:
+    if rec is None or rec["state"] != state:  # a row written since dropped the record (schema.RECORD_TRIGGERS)
         return None
     out = rec["outcome"]
     try:
@@ -404,8 +401,7 @@ def _keep_record(db: SearchIndex, scope: str, key: str | None, state: str, resul
     outcome = {"problems": [[str(p.path), p.reason] for p in result.problems],
                "notes": [[str(p.path), p.reason] for p in result.notes], "warning": result.index_warning,
                "drawer_mode": result.drawer_mode, "memories": result.memories}  # fmt: skip
-    rows = fingerprint.rows_digest(db.scope_rows_text(scope, key))
-    db.set_meta(fingerprint.record_key(scope, key), fingerprint.make_record(state, rows, outcome))
+    db.set_meta(fingerprint.record_key(scope, key), fingerprint.make_record(state, outcome))
 
 
 def refresh_all(

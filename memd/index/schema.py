@@ -57,6 +57,21 @@ CREATE TABLE embeddings (
 """
 
 
+# A change to any row of `memories` drops the nothing-changed record of the row's directory (old and
+# new, `memd.index.fingerprint.record_key`'s `views:<scope>:<key>`), in the writing statement's own
+# transaction and whichever process or version writes: a record that is still there vouches that
+# the directory's rows are the ones it was made with, so the check reads no row (issue 27).
+RECORD_TRIGGERS = {
+    "memories_ins_record": "AFTER INSERT ON memories BEGIN DELETE FROM meta WHERE key = "
+                           "'views:' || NEW.scope || ':' || coalesce(NEW.project_key, ''); END",
+    "memories_del_record": "AFTER DELETE ON memories BEGIN DELETE FROM meta WHERE key = "
+                           "'views:' || OLD.scope || ':' || coalesce(OLD.project_key, ''); END",
+    "memories_upd_record": "AFTER UPDATE ON memories BEGIN DELETE FROM meta WHERE key IN ("
+                           "'views:' || OLD.scope || ':' || coalesce(OLD.project_key, ''), "
+                           "'views:' || NEW.scope || ':' || coalesce(NEW.project_key, '')); END",
+}  # fmt: skip
+
+
 # --------------------------------------------------------------------------- damage
 
 KEEP_CORRUPT = 3  # damaged copies kept beside the database, newest first
@@ -223,6 +238,7 @@ def ensure_schema(conn: sqlite3.Connection, path: Path) -> bool:
     """Make the schema current; True when it was (re)made, leaving the database empty."""
     with transaction(conn):
         if schema_current(conn):
+            _ensure_record_triggers(conn)
             return False
         tables = [
             r[0]
@@ -241,7 +257,20 @@ def ensure_schema(conn: sqlite3.Connection, path: Path) -> bool:
                 conn.execute(statement)
         conn.execute("INSERT INTO meta (key, value) VALUES ('segmenter', ?)", (SEGMENTER,))
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        _ensure_record_triggers(conn)
     return True
+
+
+def _ensure_record_triggers(conn: sqlite3.Connection) -> None:
+    """`RECORD_TRIGGERS` in place (a database made before them, or by a version that dropped them).
+    Any that was missing: every nothing-changed record goes too, since rows may have changed
+    while nothing dropped them."""
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    if have >= RECORD_TRIGGERS.keys():
+        return
+    conn.execute("DELETE FROM meta WHERE key LIKE 'views:%'")
+    for name, body in RECORD_TRIGGERS.items():
+        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {name} {body}")
 
 
 @contextmanager

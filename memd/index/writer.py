@@ -289,17 +289,6 @@ class SearchIndex:
                      removed=stats.removed)  # fmt: skip
         return stats
 
-    def scope_rows_text(self, scope: str, project_key: str | None) -> str | None:
-        """One directory's rows as one text, in file order: each row's file (prefixed by its
-        length in bytes, so no name can pass for two), size and mtime (17 significant digits: the
-        float exactly), one a line. What the nothing-changed check compares (`memd.index.fingerprint`);
-        rendered by SQLite in one statement, not a Python tuple a row. (An order SQLite did not keep
-        could only make two equal sets differ: a refresh that runs whole, never a change missed.)"""
-        sql = ("SELECT group_concat(r, char(10)) FROM (SELECT printf('%d:%s %d %!.17g', length(CAST(file AS BLOB)), "
-               "file, size, mtime) AS r FROM memories WHERE scope = ? AND project_key IS ? ORDER BY file)")  # fmt: skip
-        row = self._recovering("reading rows", lambda: self._conn.execute(sql, (scope, project_key)).fetchone())
-        return None if row is None or row[0] is None else str(row[0])
-
     def meta(self, key: str) -> str | None:
         """A value of the `meta` table (the refresh's records: `memd.index.fingerprint`)."""
         row = self._recovering("reading meta", lambda: self._conn.execute("SELECT value FROM meta WHERE key = ?",

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from memd.fsutil import UnusableFile, ensure_own_dir
+from memd.logs.lazy import import_structlog
 from memd.tree import Home
 
 MAX_BYTES = 10 * 1024 * 1024
@@ -172,7 +173,7 @@ def level_no(name: str) -> int:
 
 def _shared_processors() -> list[Any]:
     """Steps every event takes, structlog's and stdlib's alike, before rendering."""
-    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
+    structlog = import_structlog()
 
     return [
         structlog.contextvars.merge_contextvars,
@@ -184,7 +185,7 @@ def _shared_processors() -> list[Any]:
 
 
 def _json_formatter() -> logging.Formatter:
-    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
+    structlog = import_structlog()
 
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=_shared_processors(),
@@ -201,7 +202,7 @@ def _json_formatter() -> logging.Formatter:
 
 
 def _console_formatter(colors: bool) -> logging.Formatter:
-    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
+    structlog = import_structlog()
 
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=_shared_processors(),
@@ -273,7 +274,7 @@ def configure(
         root.addHandler(_tag(sh))
         levels.append(err_level)
     root.setLevel(min(levels) if levels else logging.WARNING)
-    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
+    structlog = import_structlog()
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,
@@ -294,7 +295,7 @@ def shutdown() -> None:
     """
 
     _remove_own_handlers(logging.getLogger())
-    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
+    structlog = import_structlog()
     structlog.reset_defaults()
 
 
@@ -307,7 +308,7 @@ def _isatty(stream: IO[str]) -> bool:
 
 def get_logger(name: str = "memd", **initial: Any) -> Any:
     """A structlog logger bound to `initial`; works before `configure` too (lazily)."""
-    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
+    structlog = import_structlog()
 
     return structlog.get_logger(name, **initial)
 
@@ -334,7 +335,7 @@ def cli_defaults() -> None:
     structlog's own default prints every level to stdout, which would corrupt
     `--json` output; commands that keep a log file call `configure` after this.
     """
-    import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
+    structlog = import_structlog()
 
     structlog.configure(
         processors=[

@@ -3,11 +3,35 @@
 Modules that `memd status` and the agent hooks import use it: structlog costs tens of
 milliseconds to import, and `logging` (which `memd.logs.events` needs) a few more, and those
 commands must start fast. Invariant: importing this module imports nothing.
+
+Every memd import of structlog goes through `import_structlog`, which keeps `rich` out of it:
+`structlog.dev` imports rich whenever it is installed (it is, through dev tools such as
+import-linter; about 0.1 s of CPU here) only to render exceptions in colour, and memd's log lines
+are rendered by its own pipeline, the same whether rich is installed or not.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+
+def import_structlog() -> Any:
+    """structlog, imported (once) with `rich` hidden from it; a process that imported rich itself
+    keeps it (structlog then finds it, as it would without memd)."""
+    import sys  # noqa: PLC0415 - start-up: this module imports nothing at import
+
+    module = sys.modules.get("structlog")
+    if module is not None:
+        return module
+    hide = "rich" not in sys.modules
+    if hide:
+        sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError: structlog's "not installed"
+    try:
+        import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
+    finally:
+        if hide and sys.modules.get("rich", 0) is None:
+            del sys.modules["rich"]
+    return structlog
 
 
 class _LazyLogger:
@@ -19,9 +43,7 @@ class _LazyLogger:
 
     def __getattr__(self, attr: str) -> Any:
         if self._logger is None:
-            import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
-
-            self._logger = structlog.get_logger(self._name)
+            self._logger = import_structlog().get_logger(self._name)
         return getattr(self._logger, attr)
 
 

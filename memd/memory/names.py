@@ -40,7 +40,16 @@ def is_candidate_name(name: str) -> bool:
 
 def candidate_names(names: Iterable[str]) -> list[str]:
     """The names `is_candidate_name` accepts, in their order: the same rule without a call a name,
-    for a directory's listing of tens of thousands (the index check, `memd list`)."""
+    for a directory's listing of tens of thousands (the index check, `memd list`). A listing whose
+    every name is a candidate (but MEMORY.md) is recognised on the names joined by NUL, which no
+    file name holds, in C; any other goes name by name. (A `.md` name cannot end in a temporary's
+    suffix.)"""
+    names = list(names)
+    joined = "\0" + "\0".join(names) + "\0"
+    if joined.count(".md\0") == len(names) and "\0." not in joined and "\0#" not in joined:
+        if "\0MEMORY.md\0" in joined:
+            names.remove(INDEX_NAME)
+        return names
     return [n for n in names if n.endswith(SUFFIX) and n != INDEX_NAME and not n.startswith((".", "#"))
             and not n.endswith(_TEMP_SUFFIXES)]  # fmt: skip
 
