@@ -57,7 +57,10 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         if not directory.is_dir():
             _mewcode(ctx, target)  # a project's own `.mewcode/memory/` is recalled even before memd has any
             return RunResult("skipped", "no memory directory")
-    swept = sweep_temp_files(directory, ctx.now().timestamp())
+    listed = _listing(directory)  # one listdir for the sweep and the nothing-changed check
+    swept = sweep_temp_files(directory, ctx.now().timestamp(), listed=listed)
+    if swept or listed is None:
+        listed = None  # names went: the refresh lists again
     if target.kind == "global":
         _check_search_db(ctx)
     if target.kind == "global":  # the drawer render's temporary files sit in the home, memd's own in memd/
@@ -70,7 +73,7 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         after_index(ctx.home, target, ctx.settings)
     from memd.history.writes import refresh_recorded  # noqa: PLC0415 - start-up (not memd.write.apply: its classifier's patterns)
     place = Place.memory(key if scope == "project" else None)
-    result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), hold=ctx.hold_index is not None)
+    result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), hold=ctx.hold_index is not None, listing=listed)
     ctx.index_held(place, result.index_held)
     reported = [*result.problems, *result.notes]  # a file without front matter is a memory, said so (§14)
     record_problems(ctx, str(target), [(str(p.path), p.reason) for p in reported], result.index_warning)
@@ -160,11 +163,19 @@ def _check_search_db(ctx: JobContext) -> None:
             pass
 
 
-def sweep_temp_files(directory: Path, now: float, only: str = ".") -> int:
+def _listing(directory: Path) -> list[str] | None:
+    """The directory's names (None when it cannot be listed: each reader then lists and says why)."""
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return None
+
+
+def sweep_temp_files(directory: Path, now: float, only: str = ".", listed: list[str] | None = None) -> int:
     """Remove what a writer killed mid-write left: `.<name>.<random>.tmp` files of atomic_write
     (MEMORY.md's and memory files' in a memory directory; with `only`, just those whose name
     starts so, as the drawer render's `.memory.md.` in the home), once stale (fsutil). Never anything else."""
-    return sweep_stale_temps(directory, now, lambda name: name.startswith(only) and name.endswith(".tmp"))
+    return sweep_stale_temps(directory, now, lambda name: name.startswith(only) and name.endswith(".tmp"), listed)
 
 
 def record_problems(ctx: JobContext, scope: str, problems: list[tuple[str, str]], warning: str | None) -> None:

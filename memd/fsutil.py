@@ -254,14 +254,16 @@ def durable_temp(path: Path, data: bytes, mode: int) -> Path:
 STALE_TEMP_SECONDS = 60.0  # an atomic write takes milliseconds: a temporary older than a minute was left by a kill
 
 
-def sweep_stale_temps(directory: Path | str, now: float, wanted: Callable[[str], bool]) -> int:
+def sweep_stale_temps(directory: Path | str, now: float, wanted: Callable[[str], bool],
+                      listed: list[str] | None = None) -> int:  # fmt: skip
     """Remove the regular files directly in `directory` whose name ends in `.tmp` and `wanted` accepts
     (a writer's own `.<target>.<random>.tmp` temporaries) and that are older than STALE_TEMP_SECONDS at `now`: what a
     writer killed mid-write left, once no live writer can still own it. Never anything else; a
-    directory that cannot be read sweeps nothing. Returns how many were removed."""
+    directory that cannot be read sweeps nothing. Returns how many were removed. `listed`: the
+    directory's names as the caller just listed them (else listed here)."""
     removed = 0
     try:
-        listed = os.listdir(directory)
+        listed = os.listdir(directory) if listed is None else listed
         # names only: a memory directory holds thousands, and most hold no temporary (one C search says so)
         names = [n for n in listed if n.endswith(".tmp") and wanted(n)] if ".tmp\0" in "\0".join(listed) + "\0" else []
     except OSError:

@@ -26,7 +26,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from array import array
 from collections.abc import Iterable
+from functools import partial
+from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 from stat import S_ISDIR
@@ -35,7 +38,7 @@ from typing import Any
 from memd.memory.names import INDEX_NAME, candidate_names
 
 # bump when a refresh's outcome starts to depend on something the digest omits (3: the rows are
-# vouched for by the triggers, not digested; the entries rendered as (name, stat fields) pairs)
+# vouched for by the triggers, not digested; the entries packed as bytes)
 RECORD_VERSION = 3
 _SIG_FIELDS = attrgetter("st_mode", "st_ino", "st_size", "st_mtime_ns")
 _MODE = attrgetter("st_mode")
@@ -60,37 +63,41 @@ def _path_sig(path: Path) -> str | None:
         return None
 
 
-def state_digest(directory: Path, params: dict[str, Any], views: Iterable[Path]) -> str | None:
+def state_digest(directory: Path, params: dict[str, Any], views: Iterable[Path],
+                 listing: list[str] | None = None) -> str | None:  # fmt: skip
     """The digest of what a refresh of `directory` depends on besides file contents (see the
-    module docstring); None when an entry cannot be stat'ed (then there is no fast path)."""
+    module docstring); None when an entry cannot be stat'ed (then there is no fast path).
+    `listing`: the directory's names as the caller listed them just now (else listed here)."""
     parts = [json.dumps(params, sort_keys=True), f"v{RECORD_VERSION}"]
     for view in (directory / INDEX_NAME, *views):
         sig = _path_sig(view)
         if sig is None:
             return None
         parts.append(sig)
-    files = _entries(directory)
+    files = _entries(directory, listing)
     if files is None:
         return None
-    parts += files
-    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+    digest = hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape"))
+    digest.update(files)
+    return digest.hexdigest()
 
 
-def _entries(directory: Path) -> list[str] | None:
-    """The candidate entries (directories aside) as one string: the `repr` of their (name, (mode,
-    inode, size, mtime ns)) in name order (names are unique in a directory); ["absent"] for a
-    missing directory; None when listing or a stat failed (an entry gone meanwhile). One `listdir`
-    and one `stat` a candidate relative to the directory's descriptor (no path built a file), the
-    fields taken and the pairs rendered in C (`attrgetter`, `zip`, `repr`), not a Python step a file."""
+def _entries(directory: Path, listing: list[str] | None = None) -> bytes | None:
+    """The candidate entries (directories aside) as bytes: their count, their names in name order
+    (unique in a directory) joined by NUL, then (mode, inode, size, mtime ns) of each as 64-bit
+    integers; b"absent" for a missing directory; None when listing or a stat failed (an entry gone
+    meanwhile). One `listdir` (or the caller's listing) and one `lstat` a candidate relative to the
+    directory's descriptor (no path built a file); the fields taken and packed in C (`attrgetter`,
+    `array`), not a Python step a file."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except (FileNotFoundError, NotADirectoryError):
-        return None if os.path.lexists(directory) else ["absent"]
+        return None if os.path.lexists(directory) else b"absent"
     except OSError:
         return None
     try:
-        names = sorted(candidate_names(os.listdir(fd)))
-        stats = [os.stat(n, dir_fd=fd, follow_symlinks=False) for n in names]
+        names = sorted(candidate_names(os.listdir(fd) if listing is None else listing))
+        stats = list(map(partial(os.lstat, dir_fd=fd), names))
     except OSError:
         return None
     finally:
@@ -98,7 +105,11 @@ def _entries(directory: Path) -> list[str] | None:
     if any(map(S_ISDIR, map(_MODE, stats))):  # a directory named like a memory: rare, not a memory
         kept = [(n, st) for n, st in zip(names, stats, strict=True) if not S_ISDIR(st.st_mode)]
         names, stats = [n for n, _st in kept], [st for _n, st in kept]
-    return [repr(list(zip(names, map(_SIG_FIELDS, stats))))]
+    head = f"{len(names)}\0".encode() + "\0".join(names).encode("utf-8", "surrogateescape") + b"\0"
+    try:
+        return head + array("q", chain.from_iterable(map(_SIG_FIELDS, stats))).tobytes()
+    except OverflowError:  # an inode number past 2**63 (some file systems): the same fields as text
+        return head + repr(list(map(_SIG_FIELDS, stats))).encode()
 
 
 def make_record(state: str, outcome: dict[str, Any]) -> str:

@@ -313,6 +313,7 @@ def refresh_dir(
     record: Record | None = None,
     also: Sequence[Memory] = (),
     hold: Hold | None = None,
+    listing: list[str] | None = None,
 ) -> RefreshResult:
     """Refresh one memory directory: MEMORY.md, the drawer render (global only), search rows.
 
@@ -325,7 +326,9 @@ def refresh_dir(
     rewritten (`write_index`). `also`: memories kept in search under this scope that live elsewhere
     (a MewCode project's own `.mewcode/memory/`, `memd.write.mewcode`): in no view, only in search.
     `hold`: the daemon's wait for a quiet agent before MEMORY.md changes (`memd.index.hold`); a held
-    rewrite keeps no fingerprint record, so the next refresh renders again.
+    rewrite keeps no fingerprint record, so the next refresh renders again. `listing`: the directory's
+    names as the caller listed them just before (the index job's sweep), for the nothing-changed check
+    (one `listdir` for both); the check after a full refresh lists again.
     """
     owned = index is None
     db = SearchIndex.for_home(home) if index is None else index
@@ -336,7 +339,7 @@ def refresh_dir(
               "also": sorted([str(m.path), m.size, m.mtime] for m in also)}  # fmt: skip
     views = [home.drawer_render] if scope == "global" else []
     try:
-        state = fingerprint.state_digest(directory, params, views)
+        state = fingerprint.state_digest(directory, params, views, listing)
         same = _unchanged(db, scope, key, state)
         if same is not None:
             log.info("memory_dir.refreshed", scope=scope, key=key, memories=same.memories, problems=len(same.problems),
@@ -454,16 +457,18 @@ def refresh_all(
 
 
 def refresh_place(home: Home, settings: Settings, place: Any, today: date, *, record: Record | None = None,
-                  also: Sequence[Memory] = (), hold_at: datetime | None = None) -> Any:  # fmt: skip
+                  also: Sequence[Memory] = (), hold_at: datetime | None = None,
+                  listing: list[str] | None = None) -> Any:  # fmt: skip
     """One memory directory's indexes as the settings want them (§6, §8): the one refresh entry
     (jobs, the history's undo, migrations, sync) and the one place that reads those settings.
-    `hold_at` (the daemon's jobs): a project's MEMORY.md waits for its agent to go quiet, as of then."""
+    `hold_at` (the daemon's jobs): a project's MEMORY.md waits for its agent to go quiet, as of then.
+    `listing`: the directory's names as the caller just listed them (`refresh_dir`)."""
     return refresh_dir(
         home, place.kind, place.key, place.memory_dir(home),
         max_bytes_drawer=int(settings.memory.global_.max_bytes), today=today,
         write_index=bool(settings.memory.index_consolidation.enabled),
         write_drawer=bool(settings.memory.global_.enabled), record=record, also=also,
-        hold=None if hold_at is None else agent_hold(home, settings, place, hold_at),
+        hold=None if hold_at is None else agent_hold(home, settings, place, hold_at), listing=listing,
     )  # fmt: skip
 
 
