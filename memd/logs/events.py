@@ -126,11 +126,32 @@ def redact_secrets(_logger: object, _method: str, event_dict: MutableMapping[str
     """
 
     from memd.redact.redactor import may_hold_secret  # noqa: PLC0415 - start-up: the rules load on the first event
-    from memd.redact.redactor import redact as redact_text  # noqa: PLC0415 - start-up: the rules load on the first event
+
     for key in list(event_dict):
         if key not in _RENDERER_OWNED:
-            event_dict[key] = _redact_strings(event_dict[key], 0, redact_text, may_hold_secret)
+            event_dict[key] = _redact_strings(event_dict[key], 0, _redact_short, may_hold_secret)
     return event_dict
+
+
+# Short strings come back line after line (an event's name, a job's target, a key): each is redacted
+# once a process (the rules are pure), up to a bounded number of them.
+_MEMO_CHARS = 256
+_MEMO_ENTRIES = 4096
+_memo: dict[str, str] = {}
+
+
+def _redact_short(text: str) -> str:
+    """`memd.redact.redactor.redact(text)`, remembered for short strings."""
+    from memd.redact.redactor import redact as redact_text  # noqa: PLC0415 - start-up: the rules load on the first event
+
+    if len(text) > _MEMO_CHARS:
+        return redact_text(text)
+    got = _memo.get(text)
+    if got is None:
+        got = redact_text(text)
+        if len(_memo) < _MEMO_ENTRIES:
+            _memo[text] = got
+    return got
 
 
 # Left to the renderer: exc_info is an exception (tuple) the console renderer formats itself;
