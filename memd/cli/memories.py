@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from typing import Any
 
 import click
@@ -164,29 +163,27 @@ def _scopes(home: Any, pkey: str | None, everything: bool) -> list[tuple[str, st
     return [d for d in dirs if d[0] == "global" or d[1] == pkey]
 
 
-def _indexed(home: Any, scopes: list[tuple[str, str | None, Any]]) -> dict[tuple[str, str | None], dict[str, Any]]:
-    """search.sqlite's rows of each directory by home-relative file, as `scan.Listed`'s fields
-    (file, name, description, type, mtime, size): `list_dir` takes a row whose file's size and
-    mtime still match (one stat) instead of reading and parsing the file, and parses the rest
-    (new, changed, unindexed). An absent or unreadable database: nothing known, every file parsed.
-    Read-only: listing never creates or repairs the index. A directory's rows are one fetch and
-    one `dict(zip(…))`, no Python loop a row."""
+def _indexed(home: Any, scopes: list[tuple[str, str | None, Any]]) -> dict[tuple[str, str | None], list[Any]]:
+    """search.sqlite's rows of each directory in file order, as `scan.Listed`'s fields (file,
+    name, description, type, mtime, size; file home-relative): `list_dir` takes a row whose file's
+    size and mtime still match (one stat) instead of reading and parsing the file, and parses the
+    rest (new, changed, unindexed). An absent or unreadable database: nothing known, every file
+    parsed. Read-only: listing never creates or repairs the index. A directory's rows are one
+    fetch, no Python step a row; in file order (SQLite's BINARY order of UTF-8 text is Python's
+    order of the names: `list_dir` compares the two lists as they are)."""
     import sqlite3
-    from operator import itemgetter
 
     from memd.index.search import open_readonly
 
-    out: dict[tuple[str, str | None], dict[str, Any]] = {}
+    out: dict[tuple[str, str | None], list[Any]] = {}
     try:
         conn = open_readonly(home.search_db)
     except sqlite3.Error:
         return out
-    first = itemgetter(0)
     try:
         for scope, key, _path in scopes:  # the body: `list` shows none
-            rows = conn.execute("SELECT file, name, description, type, mtime, size FROM memories "
-                                "WHERE scope = ? AND project_key IS ?", (scope, key)).fetchall()  # fmt: skip
-            out[(scope, key)] = dict(zip(map(first, rows), rows, strict=True))
+            out[(scope, key)] = conn.execute("SELECT file, name, description, type, mtime, size FROM memories "
+                                             "WHERE scope = ? AND project_key IS ? ORDER BY file", (scope, key)).fetchall()  # fmt: skip
     except sqlite3.Error:
         return {}
     finally:
@@ -206,30 +203,30 @@ def _memories(home: Any, pkey: str | None, everything: bool) -> tuple[list[Any],
     return mems, problems
 
 
-def _listing(home: Any, pkey: str | None, everything: bool) -> tuple[list[tuple[Any, str | None, Any]], list[Any]]:
-    """What `list` shows: (scope, project key, `scan.Listed`) of the memories in effect, and the
-    files that are not, in `list`'s order; those search.sqlite still matches are taken from it
-    (`scan.list_dir`)."""
-    from operator import attrgetter
+def _listing(home: Any, pkey: str | None, everything: bool) -> tuple[list[tuple[str, str | None, list[Any]]], list[Any]]:
+    """What `list` shows: each directory's (scope, project key, `scan.list_dir` entries) in `list`'s
+    order, and the files that are not memories in effect; those search.sqlite still matches are
+    taken from it (`scan.list_dir`)."""
+    from operator import itemgetter
 
     from memd.memory.scan import list_dir
 
-    mems: list[tuple[Any, str | None, Any]] = []
+    groups: list[tuple[str, str | None, list[Any]]] = []
     problems: list[Any] = []
     scopes = _scopes(home, pkey, everything)
     known = _indexed(home, scopes)
-    by_order = attrgetter("type", "name")
+    by_order = itemgetter(3, 1)  # (type, name) of a `Listed` or its row
     by_dir: dict[tuple[str, str | None], list[Any]] = {}
     for scope, k, path in scopes:  # the problems in the directories' order, as always
-        listed, bad = list_dir(path, scope, k, known.get((scope, k), {}), home.root)
+        listed, bad = list_dir(path, scope, k, known.get((scope, k), []), home.root)
         listed.sort(key=by_order)
         by_dir.setdefault((scope, k), []).extend(listed)
         problems.extend(bad)
     # `list`'s order, (global first, project key, type, name), a directory at a time: the
     # directories in that order, each one's memories sorted by (type, name) (stable: as one sort).
     for scope, k in sorted(by_dir, key=lambda d: (d[0] != "global", d[1] or "")):
-        mems.extend((scope, k, m) for m in by_dir[(scope, k)])
-    return mems, problems
+        groups.append((scope, k, by_dir[(scope, k)]))
+    return groups, problems
 
 
 def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
@@ -242,29 +239,35 @@ def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _listed_json(scope: str, key: str | None, m: Any, now: float, note: Any) -> dict[str, Any]:
-    """`memory_json` of a listed memory (same keys, same order)."""
-    return {"scope": scope, "project_key": key, "file": m.file, "name": m.name, "description": m.description,
-            "type": m.type, "mtime": m.mtime, "size": m.size, "stale": note(m.mtime, now)}  # fmt: skip
+def _listed_json(scope: str, key: str | None, listed: list[Any], now: float,
+                 notes: dict[int, str | None]) -> list[dict[str, Any]]:  # fmt: skip
+    """`memory_json` of a directory's listed memories (same keys, same order), each a `Listed` or
+    its row; the staleness notes taken from `_stale_notes`."""
+    from operator import itemgetter
+
+    stale = _stale_notes(list(map(itemgetter(4), listed)), now, notes)
+    return [{"scope": scope, "project_key": key, "file": f, "name": n, "description": d, "type": t, "mtime": m,
+             "size": s, "stale": note} for (f, n, d, t, m, s), note in zip(listed, stale, strict=True)]  # fmt: skip
 
 
-def _notes(note: Callable[[float, float], str | None]) -> Callable[[float, float], str | None]:
-    """`note` (the staleness warning) made once a distinct age in days: a listing of tens of
-    thousands of memories has a few hundred ages. The warning depends on the age in whole days
-    only (`staleness.age_days`, the same floor), or is None within the first day."""
-    from memd.index.staleness import DAY_SECONDS, age_days
+def _stale_notes(mtimes: list[float], now: float, made: dict[int, str | None]) -> list[str | None]:
+    """`staleness_note(mtime, now)` of each mtime, made once a distinct age in days (`made`: a
+    listing of tens of thousands of memories has a few hundred ages). The warning depends on the
+    age in whole days only (`staleness.age_days`: the same floor of the same division, here over
+    the whole list in C), or is None within the first day."""
+    import math
+    from itertools import repeat
+    from operator import sub, truediv
 
-    made: dict[int, str | None] = {}
+    from memd.index.staleness import DAY_SECONDS, days_note, staleness_note
 
-    def of(mtime: float, now: float) -> str | None:
-        if now - mtime <= DAY_SECONDS:
-            return None
-        days = age_days(mtime, now)
-        if days not in made:
-            made[days] = note(mtime, now)
-        return made[days]
-
-    return of
+    ages = list(map(sub, repeat(now), mtimes))
+    if not ages or min(ages) <= DAY_SECONDS:  # a memory of the first day: each one as it is
+        return [staleness_note(m, now) for m in mtimes]
+    days = list(map(math.floor, map(truediv, ages, repeat(DAY_SECONDS))))
+    for d in set(days).difference(made):
+        made[d] = days_note(d)
+    return list(map(made.__getitem__, days))
 
 
 @command("list")
@@ -277,17 +280,18 @@ def _notes(note: Callable[[float, float], str | None]) -> Callable[[float, float
 def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: bool, as_json: bool) -> None:
     """The memories in effect: the global drawer and the project's memory."""
     from memd.clock import system_clock
-    from memd.index.staleness import staleness_note
     from memd.ledger.lookup import check_project
 
     home = get_home(ctx)
     pkey = None if everything else resolve_key(key, cwd)
-    mems, problems = _listing(home, pkey, everything)
-    if key and not everything and not any(scope == "project" for scope, _k, _m in mems):
+    groups, problems = _listing(home, pkey, everything)
+    if key and not everything and not any(scope == "project" and listed for scope, _k, listed in groups):
         check_project(home, key)  # nothing of its own: a typo is exit 2, a known project just has none yet
     now = system_clock().timestamp()
-    note = _notes(staleness_note)
-    rows = [_listed_json(scope, k, m, now, note) for scope, k, m in mems]
+    notes: dict[int, str | None] = {}
+    rows: list[dict[str, Any]] = []
+    for scope, k, listed in groups:
+        rows += _listed_json(scope, k, listed, now, notes)
     if as_json:
         json_out({"memories": rows, "problems": [{"file": str(p.path), "reason": p.reason} for p in problems]})
         return

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-__all__ = ["DAY_SECONDS", "STALE_TEXT", "age_days", "staleness_note"]
+__all__ = ["DAY_SECONDS", "STALE_TEXT", "age_days", "days_note", "staleness_note"]
 
 DAY_SECONDS = 86_400
 STALE_TEXT = (
@@ -34,6 +34,10 @@ def staleness_note(mtime: float, now: float | datetime) -> str | None:
     now_ts = now.timestamp() if isinstance(now, datetime) else float(now)
     if now_ts - mtime <= DAY_SECONDS:
         return None
-    days = max(1, age_days(mtime, now_ts))
+    return days_note(max(1, age_days(mtime, now_ts)))
+
+
+def days_note(days: int) -> str:
+    """The warning of a memory `days` (≥ 1) whole days old, more than one day after it was written."""
     unit = "day" if days == 1 else "days"
     return f"This memory is {days} {unit} old. {STALE_TEXT}"

@@ -15,8 +15,10 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -265,19 +267,34 @@ class Listed(NamedTuple):
     size: int
 
 
+_MODE = attrgetter("st_mode")
+_STAT_SIZE_MTIME = attrgetter("st_size", "st_mtime")
+_ROW_SIZE_MTIME = itemgetter(5, 4)
+_ROW_NAME = itemgetter(1)
+_ROW_FILE = itemgetter(0)
+# ASCII whitespace that `" ".join(name.split())` would change, in names joined by NUL: a tab or
+# another separator, two spaces, a space at a name's start or end.
+_UNEVEN_SPACE = re.compile(r"[\t\n\r\x0b\x0c\x1c-\x1f]|  |^ | $|\0 | \0")
+
+
 def list_dir(
     directory: Path | str,
     scope: str,
     project_key: str | None,
-    indexed: Mapping[str, IndexedRow],
+    indexed: Sequence[IndexedRow],
     root: Path,
     *,
     max_bytes: int = DEFAULT_MAX_FILE_BYTES,
-) -> tuple[list[Listed], list[Problem]]:
+) -> tuple[list[IndexedRow], list[Problem]]:
     """`scan_dir`'s memories and problems as a listing needs them, without a `Memory` or a file
-    read for a file whose search row (`indexed`, by home-relative file) still matches its size and
-    mtime: the same entries, order, problems and duplicate-name check as `scan_dir`, whose
-    `_load_entry` reads every other file. Bodies and notes are not part of a listing."""
+    read for a file whose search row (`indexed`, rows with home-relative files) still matches its
+    size and mtime: the same entries, order, problems and duplicate-name check as `scan_dir`, whose
+    `_load_entry` reads every other file. Bodies and notes are not part of a listing. Each entry
+    is a `Listed` or its row as it is (the same fields, in the same order).
+
+    When `indexed` is in file order and holds exactly the directory's candidates, each a regular
+    file of its row's size and mtime (the common case), the rows are the listing: the names, the
+    stats and the comparison taken in C (`_rows_if_current`), not a Python step a file."""
     directory = Path(directory)
     prefix = str(root).rstrip("/") + "/"
     slots: list[Listed | None] = []  # None: a file no row stands for, parsed below in its place
@@ -292,9 +309,13 @@ def list_dir(
         names = sorted(candidate_names(os.listdir(fd)))
         base = os.path.join(str(directory), "")  # what a DirEntry's path starts with
         rel = base[len(prefix):] if base.startswith(prefix) else None
+        rows = _rows_if_current(fd, names, rel, indexed)
+        if rows is not None:
+            return rows, _duplicate_rows(rows, prefix)
+        by_file = dict(zip(map(_ROW_FILE, indexed), indexed, strict=True))
         parse: list[str] = []  # the names no row stands for, in name order
         for name in names:
-            if rel is not None and (row := indexed.get(rel + name)) is not None:
+            if rel is not None and (row := by_file.get(rel + name)) is not None:
                 try:  # relative to the directory's descriptor: no path built, a symlink's own stat
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 except OSError:
@@ -308,12 +329,40 @@ def list_dir(
         return [], [Problem(directory, f"cannot list directory: {exc.strerror or exc}")]
     finally:
         os.close(fd)
+    listed: list[IndexedRow]
     if parse:
-        listed = _parse_listed(directory, scope, project_key, max_bytes, root, parse, slots, problems)
+        listed = list(_parse_listed(directory, scope, project_key, max_bytes, root, parse, slots, problems))
     else:
         listed = slots  # type: ignore[assignment]  # every slot a row: no None
-    problems.extend(_duplicates([(m.name, prefix + m.file, m.file.rpartition("/")[2]) for m in listed]))
+    problems.extend(_duplicate_rows(listed, prefix))
     return listed, problems  # not logged: the listing shows them (and `memd list` sets no logging up)
+
+
+def _rows_if_current(fd: int, names: list[str], rel: str | None, rows: Sequence[IndexedRow]) -> list[IndexedRow] | None:
+    """`rows` as the listing of `names` (sorted, in the directory open as `fd`) when they are
+    exactly its files, in order, each a regular file whose size and mtime its row holds; else None
+    (and the caller goes file by file). A stat that fails (a file gone since the listing): None."""
+    if rel is None or len(rows) != len(names) or list(map(_ROW_FILE, rows)) != list(map(rel.__add__, names)):
+        return None
+    try:
+        stats = list(map(partial(os.lstat, dir_fd=fd), names))
+    except OSError:
+        return None
+    if not all(map(stat.S_ISREG, map(_MODE, stats))) or list(map(_STAT_SIZE_MTIME, stats)) != list(map(_ROW_SIZE_MTIME, rows)):
+        return None
+    return list(rows)
+
+
+def _duplicate_rows(listed: Sequence[IndexedRow], prefix: str) -> list[Problem]:
+    """`_duplicates` of listed rows (file, name, …): names that are ASCII, distinct once case-folded
+    and with no uneven space (the common case) are told apart on the names joined by NUL, in C."""
+    names = list(map(_ROW_NAME, listed))
+    joined = "\0".join(names)
+    if joined.isascii() and joined.count("\0") == len(names) - 1 and _UNEVEN_SPACE.search(joined) is None:
+        keys = joined.casefold().split("\0") if names else []
+        if len(set(keys)) == len(keys):
+            return []
+    return _duplicates([(m[1], prefix + m[0], m[0].rpartition("/")[2]) for m in listed])
 
 
 def _parse_listed(directory: Path, scope: str, project_key: str | None, max_bytes: int, root: Path,
