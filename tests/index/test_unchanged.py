@@ -11,6 +11,7 @@ from pathlib import Path
 
 from memd.index import fingerprint
 from memd.index.refresh import RefreshResult, refresh_dir
+from memd.index.schema import RECORD_TRIGGERS
 from memd.index.writer import SearchIndex
 from memd.memory.file import Memory, render_memory
 from memd.tree import Home
@@ -148,3 +149,32 @@ def test_a_changed_search_only_memory_is_seen(tmp_path: Path) -> None:
     assert _record(home) is not None
     r = refresh_dir(home, "project", "-p", d, today=TODAY, also=also("second", 2.0))
     assert r.search is not None and r.search.updated == 1 and _rows(home)["elsewhere.md"][0] == "second"
+
+
+def test_a_row_written_behind_the_record_drops_it(tmp_path: Path) -> None:
+    """Any write to a directory's rows (even one that keeps file, size and mtime) drops its record
+    in the same transaction (`schema.RECORD_TRIGGERS`): the check trusts a record without reading rows."""
+    home, d = _steady(tmp_path)
+    conn = sqlite3.connect(home.search_db)
+    conn.execute("UPDATE memories SET description = 'changed by hand' WHERE file = 'projects/-p/memory/m0.md'")
+    conn.commit()
+    conn.close()
+    assert _record(home) is None
+    _refresh(home, d)  # runs whole (MEMORY.md follows the rows, whose file's size and mtime still match)
+    assert not _refresh(home, d).changed and _record(home) is not None  # then a record again
+
+
+def test_a_database_made_before_the_triggers_gets_them_and_loses_its_records(tmp_path: Path) -> None:
+    home, d = _steady(tmp_path)
+    conn = sqlite3.connect(home.search_db)
+    for name in RECORD_TRIGGERS:
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute("DELETE FROM memories WHERE file = 'projects/-p/memory/m0.md'")  # unseen: no trigger
+    conn.commit()
+    conn.close()
+    assert _record(home) is None  # the writer's open put the triggers back and dropped every record
+    conn = sqlite3.connect(home.search_db)
+    assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")} >= set(RECORD_TRIGGERS)
+    conn.close()
+    r = _refresh(home, d)
+    assert r.search is not None and r.search.added == 1 and "projects/-p/memory/m0.md" in _rows(home)

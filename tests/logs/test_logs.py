@@ -380,3 +380,14 @@ def test_a_record_is_formatted_once_for_the_log_file(tmp_path: Path) -> None:
         handler.close()
     assert calls == ["first", "second"]
     assert (tmp_path / "memd.jsonl").read_text() == "first\nsecond\n"
+
+
+def test_a_short_string_seen_again_is_redacted_again() -> None:
+    """Short strings are redacted once a process and remembered (`_redact_short`): the second event
+    with the same secret is redacted as the first, and a long string is never remembered."""
+    short = "run mysql -u root -pS3cr3tPw! shop"
+    long = short + " " + "x" * 300
+    for _ in range(2):
+        out = logs.redact_secrets(None, "info", {"event": "x", "reason": short, "detail": long, "target": "project:-p000"})
+        assert "S3cr3tPw!" not in out["reason"] and "S3cr3tPw!" not in out["detail"]
+        assert out["target"] == "project:-p000"

@@ -13,7 +13,7 @@ from memd.index.refresh import refresh_dir
 from memd.index.writer import SearchIndex
 from memd.memory.file import render_memory
 from memd.memory.names import candidate_names, is_candidate_name
-from memd.memory.scan import could_be_bare, list_dir, scan_dir
+from memd.memory.scan import _duplicate_rows, _duplicates, could_be_bare, list_dir, scan_dir
 from memd.tree import Home
 
 
@@ -42,11 +42,11 @@ def _scanned(d: Path, home: Home) -> tuple[list[tuple[str, ...]], list[tuple[str
 
 
 def _listed(d: Path, home: Home) -> tuple[list[tuple[str, ...]], list[tuple[str, str]]]:
-    with SearchIndex.for_home(home) as db:
-        rows = {(f := k[len(str(home.root)) + 1 :]): (f, m.name, m.description, m.type, m.mtime, m.size)
-                for k, m in db.known("project", "-p").items()}  # fmt: skip
+    with SearchIndex.for_home(home) as db:  # the rows in file order, as `memd list` reads them
+        rows = sorted((k[len(str(home.root)) + 1 :], m.name, m.description, m.type, m.mtime, m.size)
+                      for k, m in db.known("project", "-p").items())  # fmt: skip
     listed, problems = list_dir(d, "project", "-p", rows, home.root)
-    mems = [(m.file, m.name, m.description, m.type, repr(m.mtime), str(m.size)) for m in listed]
+    mems = [(f, name, desc, typ, repr(mtime), str(size)) for f, name, desc, typ, mtime, size in listed]
     return mems, [(str(p.path), p.reason) for p in problems]
 
 
@@ -87,3 +87,58 @@ def test_candidate_names_is_is_candidate_name_over_a_listing() -> None:
 @given(st.lists(st.text(alphabet=".#~mdMDa-_ tpswobkr", max_size=12).map(lambda s: s + ("" if len(s) % 3 else ".md"))))
 def test_candidate_names_agrees_on_any_listing(names: list[str]) -> None:
     assert candidate_names(names) == [n for n in names if is_candidate_name(n)]
+
+
+def _plain_home(tmp_path: Path) -> tuple[Home, Path]:
+    home = Home(tmp_path / "h")
+    d = home.project_memory("-p")
+    d.mkdir(parents=True)
+    for i, typ in enumerate(("user", "project", "feedback", "reference")):
+        (d / f"m{i}.md").write_text(render_memory(f"m{i}", f"about m{i}", typ, f"body {i}", {"source": "memd"}))
+    refresh_dir(home, "project", "-p", d)
+    return home, d
+
+
+def test_current_rows_are_the_listing_and_any_change_goes_file_by_file(tmp_path: Path) -> None:
+    """The listing of a directory whose rows are exactly its files with their stats is the rows
+    themselves; an edit in place (same inode), a file the rows lack or a row whose file is gone is
+    seen as a scan of every file sees it."""
+    home, d = _plain_home(tmp_path)
+    assert _listed(d, home) == _scanned(d, home)
+    st = (d / "m1.md").stat()
+    with open(d / "m1.md", "r+") as fh:  # in place, as an editor may write: same inode, same size
+        fh.write(render_memory("m1", "about M1", "project", "body 1", {"source": "memd"}))
+    os.utime(d / "m1.md", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert (d / "m1.md").stat().st_ino == st.st_ino
+    got = _listed(d, home)
+    assert got == _scanned(d, home) and ("projects/-p/memory/m1.md", "m1", "about M1") in [m[:3] for m in got[0]]
+    refresh_dir(home, "project", "-p", d)
+    (d / "m4.md").write_text(render_memory("m4", "new", "user", "b"))  # a file the rows lack
+    assert _listed(d, home) == _scanned(d, home)
+    (d / "m4.md").unlink()
+    (d / "m0.md").unlink()  # a row whose file is gone
+    assert _listed(d, home) == _scanned(d, home)
+
+
+def _names_problems(named: list[str]) -> list[tuple[str, str]]:
+    rows = [(f"projects/-p/memory/f{i}.md", n, "", "user", 0.0, 0) for i, n in enumerate(named)]
+    return [(str(p.path), p.reason) for p in _duplicate_rows(rows, "/h/")]
+
+
+@given(st.lists(st.text(alphabet="aAbB \t\x1f\u00e9\u212a", max_size=5), max_size=8))
+def test_duplicate_rows_flag_what_the_name_by_name_check_flags(named: list[str]) -> None:
+    rows = [(f"projects/-p/memory/f{i}.md", n, "", "user", 0.0, 0) for i, n in enumerate(named)]
+    want = _duplicates([(n, f"/h/{f}", f.rpartition("/")[2]) for f, n, *_ in rows])
+    assert _names_problems(named) == [(str(p.path), p.reason) for p in want]
+
+
+def test_duplicate_rows_see_case_and_uneven_spaces() -> None:
+    assert len(_names_problems(["Deploy  window", "deploy window"])) == 1
+    assert len(_names_problems([" a", "A"])) == 1 and len(_names_problems(["a\tb", "A b"])) == 1
+    assert _names_problems(["a b", "ab", "a-b"]) == []
+
+
+def test_candidate_names_of_a_listing_of_candidates_drops_only_the_index() -> None:
+    names = ["b.md", "MEMORY.md", "a.md", "memory.md", "ünï.md"]
+    assert candidate_names(names) == ["b.md", "a.md", "memory.md", "ünï.md"]
+    assert candidate_names(["a.md", "b.md"]) == ["a.md", "b.md"] and candidate_names([]) == []

@@ -1,0 +1,28 @@
+"""`memd list`'s rows made a directory at a time (issue 27 point 4): the staleness notes taken over
+the whole list equal `staleness_note` of each memory, at the day boundaries and within the first day."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memd.cli.memories import _stale_notes
+from memd.index.staleness import DAY_SECONDS, staleness_note
+
+NOW = 1_796_200_000.123456
+
+
+def test_stale_notes_at_the_boundaries() -> None:
+    ages = [DAY_SECONDS + 1e-6, 2 * DAY_SECONDS, 2 * DAY_SECONDS - 1e-7, 2 * DAY_SECONDS + 1e-7, 400.5 * DAY_SECONDS, 3e9]
+    mtimes = [NOW - a for a in ages]
+    assert _stale_notes(mtimes, NOW, {}) == [staleness_note(m, NOW) for m in mtimes]
+    young = [*mtimes, NOW - DAY_SECONDS, NOW - 5.0, NOW + 60.0]  # the first day, and a clock ahead
+    assert _stale_notes(young, NOW, {}) == [staleness_note(m, NOW) for m in young]
+    assert _stale_notes([], NOW, {}) == []
+
+
+@given(st.lists(st.floats(min_value=0, max_value=NOW + 1e6, allow_nan=False), max_size=30))
+def test_stale_notes_are_staleness_note_of_each(mtimes: list[float]) -> None:
+    made: dict[int, str | None] = {}
+    assert _stale_notes(mtimes, NOW, made) == [staleness_note(m, NOW) for m in mtimes]
+    assert _stale_notes(mtimes, NOW, made) == [staleness_note(m, NOW) for m in mtimes]  # the notes made kept
