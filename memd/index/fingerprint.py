@@ -8,9 +8,10 @@ bytes — each candidate entry's name, mode, inode, size and mtime (nanoseconds)
 the drawer render's, the settings that shape the views and, for the drawer, the day its ages are
 counted from — with what it found (problems, notes, the over-budget warning). The next refresh
 first computes that digest again from one `listdir` and one stat per entry; when it equals the
-record's, the outcome is the recorded one and nothing is read or rendered. A change to any of the
-directory's search rows drops its record (search.sqlite's triggers, `memd.index.schema.RECORD_TRIGGERS`,
-in the writing transaction, whoever writes): a record still there vouches for the rows, unread.
+record's, and the directory's count of search rows is the recorded one, the outcome is the recorded
+one and nothing is read or rendered. An update or delete of any of the directory's search rows drops
+its record (search.sqlite's triggers, `memd.index.schema.RECORD_TRIGGERS`, in the writing transaction,
+whoever writes) and an insert changes the count: a record still there vouches for the rows, unread.
 
 Why this is exact: a memory file's bytes cannot change without its size, mtime or inode changing
 (the same rule `scan_dir` uses to reuse an indexed row), MEMORY.md's likewise, and the renders are
@@ -38,7 +39,7 @@ from typing import Any
 from memd.memory.names import INDEX_NAME, candidate_names
 
 # bump when a refresh's outcome starts to depend on something the digest omits (3: the rows are
-# vouched for by the triggers, not digested; the entries packed as bytes)
+# vouched for by the triggers and their count, not digested; the entries packed as bytes)
 RECORD_VERSION = 3
 _SIG_FIELDS = attrgetter("st_mode", "st_ino", "st_size", "st_mtime_ns")
 _MODE = attrgetter("st_mode")
@@ -112,8 +113,9 @@ def _entries(directory: Path, listing: list[str] | None = None) -> bytes | None:
         return head + repr(list(map(_SIG_FIELDS, stats))).encode()
 
 
-def make_record(state: str, outcome: dict[str, Any]) -> str:
-    return json.dumps({"state": state, "outcome": outcome}, sort_keys=True)
+def make_record(state: str, rows: int, outcome: dict[str, Any]) -> str:
+    """A record: the state digest, the directory's count of search rows, the outcome."""
+    return json.dumps({"state": state, "rows": rows, "outcome": outcome}, sort_keys=True)
 
 
 def read_record(text: str | None) -> dict[str, Any] | None:
@@ -125,7 +127,7 @@ def read_record(text: str | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     ok = isinstance(data, dict) and isinstance(data.get("outcome"), dict)
-    return data if ok and isinstance(data.get("state"), str) else None
+    return data if ok and isinstance(data.get("state"), str) and type(data.get("rows")) is int else None
 
 
 __all__ = ["RECORD_VERSION", "make_record", "read_record", "record_key", "state_digest"]

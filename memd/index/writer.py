@@ -289,6 +289,11 @@ class SearchIndex:
                      removed=stats.removed)  # fmt: skip
         return stats
 
+    def scope_count(self, scope: str, project_key: str | None) -> int:
+        """How many rows one directory has (from the scope index alone: no row read)."""
+        sql = "SELECT count(*) FROM memories WHERE scope = ? AND project_key IS ?"
+        return self._recovering("counting rows", lambda: int(self._conn.execute(sql, (scope, project_key)).fetchone()[0]))
+
     def meta(self, key: str) -> str | None:
         """A value of the `meta` table (the refresh's records: `memd.index.fingerprint`)."""
         row = self._recovering("reading meta", lambda: self._conn.execute("SELECT value FROM meta WHERE key = ?",

@@ -178,3 +178,16 @@ def test_a_database_made_before_the_triggers_gets_them_and_loses_its_records(tmp
     conn.close()
     r = _refresh(home, d)
     assert r.search is not None and r.search.added == 1 and "projects/-p/memory/m0.md" in _rows(home)
+
+
+def test_a_row_added_behind_the_record_changes_its_count(tmp_path: Path) -> None:
+    """A stray row (a file the directory does not hold) inserted by another writer: the record's
+    row count no longer matches, the refresh runs whole and its sync removes the row."""
+    home, d = _steady(tmp_path)
+    conn = sqlite3.connect(home.search_db)
+    conn.execute("INSERT INTO memories (scope, project_key, file, name, description, type, body, mtime, size) "
+                 "VALUES ('project', '-p', 'projects/-p/memory/ghost.md', 'ghost', 'no file', 'user', 'b', 1.0, 1)")  # fmt: skip
+    conn.commit()
+    conn.close()
+    r = _refresh(home, d)
+    assert r.search is not None and r.search.removed == 1 and "projects/-p/memory/ghost.md" not in _rows(home)
