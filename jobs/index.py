@@ -147,16 +147,21 @@ def _check_search_db(ctx: JobContext) -> None:
     damaged database is set aside; the refresh rebuilds it from every memory directory
     (`searchindex`: a new database is filled whole on its first sync)."""
     from memd.index.schema import LAYOUT, problem, set_aside  # noqa: PLC0415 - start-up
+    from memd.index.writer import SearchIndex  # noqa: PLC0415 - start-up
     from memd.state import get_kv, set_kv  # noqa: PLC0415 - start-up
 
     now = ctx.now().timestamp()
     ident = search_db_stat(ctx.home.search_db)  # before the check: a write during it makes the next one check
     if not quick_check_due(get_kv(ctx.conn, QUICK_CHECK_KEY), ident, now):
+        SearchIndex.pages_vouched(ctx.home.search_db)  # the scopes' unchanged checks need not read its rows again
         return
     why = problem(ctx.home.search_db)
     if why is not None and not why.startswith(LAYOUT):
         set_aside(ctx.home.search_db, why)
-    elif why is None and ident is not None and settled(ident, now):
+        return
+    if why is None and search_db_stat(ctx.home.search_db) == ident:  # every page read just now, the file unchanged since
+        SearchIndex.pages_vouched(ctx.home.search_db)
+    if why is None and ident is not None and settled(ident, now):
         try:
             set_kv(ctx.conn, QUICK_CHECK_KEY, json.dumps({"ident": ident, "at": now}))
         except sqlite3.OperationalError:  # a busy ledger: the next refresh checks again

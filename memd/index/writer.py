@@ -326,6 +326,16 @@ class SearchIndex:
         self._recovering("checking pages", lambda: self._conn.execute("SELECT sum(size), count(body) FROM memories").fetchone())
         _PAGES_CHECKED.add(ident)
 
+    @staticmethod
+    def pages_vouched(path: Path | str) -> None:
+        """The file at `path`, as it is now, passed a whole-file check (`PRAGMA quick_check`, the
+        drawer refresh's, `jobs/index.py`): `check_pages` need not read it again in this process."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        _PAGES_CHECKED.add((str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+
     def count(self) -> int:
         return self._recovering("counting", lambda: int(self._conn.execute("SELECT count(*) FROM memories").fetchone()[0]))
 
