@@ -235,7 +235,10 @@ def schema_current(conn: sqlite3.Connection) -> bool:
 
 
 def ensure_schema(conn: sqlite3.Connection, path: Path) -> bool:
-    """Make the schema current; True when it was (re)made, leaving the database empty."""
+    """Make the schema current; True when it was (re)made, leaving the database empty. A database
+    already current (every open but the first) is told so by reads alone, without the write lock."""
+    if schema_current(conn) and _has_record_triggers(conn):
+        return False
     with transaction(conn):
         if schema_current(conn):
             _ensure_record_triggers(conn)
@@ -261,12 +264,15 @@ def ensure_schema(conn: sqlite3.Connection, path: Path) -> bool:
     return True
 
 
+def _has_record_triggers(conn: sqlite3.Connection) -> bool:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")} >= RECORD_TRIGGERS.keys()
+
+
 def _ensure_record_triggers(conn: sqlite3.Connection) -> None:
     """`RECORD_TRIGGERS` in place (a database made before them, or by a version that dropped them).
     Any that was missing: every nothing-changed record goes too, since rows may have changed
     while nothing dropped them."""
-    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    if have >= RECORD_TRIGGERS.keys():
+    if _has_record_triggers(conn):
         return
     conn.execute("DELETE FROM meta WHERE key LIKE 'views:%'")
     for name, body in RECORD_TRIGGERS.items():
