@@ -4,10 +4,11 @@ Modules that `memd status` and the agent hooks import use it: structlog costs te
 milliseconds to import, and `logging` (which `memd.logs.events` needs) a few more, and those
 commands must start fast. Invariant: importing this module imports nothing.
 
-Every memd import of structlog goes through `import_structlog`, which keeps `rich` out of it:
-`structlog.dev` imports rich whenever it is installed (it is, through dev tools such as
-import-linter; about 0.1 s of CPU here) only to render exceptions in colour, and memd's log lines
-are rendered by its own pipeline, the same whether rich is installed or not.
+memd.logs imports structlog through `import_structlog`, which keeps `rich` out of it: `structlog.dev`
+imports rich whenever it is installed (it is, through dev tools such as import-linter; 0.05-0.1 s of
+CPU here) only to render exceptions in colour, and memd's log lines are rendered by its own pipeline,
+the same whether rich is installed or not. A command sets its logging up (`memd.cli`) before any
+other module imports structlog, so the first import, the one that counts, is this one.
 """
 
 from __future__ import annotations
