@@ -277,9 +277,10 @@ def process_cpu(tree: Path, home: Path, args: list[str]) -> float:
     return (after.children_user - before.children_user) + (after.children_system - before.children_system)
 
 
-def growth_table(root: Path, main_tree: Path, memory_sizes: list[int], session_sizes: list[int], repeat: int) -> dict[str, Any]:
-    """Every command of the table at every size, on main and on this tree, alternated; best of `repeat`.
-    Each side runs on its own copy of each home (`side_home`)."""
+def growth_table(root: Path, main_tree: Path, memory_sizes: list[int], session_sizes: list[int], repeat: int,
+                 only: set[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Every command of the table (or those named in `only`) at every size, on main and on this tree,
+    alternated; best of `repeat`. Each side runs on its own copy of each home (`side_home`)."""
     out: dict[str, Any] = {}
     trees = (("main", main_tree), ("here", REPO))
     mem = {n: {side: list_home(root, n, side, tree) for side, tree in trees} for n in memory_sizes}
@@ -287,6 +288,7 @@ def growth_table(root: Path, main_tree: Path, memory_sizes: list[int], session_s
     jobs = [(name, args, n, mem[n]) for n in memory_sizes for name, args in MEMORY_COMMANDS.items()]
     jobs += [(name, args, n, ses[n]) for n in session_sizes for name, args in SESSION_COMMANDS.items()]
     jobs += [("rebuild", ["run-now", "index"], n, mem[n]) for n in memory_sizes]
+    jobs = [j for j in jobs if only is None or j[0] in only]
     for name, args, n, homes in jobs:
         best: dict[str, float] = {}
         for _ in range(repeat):
@@ -401,6 +403,7 @@ def main() -> None:
     ap.add_argument("--session-sizes", default="1000,10000,100000")
     ap.add_argument("--homes", help="keep the built homes here (reused by the next run)")
     ap.add_argument("--base", default="main", help="the git ref compared against (default main)")
+    ap.add_argument("--commands", help="only these rows of the table, comma-separated (e.g. 'list,index check')")
     args = ap.parse_args()
     global BASE
     BASE = args.base
@@ -410,8 +413,9 @@ def main() -> None:
             root.mkdir(parents=True, exist_ok=True)
             before = os.getloadavg()[0]
             compiled(REPO)
-            r = growth_table(root, compiled(export_main(Path(tmp) / "main")), [int(x) for x in args.memory_sizes.split(",")],
-                             [int(x) for x in args.session_sizes.split(",")], args.repeat)  # fmt: skip
+            sizes = [[int(x) for x in given.split(",") if x] for given in (args.memory_sizes, args.session_sizes)]
+            only = set(args.commands.split(",")) if args.commands else None
+            r = growth_table(root, compiled(export_main(Path(tmp) / "main")), sizes[0], sizes[1], args.repeat, only)
             print(json.dumps(r, indent=2))
             cmd = (f".venv/bin/python bench/bench_growth.py --table --memory-sizes {args.memory_sizes} "
                    f"--session-sizes {args.session_sizes} --repeat {args.repeat}")  # fmt: skip
