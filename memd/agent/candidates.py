@@ -210,11 +210,65 @@ def fetch_candidates(
     return order_candidates(hits, rest, surfaced), hits
 
 
-_SCOPE_SQL = "SELECT COUNT(*) FROM memories WHERE scope = 'global' OR project_key = ?"
-_DF_SQL = (
-    "SELECT COUNT(*) FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
-    "WHERE memories_fts MATCH ? AND (m.scope = 'global' OR m.project_key = ?)"
+# The project's memories and the drawer's, as the ids of `memories_scope`'s two ranges (the schema's CHECK
+# makes `scope` 'global' or 'project', so this is `scope = 'global' OR project_key = ?`, read from the index).
+_IN_SCOPE = "SELECT id FROM memories WHERE scope = 'global' OR (scope = 'project' AND project_key = ?)"
+_SCOPE_SQL = "SELECT COUNT(*) FROM (" + _IN_SCOPE + ")"
+# A term's matches: in the whole index (its doclist, no row read), and in scope. A common word (thousands of
+# matches at 20,000 memories) is counted in scope against a list of the scope's ids built once a statement
+# (`+rowid`: not a constraint the FTS table is asked to meet, which would run the query once an id); a join
+# on `memories` looked each match up in the wide table instead (5-15 ms a common word). The count stops once
+# it has decided (`scope_doc_freq`).
+_DF_ALL_SQL = "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?"
+_IN_SCOPE_ANY_SQL = (
+    "SELECT 1 FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+    "WHERE memories_fts MATCH ? AND (m.scope = 'global' OR m.project_key = ?) LIMIT 1"
 )
+_DF_SQL = (
+    "SELECT COUNT(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? AND +rowid IN (" + _IN_SCOPE + ") "
+    "LIMIT ?)"
+)
+
+
+def scope_doc_freq(search: sqlite3.Connection, form: str, project_key: str, scope_size: int) -> int:
+    """The memories in scope that hold `form` (an FTS5 string), counted as far as `telling_terms` needs: 0 when
+    none; else a number that is over `COMMON_SHARE` of `scope_size` exactly when the true one is (it is the true
+    one up to one past that share). So `telling_terms` decides on these as on the true counts, and the work is
+    bounded by the term's matches in scope, not in the whole index, for all but the words most memories hold."""
+    found = int(search.execute(_DF_ALL_SQL, (form,)).fetchone()[0])
+    if found == 0:
+        return 0
+    share = int(COMMON_SHARE * scope_size)  # the most a telling term may have (when the scope is big enough)
+    if scope_size < COMMON_MIN_SCOPE or found <= share:  # only "any at all" decides: the count is ≤ found
+        return 1 if search.execute(_IN_SCOPE_ANY_SQL, (form, project_key)).fetchone() else 0
+    return int(search.execute(_DF_SQL, (form, project_key, share + 1)).fetchone()[0])
+
+
+# `memd.index.search.query_index`'s ranking (the same bm25 weights and order, memd/index/search.py) on the
+# matches in scope only: bm25 and the row are computed for those, and no snippet (recall shows none).
+_RANKED_SQL = (
+    "SELECT m.file, m.name, m.description, m.type, m.scope, m.project_key, m.mtime, "
+    "bm25(memories_fts, {w0}, {w1}, {w2}) AS rank "
+    "FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+    "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN (" + _IN_SCOPE + ") "
+    "ORDER BY rank, m.file LIMIT ?"
+)
+
+
+def ranked(search: sqlite3.Connection, query: str, project_key: str, limit: int) -> list[Candidate]:
+    """`query_index(search, query, project_key=project_key, limit=limit)` as candidates: the same memories in
+    the same order (tests/agent/test_recall_rows.py holds them equal), without the work on matches out of
+    scope and the snippets."""
+    from memd.index.search import WEIGHTS, parse, query_index  # noqa: PLC0415 - start-up
+
+    parsed = parse(query)
+    if limit <= 0 or parsed.error:
+        return []
+    sql = _RANKED_SQL.format(w0=WEIGHTS[0], w1=WEIGHTS[1], w2=WEIGHTS[2])
+    rows = search.execute(sql, (parsed.match, project_key, limit)).fetchall()
+    if not rows and parsed.plain:  # query_index's retry with prefixes: a plain query only, as there
+        return [candidate_from_hit(h) for h in query_index(search, query, project_key=project_key, limit=limit)]
+    return [Candidate(*row[:7]) for row in rows]
 
 
 def offline_pick(
@@ -233,17 +287,15 @@ def offline_pick(
     if not terms:
         return []
     scope_size = int(search.execute(_SCOPE_SQL, (project_key,)).fetchone()[0])
-    from memd.index.search import query_index  # noqa: PLC0415 - start-up
     for prefix in (False, True):
         forms = {t: fts_term(t, prefix) for t in terms if not prefix or len(t) >= 4}
-        df = {form: int(search.execute(_DF_SQL, (form, project_key)).fetchone()[0]) for form in forms.values()}
+        df = {form: scope_doc_freq(search, form, project_key, scope_size) for form in forms.values()}
         if not any(df.values()):
             continue
         telling = telling_terms(df, scope_size)
         if not telling:
             return []
-        hits = query_index(search, " OR ".join(telling), project_key=project_key, limit=limit + len(surfaced))
-        picks = [candidate_from_hit(h) for h in hits]
+        picks = ranked(search, " OR ".join(telling), project_key, limit + len(surfaced))
         return top_hits(with_nearest(search, picks, nearest, project_key, limit + len(surfaced)), surfaced, limit)
     return []
 
