@@ -245,30 +245,44 @@ def scope_doc_freq(search: sqlite3.Connection, form: str, project_key: str, scop
 
 
 # `memd.index.search.query_index`'s ranking (the same bm25 weights and order, memd/index/search.py) on the
-# matches in scope only: bm25 and the row are computed for those, and no snippet (recall shows none).
-_RANKED_SQL = (
-    "SELECT m.file, m.name, m.description, m.type, m.scope, m.project_key, m.mtime, "
-    "bm25(memories_fts, {w0}, {w1}, {w2}) AS rank "
-    "FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
-    "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN (" + _IN_SCOPE + ") "
-    "ORDER BY rank, m.file LIMIT ?"
+# matches in scope only: bm25 is computed for those, the best are read from `memories` by id afterwards (a join
+# read every match's row, at 20,000 memories thousands for a prompt with common words), and no snippet.
+_BM25 = "bm25(memories_fts, {w0}, {w1}, {w2})"
+_TOP_SQL = (
+    "SELECT memories_fts.rowid, " + _BM25 + " AS rank FROM memories_fts "
+    "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN (" + _IN_SCOPE + ") ORDER BY rank LIMIT ?"
 )
+_ROWS_SQL = "SELECT id, file, name, description, type, scope, project_key, mtime FROM memories WHERE id IN ({ids})"
+_RANKED_SQL = (  # the whole order in SQL: for ties in rank past what `_TOP_SQL` fetched
+    "SELECT m.file, m.name, m.description, m.type, m.scope, m.project_key, m.mtime, " + _BM25 + " AS rank "
+    "FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+    "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN (" + _IN_SCOPE + ") ORDER BY rank, m.file LIMIT ?"
+)
+TIE_ROOM = 8  # matches fetched past the limit, so that ties in rank at the cut are seen whole
 
 
 def ranked(search: sqlite3.Connection, query: str, project_key: str, limit: int) -> list[Candidate]:
     """`query_index(search, query, project_key=project_key, limit=limit)` as candidates: the same memories in
-    the same order (tests/agent/test_recall_rows.py holds them equal), without the work on matches out of
-    scope and the snippets."""
+    the same order (rank, then file; tests/agent/test_recall_rows.py holds them equal), without the work on
+    matches out of scope, the rows of matches that are not picked, and the snippets."""
     from memd.index.search import WEIGHTS, parse, query_index  # noqa: PLC0415 - start-up
 
     parsed = parse(query)
     if limit <= 0 or parsed.error:
         return []
-    sql = _RANKED_SQL.format(w0=WEIGHTS[0], w1=WEIGHTS[1], w2=WEIGHTS[2])
-    rows = search.execute(sql, (parsed.match, project_key, limit)).fetchall()
-    if not rows and parsed.plain:  # query_index's retry with prefixes: a plain query only, as there
+    weights = {"w0": WEIGHTS[0], "w1": WEIGHTS[1], "w2": WEIGHTS[2]}
+    top = search.execute(_TOP_SQL.format(**weights), (parsed.match, project_key, limit + TIE_ROOM)).fetchall()
+    if not top and parsed.plain:  # query_index's retry with prefixes: a plain query only, as there
         return [candidate_from_hit(h) for h in query_index(search, query, project_key=project_key, limit=limit)]
-    return [Candidate(*row[:7]) for row in rows]
+    if len(top) == limit + TIE_ROOM and top[-1][1] == top[min(limit, len(top)) - 1][1]:
+        rows = search.execute(_RANKED_SQL.format(**weights), (parsed.match, project_key, limit)).fetchall()
+        return [Candidate(*row[:7]) for row in rows]
+    # Every match ranked at or above the limit-th is in `top` (the rest rank strictly lower): their order by
+    # (rank, file) is the whole order's head.
+    rank = dict(top)
+    rows = search.execute(_ROWS_SQL.format(ids=",".join(str(int(i)) for i in rank))).fetchall()
+    rows.sort(key=lambda r: (rank[r[0]], r[1]))
+    return [Candidate(*row[1:]) for row in rows[:limit]]
 
 
 def offline_pick(
