@@ -252,7 +252,7 @@ _TOP_SQL = (
     "SELECT memories_fts.rowid, " + _BM25 + " AS rank FROM memories_fts "
     "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN (" + _IN_SCOPE + ") ORDER BY rank LIMIT ?"
 )
-_ROWS_SQL = "SELECT id, file, name, description, type, scope, project_key, mtime FROM memories WHERE id IN ({ids})"
+_BY_ID_SQL = "SELECT id, file, name, description, type, scope, project_key, mtime FROM memories WHERE id IN ({ids})"
 _RANKED_SQL = (  # the whole order in SQL: for ties in rank past what `_TOP_SQL` fetched
     "SELECT m.file, m.name, m.description, m.type, m.scope, m.project_key, m.mtime, " + _BM25 + " AS rank "
     "FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
@@ -280,7 +280,7 @@ def ranked(search: sqlite3.Connection, query: str, project_key: str, limit: int)
     # Every match ranked at or above the limit-th is in `top` (the rest rank strictly lower): their order by
     # (rank, file) is the whole order's head.
     rank = dict(top)
-    rows = search.execute(_ROWS_SQL.format(ids=",".join(str(int(i)) for i in rank))).fetchall()
+    rows = search.execute(_BY_ID_SQL.format(ids=",".join(str(int(i)) for i in rank))).fetchall()
     rows.sort(key=lambda r: (rank[r[0]], r[1]))
     return [Candidate(*row[1:]) for row in rows[:limit]]
 

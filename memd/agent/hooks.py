@@ -78,6 +78,77 @@ Deferred = Callable[[sqlite3.Connection], None]  # one record, to be written on 
 _RECORDS: contextvars.ContextVar[list[Deferred] | None] = contextvars.ContextVar("memd_hook_records", default=None)
 
 
+class Kept:
+    """The daemon's connections to its home's state and search databases, kept open between its answers to the
+    hooks (memd/daemon/hook_server.py lends one to one answer at a time): opening and closing them was most of a
+    short answer's work. An answer sees what fresh connections would: a database file replaced since it was
+    opened (another inode: the search database deleted and rebuilt, the state moved aside) is opened again, and
+    `done` leaves nothing in a transaction."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self._open: dict[str, tuple[sqlite3.Connection, tuple[int, int] | None]] = {}
+
+    def state(self) -> sqlite3.Connection:
+        """The state database, as `_open_state` opens it."""
+        from memd import state
+
+        conn = self._get(self.home.state_db, lambda: state.connect(self.home.state_db, check_same_thread=False))
+        conn.execute(f"PRAGMA busy_timeout={HOOK_BUSY_MS}")
+        return conn
+
+    def search(self) -> sqlite3.Connection:
+        """The search database, read-only (`memd.index.search.open_readonly`)."""
+        from memd.index.search import open_readonly
+
+        return self._get(self.home.search_db, lambda: open_readonly(self.home.search_db, check_same_thread=False))
+
+    def _get(self, path: Path, opener: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
+        """The kept connection to `path` while the file there is the one it was opened on, else a new one. The
+        file's identity is taken before the open: a file replaced meanwhile makes the next answer open it again."""
+        key = str(path)
+        ident = _file_id(path)
+        have = self._open.get(key)
+        if have is not None and ident is not None and have[1] == ident:
+            return have[0]
+        self._drop(key)
+        conn = opener()
+        self._open[key] = (conn, ident)
+        return conn
+
+    def done(self) -> None:
+        """After an answer (and its records): no connection left in a transaction; one that cannot say so is
+        closed."""
+        for key, (conn, _ident) in list(self._open.items()):
+            try:
+                if conn.in_transaction:
+                    conn.rollback()
+            except sqlite3.Error:
+                self._drop(key)
+
+    def close(self) -> None:
+        for key in list(self._open):
+            self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        have = self._open.pop(key, None)
+        if have is not None:
+            with contextlib.suppress(sqlite3.Error):
+                have[0].close()
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+# The daemon's kept connections (`Kept`) while it answers a hook (`respond`); None in a hook process.
+_KEPT: contextvars.ContextVar[Kept | None] = contextvars.ContextVar("memd_hook_kept", default=None)
+
+
 def _note(line: str) -> None:
     sink = _NOTES.get()
     if sink is None:
@@ -213,29 +284,32 @@ class Reply:
     records: tuple[Deferred, ...] = ()  # what it would record, for `write_records` once the hook has the answer
 
 
-def respond(sub: str, home: Home, raw: bytes, *, cwd: str, env: dict[str, str], started: float) -> Reply:
+def respond(sub: str, home: Home, raw: bytes, *, cwd: str, env: dict[str, str], started: float,
+            kept: Kept | None = None) -> Reply:  # fmt: skip
     """The hook `sub` ("context" or "recall") as the process `memd <sub> --hook` with `raw` on its stdin, `cwd`,
     `env` and its start at `started` (`time.monotonic()`'s clock) would answer it, on this thread: the daemon's
     hook socket (memd/daemon/hook_server.py) calls this. The same code as `command`, and the same records; only
-    what it writes is returned instead. Never raises."""
+    what it writes is returned instead. `kept`: the daemon's open connections to this home's databases, used
+    instead of opening them. Never raises."""
     notes: list[str] = []
     pending: list[Deferred] = []
-    token, kept = _NOTES.set(notes), _RECORDS.set(pending)
+    token, records, lent = _NOTES.set(notes), _RECORDS.set(pending), _KEPT.set(kept)
     try:
         out = handle(handler(sub, home, cwd=cwd, env=env, started=started), raw)
     finally:
-        _RECORDS.reset(kept)
+        _KEPT.reset(lent)
+        _RECORDS.reset(records)
         _NOTES.reset(token)
     return Reply(out, "".join(notes), records=tuple(pending))
 
 
-def write_records(home: Home, records: tuple[Deferred, ...]) -> None:
-    """Write what a `respond` kept (`Reply.records`): the daemon calls this once the hook took its answer. Best
-    effort, as the hook's own records are."""
+def write_records(home: Home, records: tuple[Deferred, ...], kept: Kept | None = None) -> None:
+    """Write what a `respond` kept (`Reply.records`): the daemon calls this once the hook took its answer, on its
+    `kept` state connection when it has one. Best effort, as the hook's own records are."""
     if not records:
         return
     try:
-        conn = _open_state(home)
+        conn = _open_state(home) if kept is None else kept.state()
     except Exception:
         return
     try:
@@ -245,7 +319,8 @@ def write_records(home: Home, records: tuple[Deferred, ...]) -> None:
             except Exception:
                 continue
     finally:
-        conn.close()
+        if kept is None:
+            conn.close()
 
 
 # --------------------------------------------------------------------------- where
@@ -476,30 +551,36 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
     from memd.clock import process_started, system_clock
     from memd.index.nearest import HOOK_WAIT_S
     from memd.index.search import open_readonly
-    from memd.job.context import make_context
+    from memd.job.context import JobContext, make_context, make_llm
 
     clock = now or system_clock
     provider, _why = st.effective_provider(settings, env=env, memd_dir=home.memd_dir)
     key = memory_key(home, event, cwd)
-    ctx = make_context(home, settings, log=QUIET, now=clock)
+    kept = _KEPT.get()  # the daemon's answer: its open connections
+    if kept is None:
+        ctx = make_context(home, settings, log=QUIET, now=clock)
+    else:
+        ctx = JobContext(home=home, settings=settings, conn=kept.state(), now=clock, log=QUIET, llm_factory=make_llm)
     ctx.deferred = _RECORDS.get()  # the daemon's answer: recall's surfaced set too waits until the hook has it
     deadline = (process_started() if started is None else started) + settings.memd.recall_budget_ms / 1000
     try:
         ctx.conn.execute(f"PRAGMA busy_timeout={HOOK_BUSY_MS}")
         # memd[semantic]: the daemon embeds the prompt (this process loads no model); [] when it does not serve.
         nearest = ask_nearest(home.memd_dir, prompt[:MAX_QUERY_CHARS], key, wait=HOOK_WAIT_S, deadline=deadline)
-        search = open_readonly(home.search_db)
+        search = open_readonly(home.search_db) if kept is None else kept.search()
         try:
             result = recall(ctx, search, prompt[:MAX_QUERY_CHARS], project_key=key, session=event.session_id,
                             bodies=True, provider=provider, deadline=deadline, nearest=nearest)  # fmt: skip
         finally:
-            search.close()
+            if kept is None:
+                search.close()
         moment = clock()
         n = len(result.memories)
         _record_quietly(home, ctx.conn, event.session_id, moment.date().isoformat(),
                         prompts=1, recalls=1 if n else 0, memories=n)  # fmt: skip
     finally:
-        ctx.conn.close()
+        if kept is None:
+            ctx.conn.close()
     if not result.memories:
         return None
     return answer("UserPromptSubmit", render_recalled(home, result.memories, moment, HOOK_MAX_CHARS))

@@ -18,9 +18,10 @@ Invariants:
 - The work starts only while the hook still waits (its "ok" deadline, then the wait the "ok" named, with
   `START_MARGIN_S` to spare), and an answer past that wait is not sent: a hook that gave up answered
   itself, and this daemon then records nothing for a hook it did not start in time.
-- One thread and one state connection per request (the hook code opens and closes its own); at most
-  `MAX_CLIENTS` at once (more are closed at once: those hooks answer themselves). A failure never stops the
-  server. The socket is made 0600 in the private memd directory, only a socket is ever removed from its place,
+- One thread per request; at most `MAX_CLIENTS` at once (more are closed at once: those hooks answer
+  themselves). The state and search connections are kept between answers (`memd.agent.hooks.Kept`: opening
+  them was most of a short answer's work), each lent to one answer at a time, at most one set per request
+  running at once; a file replaced since is opened again. A failure never stops the server. The socket is made 0600 in the private memd directory, only a socket is ever removed from its place,
   and only connections from this user are served (`SO_PEERCRED`, where the system has it).
 """
 
@@ -118,6 +119,8 @@ class HookServer(SocketServer):
         self._pause = float(self.environ.get(PAUSE_ENV) or 0)
         self._stall = float(self.environ.get(STALL_ENV) or 0)
         self._slack = hookwire.slack(dict(self.environ))  # tests: the client's slack too (the same environment)
+        self._spare: list[Any] = []  # `memd.agent.hooks.Kept` sets not lent now
+        self._spare_lock = threading.Lock()
 
     def start(self) -> None:
         """Load the hooks' modules and listen, on a thread (the daemon's start does not wait)."""
@@ -204,10 +207,18 @@ class HookServer(SocketServer):
         if time.monotonic() > due - START_MARGIN_S:
             self.log.warning("hooks.abandoned", sub=req.sub, reason="started too late: the hook answers itself")
             return
+        kept = self._lend()
+        try:
+            self._answer(conn, req, home, due, kept)
+        finally:
+            self._give_back(kept)
+
+    def _answer(self, conn: socket.socket, req: Request, home: Home, due: float, kept: Any) -> None:
+        """The work once the hook was told "ok": the answer, then (once taken) its records, on `kept`."""
         from memd.agent.hooks import respond  # noqa: PLC0415 - loaded by _run already
 
         started = min(process_started(pid=req.pid), req.sent)
-        reply = respond(req.sub, home, req.stdin, cwd=req.cwd, env=req.env, started=started)
+        reply = respond(req.sub, home, req.stdin, cwd=req.cwd, env=req.env, started=started, kept=kept)
         out = encode(reply.out, req.streams[0], req.streams[1])
         err = encode(reply.err, req.streams[2], req.streams[3]) or encode(reply.err, req.streams[2], "backslashreplace")
         if time.monotonic() > due:
@@ -219,12 +230,29 @@ class HookServer(SocketServer):
             return
         from memd.agent.hooks import write_records  # noqa: PLC0415 - loaded by _run already
 
-        write_records(home, reply.records)  # only now: a hook that gave up records what it answered itself
+        write_records(home, reply.records, kept)  # only now: a hook that gave up records what it answered itself
         try:
             conn.sendall(b"r\n")  # written: the hook process ends with its records there, as when it answers itself
         except OSError:
             pass
         self.log.debug("hooks.answered", sub=req.sub, bytes=len(out), ms=round((time.monotonic() - req.sent) * 1000, 1))
+
+    def _lend(self) -> Any:
+        """A set of kept connections no other answer uses now (a new one when all are lent)."""
+        with self._spare_lock:
+            if self._spare:
+                return self._spare.pop()
+        from memd.agent.hooks import Kept  # noqa: PLC0415 - loaded by _run already
+
+        return Kept(self.home)
+
+    def _give_back(self, kept: Any) -> None:
+        kept.done()
+        with self._spare_lock:
+            if not self._stopped.is_set():
+                self._spare.append(kept)
+                return
+        kept.close()
 
     @staticmethod
     def _taken(conn: socket.socket) -> bool:
@@ -272,8 +300,13 @@ class HookServer(SocketServer):
         return max(ANSWER_WAIT_S, budget_end - time.monotonic() + MODEL_GRACE_S) + self._slack
 
     def stop(self) -> None:
-        """Close the socket and remove its file (ours: made by `_listen`)."""
+        """Close the socket and remove its file (ours: made by `_listen`), and the kept connections not lent now
+        (those lent are closed when their answer ends)."""
         self._close()
+        with self._spare_lock:
+            spare, self._spare = self._spare, []
+        for kept in spare:
+            kept.close()
 
 
 __all__ = ["ANSWER_WAIT_S", "MAX_CLIENTS", "HookServer", "Request", "encode", "read_request"]
