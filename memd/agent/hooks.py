@@ -105,7 +105,8 @@ class Kept:
 
     def _get(self, path: Path, opener: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
         """The kept connection to `path` while the file there is the one it was opened on, else a new one. The
-        file's identity is taken before the open: a file replaced meanwhile makes the next answer open it again."""
+        file's identity is taken before the open (a file replaced meanwhile makes the next answer open it again),
+        or after it when the open made the file."""
         key = str(path)
         ident = _file_id(path)
         have = self._open.get(key)
@@ -113,7 +114,7 @@ class Kept:
             return have[0]
         self._drop(key)
         conn = opener()
-        self._open[key] = (conn, ident)
+        self._open[key] = (conn, ident if ident is not None else _file_id(path))  # None before: made by this open
         return conn
 
     def done(self) -> None:
