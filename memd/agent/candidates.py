@@ -213,35 +213,55 @@ def fetch_candidates(
 # The project's memories and the drawer's, as the ids of `memories_scope`'s two ranges (the schema's CHECK
 # makes `scope` 'global' or 'project', so this is `scope = 'global' OR project_key = ?`, read from the index).
 _IN_SCOPE = "SELECT id FROM memories WHERE scope = 'global' OR (scope = 'project' AND project_key = ?)"
-_SCOPE_SQL = "SELECT COUNT(*) FROM (" + _IN_SCOPE + ")"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One project's memories and the drawer's, as the ranking's SQL reads their ids: `ids` a SELECT of them
+    with its `args`, and their number when it is known. `scope_of` reads them from `memories` (SQLite builds
+    their list once a statement); the daemon keeps them in a table of its own between answers
+    (`memd.agent.hooks.Kept.scope`: the same ids, read in place)."""
+
+    project_key: str
+    ids: str
+    args: tuple[str, ...]
+    size: int | None = None
+
+
+def scope_of(project_key: str) -> Scope:
+    return Scope(project_key, _IN_SCOPE, (project_key,))
+
+
 # A term's matches: in the whole index (its doclist, no row read), and in scope. A common word (thousands of
-# matches at 20,000 memories) is counted in scope against a list of the scope's ids built once a statement
-# (`+rowid`: not a constraint the FTS table is asked to meet, which would run the query once an id); a join
-# on `memories` looked each match up in the wide table instead (5-15 ms a common word). The count stops once
-# it has decided (`scope_doc_freq`).
+# matches at 20,000 memories) is counted in scope against the scope's ids (`+rowid`: not a constraint the FTS
+# table is asked to meet, which would run the query once an id); a join on `memories` looked each match up in
+# the wide table instead (5-15 ms a common word). The count stops once it has decided (`scope_doc_freq`).
 _DF_ALL_SQL = "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?"
 _IN_SCOPE_ANY_SQL = (
     "SELECT 1 FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
     "WHERE memories_fts MATCH ? AND (m.scope = 'global' OR m.project_key = ?) LIMIT 1"
 )
-_DF_SQL = (
-    "SELECT COUNT(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? AND +rowid IN (" + _IN_SCOPE + ") "
-    "LIMIT ?)"
-)
+_DF_SQL = "SELECT COUNT(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? AND +rowid IN ({ids}) LIMIT ?)"
 
 
-def scope_doc_freq(search: sqlite3.Connection, form: str, project_key: str, scope_size: int) -> int:
-    """The memories in scope that hold `form` (an FTS5 string), counted as far as `telling_terms` needs: 0 when
-    none; else a number that is over `COMMON_SHARE` of `scope_size` exactly when the true one is (it is the true
-    one up to one past that share). So `telling_terms` decides on these as on the true counts, and the work is
-    bounded by the term's matches in scope, not in the whole index, for all but the words most memories hold."""
+def scope_size(search: sqlite3.Connection, scope: Scope) -> int:
+    if scope.size is not None:
+        return scope.size
+    return int(search.execute(f"SELECT COUNT(*) FROM ({scope.ids})", scope.args).fetchone()[0])
+
+
+def scope_doc_freq(search: sqlite3.Connection, form: str, scope: Scope, size: int) -> int:
+    """The memories in `scope` (of `size`) that hold `form` (an FTS5 string), counted as far as `telling_terms`
+    needs: 0 when none; else a number that is over `COMMON_SHARE` of `size` exactly when the true one is (it is
+    the true one up to one past that share). So `telling_terms` decides on these as on the true counts, and the
+    work is bounded by the term's matches in scope, not in the whole index, for all but the most common words."""
     found = int(search.execute(_DF_ALL_SQL, (form,)).fetchone()[0])
     if found == 0:
         return 0
-    share = int(COMMON_SHARE * scope_size)  # the most a telling term may have (when the scope is big enough)
-    if scope_size < COMMON_MIN_SCOPE or found <= share:  # only "any at all" decides: the count is ≤ found
-        return 1 if search.execute(_IN_SCOPE_ANY_SQL, (form, project_key)).fetchone() else 0
-    return int(search.execute(_DF_SQL, (form, project_key, share + 1)).fetchone()[0])
+    share = int(COMMON_SHARE * size)  # the most a telling term may have (when the scope is big enough)
+    if size < COMMON_MIN_SCOPE or found <= share:  # only "any at all" decides: the count is ≤ found
+        return 1 if search.execute(_IN_SCOPE_ANY_SQL, (form, scope.project_key)).fetchone() else 0
+    return int(search.execute(_DF_SQL.format(ids=scope.ids), (form, *scope.args, share + 1)).fetchone()[0])
 
 
 # `memd.index.search.query_index`'s ranking (the same bm25 weights and order, memd/index/search.py) on the
@@ -250,32 +270,35 @@ def scope_doc_freq(search: sqlite3.Connection, form: str, project_key: str, scop
 _BM25 = "bm25(memories_fts, {w0}, {w1}, {w2})"
 _TOP_SQL = (
     "SELECT memories_fts.rowid, " + _BM25 + " AS rank FROM memories_fts "
-    "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN (" + _IN_SCOPE + ") ORDER BY rank LIMIT ?"
+    "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN ({ids}) ORDER BY rank LIMIT ?"
 )
 _BY_ID_SQL = "SELECT id, file, name, description, type, scope, project_key, mtime FROM memories WHERE id IN ({ids})"
 _RANKED_SQL = (  # the whole order in SQL: for ties in rank past what `_TOP_SQL` fetched
     "SELECT m.file, m.name, m.description, m.type, m.scope, m.project_key, m.mtime, " + _BM25 + " AS rank "
     "FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
-    "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN (" + _IN_SCOPE + ") ORDER BY rank, m.file LIMIT ?"
+    "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN ({ids}) ORDER BY rank, m.file LIMIT ?"
 )
 TIE_ROOM = 8  # matches fetched past the limit, so that ties in rank at the cut are seen whole
 
 
-def ranked(search: sqlite3.Connection, query: str, project_key: str, limit: int) -> list[Candidate]:
+def ranked(search: sqlite3.Connection, query: str, project_key: str, limit: int, scope: Scope | None = None
+           ) -> list[Candidate]:  # fmt: skip
     """`query_index(search, query, project_key=project_key, limit=limit)` as candidates: the same memories in
     the same order (rank, then file; tests/agent/test_recall_rows.py holds them equal), without the work on
-    matches out of scope, the rows of matches that are not picked, and the snippets."""
+    matches out of scope, the rows of matches that are not picked, and the snippets. `scope`: the project's
+    (`scope_of(project_key)` unless given)."""
     from memd.index.search import WEIGHTS, parse, query_index  # noqa: PLC0415 - start-up
 
     parsed = parse(query)
     if limit <= 0 or parsed.error:
         return []
-    weights = {"w0": WEIGHTS[0], "w1": WEIGHTS[1], "w2": WEIGHTS[2]}
-    top = search.execute(_TOP_SQL.format(**weights), (parsed.match, project_key, limit + TIE_ROOM)).fetchall()
+    scope = scope or scope_of(project_key)
+    fmt = {"w0": WEIGHTS[0], "w1": WEIGHTS[1], "w2": WEIGHTS[2], "ids": scope.ids}
+    top = search.execute(_TOP_SQL.format(**fmt), (parsed.match, *scope.args, limit + TIE_ROOM)).fetchall()
     if not top and parsed.plain:  # query_index's retry with prefixes: a plain query only, as there
         return [candidate_from_hit(h) for h in query_index(search, query, project_key=project_key, limit=limit)]
     if len(top) == limit + TIE_ROOM and top[-1][1] == top[min(limit, len(top)) - 1][1]:
-        rows = search.execute(_RANKED_SQL.format(**weights), (parsed.match, project_key, limit)).fetchall()
+        rows = search.execute(_RANKED_SQL.format(**fmt), (parsed.match, *scope.args, limit)).fetchall()
         return [Candidate(*row[:7]) for row in rows]
     # Every match ranked at or above the limit-th is in `top` (the rest rank strictly lower): their order by
     # (rank, file) is the whole order's head.
@@ -287,7 +310,7 @@ def ranked(search: sqlite3.Connection, query: str, project_key: str, limit: int)
 
 def offline_pick(
     search: sqlite3.Connection, query: str, project_key: str, surfaced: Collection[str], limit: int = MAX_PICKS,
-    nearest: Sequence[tuple[str, float]] = (),
+    nearest: Sequence[tuple[str, float]] = (), scope: Scope | None = None,
 ) -> list[Candidate]:  # fmt: skip
     """The offline selection: search ranking with a relevance floor (see the module docstring).
 
@@ -295,21 +318,23 @@ def offline_pick(
     more as prefixes ("frida" finds "Fridays"; words already match by their stem).
     `nearest` (the daemon's dense ranking, memd[semantic]) is fused into what passed the
     floor; it never makes an empty selection non-empty (`memd.index.nearest.fuse`).
+    `scope`: the project's (`scope_of(project_key)` unless given: the daemon's kept one).
     """
 
     terms = content_terms(query)
     if not terms:
         return []
-    scope_size = int(search.execute(_SCOPE_SQL, (project_key,)).fetchone()[0])
+    scope = scope or scope_of(project_key)
+    size = scope_size(search, scope)
     for prefix in (False, True):
         forms = {t: fts_term(t, prefix) for t in terms if not prefix or len(t) >= 4}
-        df = {form: scope_doc_freq(search, form, project_key, scope_size) for form in forms.values()}
+        df = {form: scope_doc_freq(search, form, scope, size) for form in forms.values()}
         if not any(df.values()):
             continue
-        telling = telling_terms(df, scope_size)
+        telling = telling_terms(df, size)
         if not telling:
             return []
-        picks = ranked(search, " OR ".join(telling), project_key, limit + len(surfaced))
+        picks = ranked(search, " OR ".join(telling), project_key, limit + len(surfaced), scope)
         return top_hits(with_nearest(search, picks, nearest, project_key, limit + len(surfaced)), surfaced, limit)
     return []
 

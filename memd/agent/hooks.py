@@ -88,6 +88,8 @@ class Kept:
     def __init__(self, home: Home) -> None:
         self.home = home
         self._open: dict[str, tuple[sqlite3.Connection, tuple[int, int] | None]] = {}
+        self._scopes: dict[str, tuple[str, int, int]] = {}  # project key: (its table, data_version, size)
+        self._scopes_on: sqlite3.Connection | None = None  # the search connection those tables are on
 
     def state(self) -> sqlite3.Connection:
         """The state database, as `_open_state` opens it."""
@@ -98,10 +100,58 @@ class Kept:
         return conn
 
     def search(self) -> sqlite3.Connection:
-        """The search database, read-only (`memd.index.search.open_readonly`)."""
+        """The search database, read-only (`memd.index.search.open_readonly`: its URI's `mode=ro`), with a
+        temporary database of its own that `scope` writes."""
         from memd.index.search import open_readonly
 
-        return self._get(self.home.search_db, lambda: open_readonly(self.home.search_db, check_same_thread=False))
+        def opener() -> sqlite3.Connection:
+            conn = open_readonly(self.home.search_db, check_same_thread=False)
+            conn.execute("PRAGMA query_only = 0")  # the temporary tables; the database itself is opened read-only
+            return conn
+
+        return self._get(self.home.search_db, opener)
+
+    def scope(self, project_key: str) -> Any:
+        """The project's `memd.agent.candidates.Scope`, its ids in a table of the search connection's temporary
+        database, filled again when the index changed since (`PRAGMA data_version`: another connection
+        committed). It starts a read transaction on the search connection, so that every statement of this
+        answer reads the one state of the index the table was checked against; `end_read` ends it."""
+        from memd.agent.candidates import Scope, scope_of
+
+        conn = self.search()
+        if self._scopes_on is not conn:
+            self._scopes, self._scopes_on = {}, conn
+        if not conn.in_transaction:
+            conn.execute("BEGIN")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the read starts: one state from here
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        have = self._scopes.get(project_key)
+        if have is None or have[1] != version:
+            if have is None and len(self._scopes) >= MAX_KEPT_SCOPES:
+                for table, _v, _n in self._scopes.values():
+                    conn.execute(f"DROP TABLE IF EXISTS temp.{table}")
+                self._scopes = {}
+            table = have[0] if have else f"memd_scope_{len(self._scopes)}"
+            plain = scope_of(project_key)
+            conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY)")
+            conn.execute(f"DELETE FROM temp.{table}")
+            conn.execute(f"INSERT INTO temp.{table} {plain.ids}", plain.args)
+            size = int(conn.execute(f"SELECT count(*) FROM temp.{table}").fetchone()[0])
+            have = self._scopes[project_key] = (table, version, size)
+        return Scope(project_key, f"SELECT id FROM temp.{have[0]}", (), have[2])
+
+    def end_read(self) -> None:
+        """End the search connection's read transaction (`scope`), keeping its tables; one that cannot be
+        committed is rolled back, and its tables are filled again next time."""
+        have = self._open.get(str(self.home.search_db))
+        if have is None or not have[0].in_transaction:
+            return
+        try:
+            have[0].commit()
+        except sqlite3.Error:
+            self._scopes = {}
+            with contextlib.suppress(sqlite3.Error):
+                have[0].rollback()
 
     def _get(self, path: Path, opener: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
         """The kept connection to `path` while the file there is the one it was opened on, else a new one. The
@@ -120,6 +170,7 @@ class Kept:
     def done(self) -> None:
         """After an answer (and its records): no connection left in a transaction; one that cannot say so is
         closed."""
+        self.end_read()
         for key, (conn, _ident) in list(self._open.items()):
             try:
                 if conn.in_transaction:
@@ -146,6 +197,7 @@ def _file_id(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+MAX_KEPT_SCOPES = 64  # projects whose scope a `Kept` holds in tables; one more, and they are all made again
 # The daemon's kept connections (`Kept`) while it answers a hook (`respond`); None in a hook process.
 _KEPT: contextvars.ContextVar[Kept | None] = contextvars.ContextVar("memd_hook_kept", default=None)
 
@@ -570,11 +622,14 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
         nearest = ask_nearest(home.memd_dir, prompt[:MAX_QUERY_CHARS], key, wait=HOOK_WAIT_S, deadline=deadline)
         search = open_readonly(home.search_db) if kept is None else kept.search()
         try:
+            scope = None if kept is None else kept.scope(key)
             result = recall(ctx, search, prompt[:MAX_QUERY_CHARS], project_key=key, session=event.session_id,
-                            bodies=True, provider=provider, deadline=deadline, nearest=nearest)  # fmt: skip
+                            bodies=True, provider=provider, deadline=deadline, nearest=nearest, scope=scope)  # fmt: skip
         finally:
             if kept is None:
                 search.close()
+            else:
+                kept.end_read()
         moment = clock()
         n = len(result.memories)
         _record_quietly(home, ctx.conn, event.session_id, moment.date().isoformat(),

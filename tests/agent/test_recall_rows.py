@@ -120,7 +120,7 @@ def test_a_words_count_in_scope_is_exact_as_far_as_the_floor_needs(search: sqlit
     for word in ("code", "run", "review", "zephyr", "quokka", "deploy", "kumquat", "item7"):
         form = cands.fts_term(word)
         exact = int(search.execute(_OLD_DF, (form, KEY)).fetchone()[0])
-        got = cands.scope_doc_freq(search, form, KEY, size)
+        got = cands.scope_doc_freq(search, form, cands.scope_of(KEY), size)
         assert (got > 0) == (exact > 0) and (got > size / 2) == (exact > size / 2), word
         assert got <= exact and (got == exact or got > size / 2 or got == 1), word
 
@@ -154,3 +154,31 @@ def test_kept_connections_are_kept_and_opened_again_when_the_file_is_replaced(tm
             search.execute("SELECT 1")  # the replaced file's connection was closed
     finally:
         kept.close()
+
+
+def test_the_daemons_kept_scope_is_the_projects_ids_and_follows_the_index(tmp_path: Path) -> None:
+    h = Home(tmp_path / "home")
+    for i in range(3):
+        put(h.project_memory(KEY), f"deploy-{i}", f"deploy note {i}", "deploy with make")
+    put(h.global_memory, "drawer", "deploy in the drawer", "deploy anywhere", kind="user")
+    put(h.project_memory(OTHER), "elsewhere", "deploy elsewhere", "deploy there")
+    refresh_all(h)
+    plain = open_readonly(h.search_db)
+    kept = Kept(h)
+    try:
+        scope = kept.scope(KEY)
+        want = sorted(r[0] for r in plain.execute(cands.scope_of(KEY).ids, (KEY,)))
+        assert scope.size == 4 and sorted(r[0] for r in kept.search().execute(scope.ids)) == want
+        for query in ("deploy", "make note", "deploy anywhere"):
+            assert cands.offline_pick(kept.search(), query, KEY, [], 5, scope=scope) == cands.offline_pick(plain, query, KEY, [], 5)
+        put(h.project_memory(KEY), "zanzibar", "deploy to zanzibar", "deploy again")
+        refresh_all(h)  # committed during the answer's read: not seen until it ends
+        assert kept.scope(KEY).size == 4
+        kept.done()
+        scope = kept.scope(KEY)  # the next answer: the table filled again
+        picks = cands.offline_pick(kept.search(), "zanzibar deploy", KEY, [], 5, scope=scope)
+        assert scope.size == 5 and [c.file for c in picks] == ["projects/-work-shop/memory/zanzibar.md"]
+        assert kept.scope(OTHER).size == 2 and kept.scope(KEY).size == 5  # a table a project
+    finally:
+        kept.close()
+        plain.close()
