@@ -356,6 +356,19 @@ def respond(sub: str, home: Home, raw: bytes, *, cwd: str, env: dict[str, str], 
     return Reply(out, "".join(notes), records=tuple(pending))
 
 
+def prepare(kept: Kept, home: Home, raw: bytes, cwd: str) -> None:
+    """After the daemon answered a SessionStart (`raw` its event, `cwd` its process's): the project's scope for
+    recall made ready in `kept` (`Kept.scope`), so that the session's first prompt does not wait for it. Best
+    effort: a failure leaves it to the prompt."""
+    try:
+        if home.search_db.exists():
+            kept.scope(memory_key(home, Event.parse(raw), cwd))
+    except Exception:
+        pass
+    finally:
+        kept.end_read()
+
+
 def write_records(home: Home, records: tuple[Deferred, ...], kept: Kept | None = None) -> None:
     """Write what a `respond` kept (`Reply.records`): the daemon calls this once the hook took its answer, on its
     `kept` state connection when it has one. Best effort, as the hook's own records are."""

@@ -235,6 +235,10 @@ class HookServer(SocketServer):
             conn.sendall(b"r\n")  # written: the hook process ends with its records there, as when it answers itself
         except OSError:
             pass
+        if req.sub == "context":  # the session's prompts come next: their recall's scope made ready now
+            from memd.agent.hooks import prepare  # noqa: PLC0415 - loaded by _run already
+
+            prepare(kept, home, req.stdin, req.cwd)
         self.log.debug("hooks.answered", sub=req.sub, bytes=len(out), ms=round((time.monotonic() - req.sent) * 1000, 1))
 
     def _lend(self) -> Any:
@@ -254,11 +258,10 @@ class HookServer(SocketServer):
                 return
         kept.close()
 
-    @staticmethod
-    def _taken(conn: socket.socket) -> bool:
+    def _taken(self, conn: socket.socket) -> bool:
         """Whether the hook took the answer (its `hookwire.TAKEN` line, sent on reading it whole)."""
         try:
-            conn.settimeout(TAKEN_WAIT_S)
+            conn.settimeout(TAKEN_WAIT_S + self._slack)  # tests: the client waits that much longer for "r" too
             return conn.recv(len(hookwire.TAKEN)) == hookwire.TAKEN
         except OSError:
             return False
