@@ -226,6 +226,10 @@ class Scope:
     ids: str
     args: tuple[str, ...]
     size: int | None = None
+    # The daemon's: counts already taken on this state of the index (`scope_doc_freq`), a term's in the whole
+    # index and in this scope; emptied with the table when the index changes.
+    found: dict[str, int] | None = None
+    in_scope: dict[str, int] | None = None
 
 
 def scope_of(project_key: str) -> Scope:
@@ -254,14 +258,25 @@ def scope_doc_freq(search: sqlite3.Connection, form: str, scope: Scope, size: in
     """The memories in `scope` (of `size`) that hold `form` (an FTS5 string), counted as far as `telling_terms`
     needs: 0 when none; else a number that is over `COMMON_SHARE` of `size` exactly when the true one is (it is
     the true one up to one past that share). So `telling_terms` decides on these as on the true counts, and the
-    work is bounded by the term's matches in scope, not in the whole index, for all but the most common words."""
-    found = int(search.execute(_DF_ALL_SQL, (form,)).fetchone()[0])
-    if found == 0:
-        return 0
+    work is bounded by the term's matches in scope, not in the whole index, for all but the most common words.
+    Counts the scope keeps (`Scope.found`, `Scope.in_scope`) are not taken again."""
+    if scope.in_scope is not None and form in scope.in_scope:
+        return scope.in_scope[form]
+    found = scope.found.get(form) if scope.found is not None else None
+    if found is None:
+        found = int(search.execute(_DF_ALL_SQL, (form,)).fetchone()[0])
+        if scope.found is not None:
+            scope.found[form] = found
     share = int(COMMON_SHARE * size)  # the most a telling term may have (when the scope is big enough)
-    if size < COMMON_MIN_SCOPE or found <= share:  # only "any at all" decides: the count is ≤ found
-        return 1 if search.execute(_IN_SCOPE_ANY_SQL, (form, scope.project_key)).fetchone() else 0
-    return int(search.execute(_DF_SQL.format(ids=scope.ids), (form, *scope.args, share + 1)).fetchone()[0])
+    if found == 0:
+        n = 0
+    elif size < COMMON_MIN_SCOPE or found <= share:  # only "any at all" decides: the count is ≤ found
+        n = 1 if search.execute(_IN_SCOPE_ANY_SQL, (form, scope.project_key)).fetchone() else 0
+    else:
+        n = int(search.execute(_DF_SQL.format(ids=scope.ids), (form, *scope.args, share + 1)).fetchone()[0])
+    if scope.in_scope is not None:
+        scope.in_scope[form] = n
+    return n
 
 
 # `memd.index.search.query_index`'s ranking (the same bm25 weights and order, memd/index/search.py) on the

@@ -88,7 +88,9 @@ class Kept:
     def __init__(self, home: Home) -> None:
         self.home = home
         self._open: dict[str, tuple[sqlite3.Connection, tuple[int, int] | None]] = {}
-        self._scopes: dict[str, tuple[str, int, int]] = {}  # project key: (its table, data_version, size)
+        self._scopes: dict[str, tuple[str, int, int, dict[str, int]]] = {}  # project key: (its table, data_version,
+        # size, its terms' counts)
+        self._found: tuple[int, dict[str, int]] = (-1, {})  # terms' counts in the whole index, at a data_version
         self._scopes_on: sqlite3.Connection | None = None  # the search connection those tables are on
 
     def state(self) -> sqlite3.Connection:
@@ -120,15 +122,19 @@ class Kept:
 
         conn = self.search()
         if self._scopes_on is not conn:
-            self._scopes, self._scopes_on = {}, conn
+            self._scopes, self._found, self._scopes_on = {}, (-1, {}), conn
         if not conn.in_transaction:
             conn.execute("BEGIN")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the read starts: one state from here
         version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        if self._found[0] != version or len(self._found[1]) > MAX_KEPT_COUNTS:
+            self._found = (version, {})
         have = self._scopes.get(project_key)
+        if have is not None and len(have[3]) > MAX_KEPT_COUNTS:
+            have[3].clear()
         if have is None or have[1] != version:
             if have is None and len(self._scopes) >= MAX_KEPT_SCOPES:
-                for table, _v, _n in self._scopes.values():
+                for table, *_rest in self._scopes.values():
                     conn.execute(f"DROP TABLE IF EXISTS temp.{table}")
                 self._scopes = {}
             table = have[0] if have else f"memd_scope_{len(self._scopes)}"
@@ -137,8 +143,8 @@ class Kept:
             conn.execute(f"DELETE FROM temp.{table}")
             conn.execute(f"INSERT INTO temp.{table} {plain.ids}", plain.args)
             size = int(conn.execute(f"SELECT count(*) FROM temp.{table}").fetchone()[0])
-            have = self._scopes[project_key] = (table, version, size)
-        return Scope(project_key, f"SELECT id FROM temp.{have[0]}", (), have[2])
+            have = self._scopes[project_key] = (table, version, size, {})
+        return Scope(project_key, f"SELECT id FROM temp.{have[0]}", (), have[2], self._found[1], have[3])
 
     def end_read(self) -> None:
         """End the search connection's read transaction (`scope`), keeping its tables; one that cannot be
@@ -149,7 +155,7 @@ class Kept:
         try:
             have[0].commit()
         except sqlite3.Error:
-            self._scopes = {}
+            self._scopes, self._found = {}, (-1, {})
             with contextlib.suppress(sqlite3.Error):
                 have[0].rollback()
 
@@ -198,6 +204,7 @@ def _file_id(path: Path) -> tuple[int, int] | None:
 
 
 MAX_KEPT_SCOPES = 64  # projects whose scope a `Kept` holds in tables; one more, and they are all made again
+MAX_KEPT_COUNTS = 20_000  # terms' counts a `Kept` holds for one scope (and the whole index); more, and they go
 # The daemon's kept connections (`Kept`) while it answers a hook (`respond`); None in a hook process.
 _KEPT: contextvars.ContextVar[Kept | None] = contextvars.ContextVar("memd_hook_kept", default=None)
 

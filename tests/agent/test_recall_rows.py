@@ -171,11 +171,15 @@ def test_the_daemons_kept_scope_is_the_projects_ids_and_follows_the_index(tmp_pa
         assert scope.size == 4 and sorted(r[0] for r in kept.search().execute(scope.ids)) == want
         for query in ("deploy", "make note", "deploy anywhere"):
             assert cands.offline_pick(kept.search(), query, KEY, [], 5, scope=scope) == cands.offline_pick(plain, query, KEY, [], 5)
+        assert scope.in_scope and scope.found and kept.scope(KEY).in_scope == scope.in_scope  # counted once
+        kept.done()
         put(h.project_memory(KEY), "zanzibar", "deploy to zanzibar", "deploy again")
+        scope = kept.scope(KEY)
         refresh_all(h)  # committed during the answer's read: not seen until it ends
         assert kept.scope(KEY).size == 4
         kept.done()
-        scope = kept.scope(KEY)  # the next answer: the table filled again
+        scope = kept.scope(KEY)  # the next answer: the table filled again, the counts taken again
+        assert not scope.in_scope and not scope.found
         picks = cands.offline_pick(kept.search(), "zanzibar deploy", KEY, [], 5, scope=scope)
         assert scope.size == 5 and [c.file for c in picks] == ["projects/-work-shop/memory/zanzibar.md"]
         assert kept.scope(OTHER).size == 2 and kept.scope(KEY).size == 5  # a table a project
