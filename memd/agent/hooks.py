@@ -45,9 +45,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from memd.tree import Home, Place
+
+if TYPE_CHECKING:  # the daemon's answers only: a hook process does not load it for this
+    from memd.agent.candidates import Scope
 
 MAX_STDIN = 4 * 1024 * 1024  # a prompt can be long; the event is not
 # Claude Code keeps a hook's additionalContext inline up to 10,000 characters; past that
@@ -113,7 +116,7 @@ class Kept:
 
         return self._get(self.home.search_db, opener)
 
-    def scope(self, project_key: str) -> Any:
+    def scope(self, project_key: str) -> Scope:
         """The project's `memd.agent.candidates.Scope`, its ids in a table of the search connection's temporary
         database, filled again when the index changed since (`PRAGMA data_version`: another connection
         committed). It starts a read transaction on the search connection, so that every statement of this
