@@ -329,12 +329,13 @@ def command(sub: str, home: Home | None, *, agent: str | None = None, stdin: IO[
 
 
 def handler(sub: str, home: Home, *, agent: str = "claude", cwd: str | None = None, env: dict[str, str] | None = None,
-            started: float | None = None) -> Callable[[Event], str | None]:  # fmt: skip
+            started: float | None = None, settings: Any = None) -> Callable[[Event], str | None]:  # fmt: skip
     """The answer to the hook `sub` ("context" or "recall") on `home`. `cwd`, `env` and `started` are the hook
-    process's (default: this process's): the daemon passes the asking hook's (`respond`)."""
+    process's (default: this process's): the daemon passes the asking hook's (`respond`), and for a recall the
+    settings it read for it (`settings`: else they are read here)."""
     if sub == "context":
         return lambda event: session_start(home, event, agent=agent, cwd=cwd)
-    return lambda event: user_prompt(home, event, cwd=cwd, env=env, started=started)
+    return lambda event: user_prompt(home, event, cwd=cwd, env=env, started=started, settings=settings)
 
 
 @dataclass(frozen=True)
@@ -348,17 +349,18 @@ class Reply:
 
 
 def respond(sub: str, home: Home, raw: bytes, *, cwd: str, env: dict[str, str], started: float,
-            kept: Kept | None = None) -> Reply:  # fmt: skip
+            kept: Kept | None = None, settings: Any = None) -> Reply:  # fmt: skip
     """The hook `sub` ("context" or "recall") as the process `memd <sub> --hook` with `raw` on its stdin, `cwd`,
     `env` and its start at `started` (`time.monotonic()`'s clock) would answer it, on this thread: the daemon's
     hook socket (memd/daemon/hook_server.py) calls this. The same code as `command`, and the same records; only
     what it writes is returned instead. `kept`: the daemon's open connections to this home's databases, used
-    instead of opening them. Never raises."""
+    instead of opening them; `settings`: the home's, when the daemon read them for this answer already. Never
+    raises."""
     notes: list[str] = []
     pending: list[Deferred] = []
     token, records, lent = _NOTES.set(notes), _RECORDS.set(pending), _KEPT.set(kept)
     try:
-        out = handle(handler(sub, home, cwd=cwd, env=env, started=started), raw)
+        out = handle(handler(sub, home, cwd=cwd, env=env, started=started, settings=settings), raw)
     finally:
         _KEPT.reset(lent)
         _RECORDS.reset(records)
@@ -611,7 +613,7 @@ def render_recalled(home: Home, memories: list[Any], now: datetime, max_chars: i
 
 
 def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None = None, cwd: str | None = None,
-                env: dict[str, str] | None = None, started: float | None = None) -> str | None:  # fmt: skip
+                env: dict[str, str] | None = None, started: float | None = None, settings: Any = None) -> str | None:  # fmt: skip
     """The UserPromptSubmit answer: recall (§7b.1) for the prompt, or None when nothing is relevant. `cwd`, `env`
     (the provider's choice) and `started` (when the budget began, on `time.monotonic()`'s clock) are the hook
     process's: this process's by default."""
@@ -620,7 +622,7 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
     prompt = (event.prompt or "").strip()
     if not prompt or prompt.startswith("/") or not home.search_db.exists():
         return None
-    settings = st.load(home.settings_file)
+    settings = settings if settings is not None else st.load(home.settings_file)  # the daemon's, read for this answer
     if not settings.memory.enabled:
         return None
     from memd.agent.recall import ask_nearest, recall

@@ -192,7 +192,7 @@ class HookServer(SocketServer):
 
     def _serve(self, conn: socket.socket, req: Request) -> None:
         home, why = self._home_of(req)
-        wait: float | str = why or "another home" if home is None else self._wait(req, home)
+        wait, settings = (why or "another home", None) if home is None else self._wait(req, home)
         if isinstance(wait, str) or home is None:
             conn.sendall(b"no " + str(wait).encode()[:200] + b"\n")  # harmless to a hook that gave up
             return
@@ -209,16 +209,17 @@ class HookServer(SocketServer):
             return
         kept = self._lend()
         try:
-            self._answer(conn, req, home, due, kept)
+            self._answer(conn, req, home, due, kept, settings)
         finally:
             self._give_back(kept)
 
-    def _answer(self, conn: socket.socket, req: Request, home: Home, due: float, kept: Any) -> None:
-        """The work once the hook was told "ok": the answer, then (once taken) its records, on `kept`."""
+    def _answer(self, conn: socket.socket, req: Request, home: Home, due: float, kept: Any, settings: Any) -> None:
+        """The work once the hook was told "ok": the answer, then (once taken) its records, on `kept`; a recall
+        with the `settings` `_wait` read for it."""
         from memd.agent.hooks import respond  # noqa: PLC0415 - loaded by _run already
 
         started = min(process_started(pid=req.pid), req.sent)
-        reply = respond(req.sub, home, req.stdin, cwd=req.cwd, env=req.env, started=started, kept=kept)
+        reply = respond(req.sub, home, req.stdin, cwd=req.cwd, env=req.env, started=started, kept=kept, settings=settings)
         out = encode(reply.out, req.streams[0], req.streams[1])
         err = encode(reply.err, req.streams[2], req.streams[3]) or encode(reply.err, req.streams[2], "backslashreplace")
         if time.monotonic() > due:
@@ -283,24 +284,25 @@ class HookServer(SocketServer):
             return None, "another home"
         return Home(root), None
 
-    def _wait(self, req: Request, home: Home) -> float | str:
-        """How long the hook may wait for this answer, or why the daemon does not give it."""
+    def _wait(self, req: Request, home: Home) -> tuple[float | str, Any]:
+        """How long the hook may wait for this answer, or why the daemon does not give it; and a recall's settings,
+        read to decide it (the answer uses them: not read twice)."""
         if req.sub != "recall":
-            return ANSWER_WAIT_S + self._slack
+            return ANSWER_WAIT_S + self._slack, None
         from memd import settings as st  # noqa: PLC0415 - loaded by _run already
 
         settings = st.load(home.settings_file)
         provider, _why = st.effective_provider(settings, env=req.env, memd_dir=home.memd_dir)
         if provider == "offline":
-            return ANSWER_WAIT_S + self._slack
+            return ANSWER_WAIT_S + self._slack, settings
         if provider == "claude-code":
-            return "the claude-code provider runs in the hook's own environment"
+            return "the claude-code provider runs in the hook's own environment", None
         names = {*MODEL_ENV, *(k for k in (*req.env, *self.environ) if k.startswith(hookwire.ENV_PREFIX))}
         differ = sorted(n for n in names if req.env.get(n) != self.environ.get(n))
         if differ:
-            return f"another environment ({differ[0]})"
+            return f"another environment ({differ[0]})", None
         budget_end = min(process_started(pid=req.pid), req.sent) + settings.memd.recall_budget_ms / 1000
-        return max(ANSWER_WAIT_S, budget_end - time.monotonic() + MODEL_GRACE_S) + self._slack
+        return max(ANSWER_WAIT_S, budget_end - time.monotonic() + MODEL_GRACE_S) + self._slack, settings
 
     def stop(self) -> None:
         """Close the socket and remove its file (ours: made by `_listen`), and the kept connections not lent now
