@@ -112,6 +112,7 @@ class Kept:
         def opener() -> sqlite3.Connection:
             conn = open_readonly(self.home.search_db, check_same_thread=False)
             conn.execute("PRAGMA query_only = 0")  # the temporary tables; the database itself is opened read-only
+            conn.execute("PRAGMA temp_store = MEMORY")  # and they stay in memory: a few ids a project
             return conn
 
         return self._get(self.home.search_db, opener)
