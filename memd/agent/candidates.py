@@ -257,9 +257,10 @@ def scope_size(search: sqlite3.Connection, scope: Scope) -> int:
 def scope_doc_freq(search: sqlite3.Connection, form: str, scope: Scope, size: int) -> int:
     """The memories in `scope` (of `size`) that hold `form` (an FTS5 string), counted as far as `telling_terms`
     needs: 0 when none; else a number that is over `COMMON_SHARE` of `size` exactly when the true one is (it is
-    the true one up to one past that share). So `telling_terms` decides on these as on the true counts; no row of
-    `memories` is read for it, and a word found in at most that share of the whole index is only looked for in
-    scope until one is found. Counts the scope keeps (`Scope.found`, `Scope.in_scope`) are not taken again."""
+    the true one up to one past that share). So `telling_terms` decides on these as on the true counts. A word
+    found in at most that share of the whole index is looked for in scope until one is found (a join that stops
+    at the first); a more common one is counted against the scope's ids, up to one past the share, without
+    reading `memories`. Counts the scope keeps (`Scope.found`, `Scope.in_scope`) are not taken again."""
     if scope.in_scope is not None and form in scope.in_scope:
         return scope.in_scope[form]
     found = scope.found.get(form) if scope.found is not None else None
