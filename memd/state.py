@@ -289,8 +289,9 @@ class _Connection(sqlite3.Connection):
         return self.cursor().executemany(sql, parameters)
 
 
-def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open (and migrate, unless read-only) the state database.
+def connect(path: Path, *, readonly: bool = False, check_same_thread: bool = True) -> sqlite3.Connection:
+    """Open (and migrate, unless read-only) the state database. `check_same_thread=False`: a connection handed
+    from thread to thread, one at a time (the daemon's hook answers keep one, memd/daemon/hook_server.py).
 
     Only a regular file is opened (a FIFO would block SQLite's open forever); a writer never
     reaches its directory, memd's own, through a symlink (`fsutil.ensure_own_dir`). A file
@@ -310,7 +311,8 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             for suffix in ("", "-wal", "-shm"):
                 check_regular_or_absent(f"{path}{suffix}")
             _create_private(path)
-            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, factory=_Connection)
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, factory=_Connection,
+                                   check_same_thread=check_same_thread)  # fmt: skip
         assert isinstance(conn, _Connection)
         conn.path = str(path)
         conn.row_factory = sqlite3.Row

@@ -210,16 +210,123 @@ def fetch_candidates(
     return order_candidates(hits, rest, surfaced), hits
 
 
-_SCOPE_SQL = "SELECT COUNT(*) FROM memories WHERE scope = 'global' OR project_key = ?"
-_DF_SQL = (
-    "SELECT COUNT(*) FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
-    "WHERE memories_fts MATCH ? AND (m.scope = 'global' OR m.project_key = ?)"
+# The project's memories and the drawer's, as the ids of `memories_scope`'s two ranges (the schema's CHECK
+# makes `scope` 'global' or 'project', so this is `scope = 'global' OR project_key = ?`, read from the index).
+_IN_SCOPE = "SELECT id FROM memories WHERE scope = 'global' OR (scope = 'project' AND project_key = ?)"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One project's memories and the drawer's, as the ranking's SQL reads their ids: `ids` a SELECT of them
+    with its `args`, and their number when it is known. `scope_of` reads them from `memories` (SQLite builds
+    their list once a statement); the daemon keeps them in a table of its own between answers
+    (`memd.agent.hooks.Kept.scope`: the same ids, read in place)."""
+
+    project_key: str
+    ids: str
+    args: tuple[str, ...]
+    size: int | None = None
+    # The daemon's: counts already taken on this state of the index (`scope_doc_freq`), a term's in the whole
+    # index and in this scope; emptied with the table when the index changes.
+    found: dict[str, int] | None = None
+    in_scope: dict[str, int] | None = None
+
+
+def scope_of(project_key: str) -> Scope:
+    return Scope(project_key, _IN_SCOPE, (project_key,))
+
+
+# A term's matches: in the whole index (its doclist, no row read), and in scope. A common word (thousands of
+# matches at 20,000 memories) is counted in scope against the scope's ids (`+rowid`: not a constraint the FTS
+# table is asked to meet, which would run the query once an id); a join on `memories` looked each match up in
+# the wide table instead (5-15 ms a common word). The count stops once it has decided (`scope_doc_freq`).
+_DF_ALL_SQL = "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?"
+_IN_SCOPE_ANY_SQL = (
+    "SELECT 1 FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+    "WHERE memories_fts MATCH ? AND (m.scope = 'global' OR m.project_key = ?) LIMIT 1"
 )
+_DF_SQL = "SELECT COUNT(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? AND +rowid IN ({ids}) LIMIT ?)"
+
+
+def scope_size(search: sqlite3.Connection, scope: Scope) -> int:
+    if scope.size is not None:
+        return scope.size
+    return int(search.execute(f"SELECT COUNT(*) FROM ({scope.ids})", scope.args).fetchone()[0])
+
+
+def scope_doc_freq(search: sqlite3.Connection, form: str, scope: Scope, size: int) -> int:
+    """The memories in `scope` (of `size`) that hold `form` (an FTS5 string), counted as far as `telling_terms`
+    needs: 0 when none; else a number that is over `COMMON_SHARE` of `size` exactly when the true one is (it is
+    the true one up to one past that share). So `telling_terms` decides on these as on the true counts. A word
+    found in at most that share of the whole index is looked for in scope until one is found (a join that stops
+    at the first); a more common one is counted against the scope's ids, up to one past the share, without
+    reading `memories`. Counts the scope keeps (`Scope.found`, `Scope.in_scope`) are not taken again."""
+    if scope.in_scope is not None and form in scope.in_scope:
+        return scope.in_scope[form]
+    found = scope.found.get(form) if scope.found is not None else None
+    if found is None:
+        found = int(search.execute(_DF_ALL_SQL, (form,)).fetchone()[0])
+        if scope.found is not None:
+            scope.found[form] = found
+    share = int(COMMON_SHARE * size)  # the most a telling term may have (when the scope is big enough)
+    if found == 0:
+        n = 0
+    elif size < COMMON_MIN_SCOPE or found <= share:  # only "any at all" decides: the count is ≤ found
+        n = 1 if search.execute(_IN_SCOPE_ANY_SQL, (form, scope.project_key)).fetchone() else 0
+    else:
+        n = int(search.execute(_DF_SQL.format(ids=scope.ids), (form, *scope.args, share + 1)).fetchone()[0])
+    if scope.in_scope is not None:
+        scope.in_scope[form] = n
+    return n
+
+
+# `memd.index.search.query_index`'s ranking (the same bm25 weights and order, memd/index/search.py) on the
+# matches in scope only: bm25 is computed for those, the best are read from `memories` by id afterwards (a join
+# read every match's row, at 20,000 memories thousands for a prompt with common words), and no snippet.
+_BM25 = "bm25(memories_fts, {w0}, {w1}, {w2})"
+_TOP_SQL = (
+    "SELECT memories_fts.rowid, " + _BM25 + " AS rank FROM memories_fts "
+    "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN ({ids}) ORDER BY rank LIMIT ?"
+)
+_BY_ID_SQL = "SELECT id, file, name, description, type, scope, project_key, mtime FROM memories WHERE id IN ({ids})"
+_RANKED_SQL = (  # the whole order in SQL: for ties in rank past what `_TOP_SQL` fetched
+    "SELECT m.file, m.name, m.description, m.type, m.scope, m.project_key, m.mtime, " + _BM25 + " AS rank "
+    "FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+    "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN ({ids}) ORDER BY rank, m.file LIMIT ?"
+)
+TIE_ROOM = 8  # matches fetched past the limit, so that ties in rank at the cut are seen whole
+
+
+def ranked(search: sqlite3.Connection, query: str, project_key: str, limit: int, scope: Scope | None = None
+           ) -> list[Candidate]:  # fmt: skip
+    """`query_index(search, query, project_key=project_key, limit=limit)` as candidates: the same memories in
+    the same order (rank, then file; tests/agent/test_recall_rows.py holds them equal), without the work on
+    matches out of scope, the rows of matches that are not picked, and the snippets. `scope`: the project's
+    (`scope_of(project_key)` unless given)."""
+    from memd.index.search import WEIGHTS, parse, query_index  # noqa: PLC0415 - start-up
+
+    parsed = parse(query)
+    if limit <= 0 or parsed.error:
+        return []
+    scope = scope or scope_of(project_key)
+    fmt = {"w0": WEIGHTS[0], "w1": WEIGHTS[1], "w2": WEIGHTS[2], "ids": scope.ids}
+    top = search.execute(_TOP_SQL.format(**fmt), (parsed.match, *scope.args, limit + TIE_ROOM)).fetchall()
+    if not top and parsed.plain:  # query_index's retry with prefixes: a plain query only, as there
+        return [candidate_from_hit(h) for h in query_index(search, query, project_key=project_key, limit=limit)]
+    if len(top) == limit + TIE_ROOM and top[-1][1] == top[min(limit, len(top)) - 1][1]:
+        rows = search.execute(_RANKED_SQL.format(**fmt), (parsed.match, *scope.args, limit)).fetchall()
+        return [Candidate(*row[:7]) for row in rows]
+    # Every match ranked at or above the limit-th is in `top` (the rest rank strictly lower): their order by
+    # (rank, file) is the whole order's head.
+    rank = dict(top)
+    rows = search.execute(_BY_ID_SQL.format(ids=",".join(str(int(i)) for i in rank))).fetchall()
+    rows.sort(key=lambda r: (rank[r[0]], r[1]))
+    return [Candidate(*row[1:]) for row in rows[:limit]]
 
 
 def offline_pick(
     search: sqlite3.Connection, query: str, project_key: str, surfaced: Collection[str], limit: int = MAX_PICKS,
-    nearest: Sequence[tuple[str, float]] = (),
+    nearest: Sequence[tuple[str, float]] = (), scope: Scope | None = None,
 ) -> list[Candidate]:  # fmt: skip
     """The offline selection: search ranking with a relevance floor (see the module docstring).
 
@@ -227,23 +334,23 @@ def offline_pick(
     more as prefixes ("frida" finds "Fridays"; words already match by their stem).
     `nearest` (the daemon's dense ranking, memd[semantic]) is fused into what passed the
     floor; it never makes an empty selection non-empty (`memd.index.nearest.fuse`).
+    `scope`: the project's (`scope_of(project_key)` unless given: the daemon's kept one).
     """
 
     terms = content_terms(query)
     if not terms:
         return []
-    scope_size = int(search.execute(_SCOPE_SQL, (project_key,)).fetchone()[0])
-    from memd.index.search import query_index  # noqa: PLC0415 - start-up
+    scope = scope or scope_of(project_key)
+    size = scope_size(search, scope)
     for prefix in (False, True):
         forms = {t: fts_term(t, prefix) for t in terms if not prefix or len(t) >= 4}
-        df = {form: int(search.execute(_DF_SQL, (form, project_key)).fetchone()[0]) for form in forms.values()}
+        df = {form: scope_doc_freq(search, form, scope, size) for form in forms.values()}
         if not any(df.values()):
             continue
-        telling = telling_terms(df, scope_size)
+        telling = telling_terms(df, size)
         if not telling:
             return []
-        hits = query_index(search, " OR ".join(telling), project_key=project_key, limit=limit + len(surfaced))
-        picks = [candidate_from_hit(h) for h in hits]
+        picks = ranked(search, " OR ".join(telling), project_key, limit + len(surfaced), scope)
         return top_hits(with_nearest(search, picks, nearest, project_key, limit + len(surfaced)), surfaced, limit)
     return []
 

@@ -45,9 +45,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from memd.tree import Home, Place
+
+if TYPE_CHECKING:  # the daemon's answers only: a hook process does not load it for this
+    from memd.agent.candidates import Scope
 
 MAX_STDIN = 4 * 1024 * 1024  # a prompt can be long; the event is not
 # Claude Code keeps a hook's additionalContext inline up to 10,000 characters; past that
@@ -76,6 +79,138 @@ _NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("memd_
 # taken the answer (memd/daemon/hook_server.py): a hook that gave up answers itself and records it itself.
 Deferred = Callable[[sqlite3.Connection], None]  # one record, to be written on the connection it is given
 _RECORDS: contextvars.ContextVar[list[Deferred] | None] = contextvars.ContextVar("memd_hook_records", default=None)
+
+
+class Kept:
+    """The daemon's connections to its home's state and search databases, kept open between its answers to the
+    hooks (memd/daemon/hook_server.py lends one to one answer at a time): opening and closing them was most of a
+    short answer's work. An answer sees what fresh connections would: a database file replaced since it was
+    opened (another inode: the search database deleted and rebuilt, the state moved aside) is opened again, and
+    `done` leaves nothing in a transaction."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self._open: dict[str, tuple[sqlite3.Connection, tuple[int, int] | None]] = {}
+        self._scopes: dict[str, tuple[str, int, int, dict[str, int]]] = {}  # project key: (its table, data_version,
+        # size, its terms' counts)
+        self._found: tuple[int, dict[str, int]] = (-1, {})  # terms' counts in the whole index, at a data_version
+        self._scopes_on: sqlite3.Connection | None = None  # the search connection those tables are on
+
+    def state(self) -> sqlite3.Connection:
+        """The state database, as `_open_state` opens it."""
+        from memd import state
+
+        conn = self._get(self.home.state_db, lambda: state.connect(self.home.state_db, check_same_thread=False))
+        conn.execute(f"PRAGMA busy_timeout={HOOK_BUSY_MS}")
+        return conn
+
+    def search(self) -> sqlite3.Connection:
+        """The search database, read-only (`memd.index.search.open_readonly`: its URI's `mode=ro`), with a
+        temporary database of its own that `scope` writes."""
+        from memd.index.search import open_readonly
+
+        def opener() -> sqlite3.Connection:
+            conn = open_readonly(self.home.search_db, check_same_thread=False)
+            conn.execute("PRAGMA query_only = 0")  # the temporary tables; the database itself is opened read-only
+            conn.execute("PRAGMA temp_store = MEMORY")  # and they stay in memory: a few ids a project
+            return conn
+
+        return self._get(self.home.search_db, opener)
+
+    def scope(self, project_key: str) -> Scope:
+        """The project's `memd.agent.candidates.Scope`, its ids in a table of the search connection's temporary
+        database, filled again when the index changed since (`PRAGMA data_version`: another connection
+        committed). It starts a read transaction on the search connection, so that every statement of this
+        answer reads the one state of the index the table was checked against; `end_read` ends it."""
+        from memd.agent.candidates import Scope, scope_of
+
+        conn = self.search()
+        if self._scopes_on is not conn:
+            self._scopes, self._found, self._scopes_on = {}, (-1, {}), conn
+        if not conn.in_transaction:
+            conn.execute("BEGIN")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the read starts: one state from here
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        if self._found[0] != version or len(self._found[1]) > MAX_KEPT_COUNTS:
+            self._found = (version, {})
+        have = self._scopes.get(project_key)
+        if have is not None and len(have[3]) > MAX_KEPT_COUNTS:
+            have[3].clear()
+        if have is None or have[1] != version:
+            if have is None and len(self._scopes) >= MAX_KEPT_SCOPES:
+                for table, *_rest in self._scopes.values():
+                    conn.execute(f"DROP TABLE IF EXISTS temp.{table}")
+                self._scopes = {}
+            table = have[0] if have else f"memd_scope_{len(self._scopes)}"
+            plain = scope_of(project_key)
+            conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY)")
+            conn.execute(f"DELETE FROM temp.{table}")
+            conn.execute(f"INSERT INTO temp.{table} {plain.ids}", plain.args)
+            size = int(conn.execute(f"SELECT count(*) FROM temp.{table}").fetchone()[0])
+            have = self._scopes[project_key] = (table, version, size, {})
+        return Scope(project_key, f"SELECT id FROM temp.{have[0]}", (), have[2], self._found[1], have[3])
+
+    def end_read(self) -> None:
+        """End the search connection's read transaction (`scope`), keeping its tables; one that cannot be
+        committed is rolled back, and its tables are filled again next time."""
+        have = self._open.get(str(self.home.search_db))
+        if have is None or not have[0].in_transaction:
+            return
+        try:
+            have[0].commit()
+        except sqlite3.Error:
+            self._scopes, self._found = {}, (-1, {})
+            with contextlib.suppress(sqlite3.Error):
+                have[0].rollback()
+
+    def _get(self, path: Path, opener: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
+        """The kept connection to `path` while the file there is the one it was opened on, else a new one. The
+        file's identity is taken before the open (a file replaced meanwhile makes the next answer open it again),
+        or after it when the open made the file."""
+        key = str(path)
+        ident = _file_id(path)
+        have = self._open.get(key)
+        if have is not None and ident is not None and have[1] == ident:
+            return have[0]
+        self._drop(key)
+        conn = opener()
+        self._open[key] = (conn, ident if ident is not None else _file_id(path))  # None before: made by this open
+        return conn
+
+    def done(self) -> None:
+        """After an answer (and its records): no connection left in a transaction; one that cannot say so is
+        closed."""
+        self.end_read()
+        for key, (conn, _ident) in list(self._open.items()):
+            try:
+                if conn.in_transaction:
+                    conn.rollback()
+            except sqlite3.Error:
+                self._drop(key)
+
+    def close(self) -> None:
+        for key in list(self._open):
+            self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        have = self._open.pop(key, None)
+        if have is not None:
+            with contextlib.suppress(sqlite3.Error):
+                have[0].close()
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+MAX_KEPT_SCOPES = 64  # projects whose scope a `Kept` holds in tables; one more, and they are all made again
+MAX_KEPT_COUNTS = 20_000  # terms' counts a `Kept` holds for one scope (and the whole index); more, and they go
+# The daemon's kept connections (`Kept`) while it answers a hook (`respond`); None in a hook process.
+_KEPT: contextvars.ContextVar[Kept | None] = contextvars.ContextVar("memd_hook_kept", default=None)
 
 
 def _note(line: str) -> None:
@@ -195,12 +330,13 @@ def command(sub: str, home: Home | None, *, agent: str | None = None, stdin: IO[
 
 
 def handler(sub: str, home: Home, *, agent: str = "claude", cwd: str | None = None, env: dict[str, str] | None = None,
-            started: float | None = None) -> Callable[[Event], str | None]:  # fmt: skip
+            started: float | None = None, settings: Any = None) -> Callable[[Event], str | None]:  # fmt: skip
     """The answer to the hook `sub` ("context" or "recall") on `home`. `cwd`, `env` and `started` are the hook
-    process's (default: this process's): the daemon passes the asking hook's (`respond`)."""
+    process's (default: this process's): the daemon passes the asking hook's (`respond`), and for a recall the
+    settings it read for it (`settings`: else they are read here)."""
     if sub == "context":
         return lambda event: session_start(home, event, agent=agent, cwd=cwd)
-    return lambda event: user_prompt(home, event, cwd=cwd, env=env, started=started)
+    return lambda event: user_prompt(home, event, cwd=cwd, env=env, started=started, settings=settings)
 
 
 @dataclass(frozen=True)
@@ -213,29 +349,46 @@ class Reply:
     records: tuple[Deferred, ...] = ()  # what it would record, for `write_records` once the hook has the answer
 
 
-def respond(sub: str, home: Home, raw: bytes, *, cwd: str, env: dict[str, str], started: float) -> Reply:
+def respond(sub: str, home: Home, raw: bytes, *, cwd: str, env: dict[str, str], started: float,
+            kept: Kept | None = None, settings: Any = None) -> Reply:  # fmt: skip
     """The hook `sub` ("context" or "recall") as the process `memd <sub> --hook` with `raw` on its stdin, `cwd`,
     `env` and its start at `started` (`time.monotonic()`'s clock) would answer it, on this thread: the daemon's
     hook socket (memd/daemon/hook_server.py) calls this. The same code as `command`, and the same records; only
-    what it writes is returned instead. Never raises."""
+    what it writes is returned instead. `kept`: the daemon's open connections to this home's databases, used
+    instead of opening them; `settings`: the home's, when the daemon read them for this answer already. Never
+    raises."""
     notes: list[str] = []
     pending: list[Deferred] = []
-    token, kept = _NOTES.set(notes), _RECORDS.set(pending)
+    token, records, lent = _NOTES.set(notes), _RECORDS.set(pending), _KEPT.set(kept)
     try:
-        out = handle(handler(sub, home, cwd=cwd, env=env, started=started), raw)
+        out = handle(handler(sub, home, cwd=cwd, env=env, started=started, settings=settings), raw)
     finally:
-        _RECORDS.reset(kept)
+        _KEPT.reset(lent)
+        _RECORDS.reset(records)
         _NOTES.reset(token)
     return Reply(out, "".join(notes), records=tuple(pending))
 
 
-def write_records(home: Home, records: tuple[Deferred, ...]) -> None:
-    """Write what a `respond` kept (`Reply.records`): the daemon calls this once the hook took its answer. Best
-    effort, as the hook's own records are."""
+def prepare(kept: Kept, home: Home, raw: bytes, cwd: str) -> None:
+    """After the daemon answered a SessionStart (`raw` its event, `cwd` its process's): the project's scope for
+    recall made ready in `kept` (`Kept.scope`), so that the session's first prompt does not wait for it. Best
+    effort: a failure leaves it to the prompt."""
+    try:
+        if home.search_db.exists():
+            kept.scope(memory_key(home, Event.parse(raw), cwd))
+    except Exception:
+        pass
+    finally:
+        kept.end_read()
+
+
+def write_records(home: Home, records: tuple[Deferred, ...], kept: Kept | None = None) -> None:
+    """Write what a `respond` kept (`Reply.records`): the daemon calls this once the hook took its answer, on its
+    `kept` state connection when it has one. Best effort, as the hook's own records are."""
     if not records:
         return
     try:
-        conn = _open_state(home)
+        conn = _open_state(home) if kept is None else kept.state()
     except Exception:
         return
     try:
@@ -245,7 +398,8 @@ def write_records(home: Home, records: tuple[Deferred, ...]) -> None:
             except Exception:
                 continue
     finally:
-        conn.close()
+        if kept is None:
+            conn.close()
 
 
 # --------------------------------------------------------------------------- where
@@ -460,7 +614,7 @@ def render_recalled(home: Home, memories: list[Any], now: datetime, max_chars: i
 
 
 def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None = None, cwd: str | None = None,
-                env: dict[str, str] | None = None, started: float | None = None) -> str | None:  # fmt: skip
+                env: dict[str, str] | None = None, started: float | None = None, settings: Any = None) -> str | None:  # fmt: skip
     """The UserPromptSubmit answer: recall (§7b.1) for the prompt, or None when nothing is relevant. `cwd`, `env`
     (the provider's choice) and `started` (when the budget began, on `time.monotonic()`'s clock) are the hook
     process's: this process's by default."""
@@ -469,37 +623,46 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
     prompt = (event.prompt or "").strip()
     if not prompt or prompt.startswith("/") or not home.search_db.exists():
         return None
-    settings = st.load(home.settings_file)
+    settings = settings if settings is not None else st.load(home.settings_file)  # the daemon's, read for this answer
     if not settings.memory.enabled:
         return None
     from memd.agent.recall import ask_nearest, recall
     from memd.clock import process_started, system_clock
     from memd.index.nearest import HOOK_WAIT_S
     from memd.index.search import open_readonly
-    from memd.job.context import make_context
+    from memd.job.context import JobContext, make_context, make_llm
 
     clock = now or system_clock
     provider, _why = st.effective_provider(settings, env=env, memd_dir=home.memd_dir)
     key = memory_key(home, event, cwd)
-    ctx = make_context(home, settings, log=QUIET, now=clock)
+    kept = _KEPT.get()  # the daemon's answer: its open connections
+    if kept is None:
+        ctx = make_context(home, settings, log=QUIET, now=clock)
+    else:
+        ctx = JobContext(home=home, settings=settings, conn=kept.state(), now=clock, log=QUIET, llm_factory=make_llm)
     ctx.deferred = _RECORDS.get()  # the daemon's answer: recall's surfaced set too waits until the hook has it
     deadline = (process_started() if started is None else started) + settings.memd.recall_budget_ms / 1000
     try:
         ctx.conn.execute(f"PRAGMA busy_timeout={HOOK_BUSY_MS}")
         # memd[semantic]: the daemon embeds the prompt (this process loads no model); [] when it does not serve.
         nearest = ask_nearest(home.memd_dir, prompt[:MAX_QUERY_CHARS], key, wait=HOOK_WAIT_S, deadline=deadline)
-        search = open_readonly(home.search_db)
+        search = open_readonly(home.search_db) if kept is None else kept.search()
         try:
+            scope = None if kept is None else kept.scope(key)
             result = recall(ctx, search, prompt[:MAX_QUERY_CHARS], project_key=key, session=event.session_id,
-                            bodies=True, provider=provider, deadline=deadline, nearest=nearest)  # fmt: skip
+                            bodies=True, provider=provider, deadline=deadline, nearest=nearest, scope=scope)  # fmt: skip
         finally:
-            search.close()
+            if kept is None:
+                search.close()
+            else:
+                kept.end_read()
         moment = clock()
         n = len(result.memories)
         _record_quietly(home, ctx.conn, event.session_id, moment.date().isoformat(),
                         prompts=1, recalls=1 if n else 0, memories=n)  # fmt: skip
     finally:
-        ctx.conn.close()
+        if kept is None:
+            ctx.conn.close()
     if not result.memories:
         return None
     return answer("UserPromptSubmit", render_recalled(home, result.memories, moment, HOOK_MAX_CHARS))

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from memd.agent.candidates import (
     MAX_PICKS,
     Candidate,
+    Scope,
     fetch_candidates,
     offline_pick,
     read_surfaced,
@@ -313,6 +314,7 @@ def recall(
     monotonic: Callable[[], float] = time.monotonic,
     deadline: float | None = None,
     nearest: Sequence[tuple[str, float]] = (),
+    scope: Scope | None = None,
 ) -> Recall:
     """At most `limit` (≤ 5) memories for `query` in the project and the global drawer.
 
@@ -323,7 +325,8 @@ def recall(
     recall never builds the model layer. `deadline` (on `monotonic`'s clock)
     is when the whole answer is due; the model gets it less
     `FALLBACK_RESERVE_S` (default: `TIMEOUT_S` from now). `nearest` is the daemon's dense
-    ranking for the query (memd[semantic]: `ask_nearest`), fused with the keyword one. Never raises for a
+    ranking for the query (memd[semantic]: `ask_nearest`), fused with the keyword one; `scope` the keyword
+    ranking's project scope (`memd.agent.candidates.Scope`: the daemon's kept one). Never raises for a
     model failure: the offline selection answers, with a `warning`, logged as
     `recall.failed`.
     """
@@ -336,7 +339,7 @@ def recall(
     warning: str | None = None
     picks: list[Candidate] = []
     if offline:
-        picks = offline_pick(search, query, project_key, surfaced, limit, nearest)
+        picks = offline_pick(search, query, project_key, surfaced, limit, nearest, scope)
         n_candidates = len(picks)
         source = "offline" if picks else "none"
     else:
@@ -349,7 +352,7 @@ def recall(
             try:
                 picks = ask_model(ctx, query, candidates, limit=limit, deadline=model_deadline, monotonic=monotonic)
             except (RecallFailed, ModelError) as exc:
-                picks = offline_pick(search, query, project_key, surfaced, limit, nearest)
+                picks = offline_pick(search, query, project_key, surfaced, limit, nearest, scope)
                 source = "offline" if picks else "none"
                 warning = f"the model gave no selection ({exc}); the keyword ranking answered"
     elapsed = monotonic() - started

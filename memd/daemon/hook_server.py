@@ -18,9 +18,10 @@ Invariants:
 - The work starts only while the hook still waits (its "ok" deadline, then the wait the "ok" named, with
   `START_MARGIN_S` to spare), and an answer past that wait is not sent: a hook that gave up answered
   itself, and this daemon then records nothing for a hook it did not start in time.
-- One thread and one state connection per request (the hook code opens and closes its own); at most
-  `MAX_CLIENTS` at once (more are closed at once: those hooks answer themselves). A failure never stops the
-  server. The socket is made 0600 in the private memd directory, only a socket is ever removed from its place,
+- One thread per request; at most `MAX_CLIENTS` at once (more are closed at once: those hooks answer
+  themselves). The state and search connections are kept between answers (`memd.agent.hooks.Kept`: opening
+  them was most of a short answer's work), each lent to one answer at a time, at most one set per request
+  running at once; a file replaced since is opened again. A failure never stops the server. The socket is made 0600 in the private memd directory, only a socket is ever removed from its place,
   and only connections from this user are served (`SO_PEERCRED`, where the system has it).
 """
 
@@ -118,6 +119,8 @@ class HookServer(SocketServer):
         self._pause = float(self.environ.get(PAUSE_ENV) or 0)
         self._stall = float(self.environ.get(STALL_ENV) or 0)
         self._slack = hookwire.slack(dict(self.environ))  # tests: the client's slack too (the same environment)
+        self._spare: list[Any] = []  # `memd.agent.hooks.Kept` sets not lent now
+        self._spare_lock = threading.Lock()
 
     def start(self) -> None:
         """Load the hooks' modules and listen, on a thread (the daemon's start does not wait)."""
@@ -189,7 +192,7 @@ class HookServer(SocketServer):
 
     def _serve(self, conn: socket.socket, req: Request) -> None:
         home, why = self._home_of(req)
-        wait: float | str = why or "another home" if home is None else self._wait(req, home)
+        wait, settings = (why or "another home", None) if home is None else self._wait(req, home)
         if isinstance(wait, str) or home is None:
             conn.sendall(b"no " + str(wait).encode()[:200] + b"\n")  # harmless to a hook that gave up
             return
@@ -204,10 +207,19 @@ class HookServer(SocketServer):
         if time.monotonic() > due - START_MARGIN_S:
             self.log.warning("hooks.abandoned", sub=req.sub, reason="started too late: the hook answers itself")
             return
+        kept = self._lend()
+        try:
+            self._answer(conn, req, home, due, kept, settings)
+        finally:
+            self._give_back(kept)
+
+    def _answer(self, conn: socket.socket, req: Request, home: Home, due: float, kept: Any, settings: Any) -> None:
+        """The work once the hook was told "ok": the answer, then (once taken) its records, on `kept`; a recall
+        with the `settings` `_wait` read for it."""
         from memd.agent.hooks import respond  # noqa: PLC0415 - loaded by _run already
 
         started = min(process_started(pid=req.pid), req.sent)
-        reply = respond(req.sub, home, req.stdin, cwd=req.cwd, env=req.env, started=started)
+        reply = respond(req.sub, home, req.stdin, cwd=req.cwd, env=req.env, started=started, kept=kept, settings=settings)
         out = encode(reply.out, req.streams[0], req.streams[1])
         err = encode(reply.err, req.streams[2], req.streams[3]) or encode(reply.err, req.streams[2], "backslashreplace")
         if time.monotonic() > due:
@@ -219,18 +231,38 @@ class HookServer(SocketServer):
             return
         from memd.agent.hooks import write_records  # noqa: PLC0415 - loaded by _run already
 
-        write_records(home, reply.records)  # only now: a hook that gave up records what it answered itself
+        write_records(home, reply.records, kept)  # only now: a hook that gave up records what it answered itself
         try:
             conn.sendall(b"r\n")  # written: the hook process ends with its records there, as when it answers itself
         except OSError:
             pass
+        if req.sub == "context":  # the session's prompts come next: their recall's scope made ready now
+            from memd.agent.hooks import prepare  # noqa: PLC0415 - loaded by _run already
+
+            prepare(kept, home, req.stdin, req.cwd)
         self.log.debug("hooks.answered", sub=req.sub, bytes=len(out), ms=round((time.monotonic() - req.sent) * 1000, 1))
 
-    @staticmethod
-    def _taken(conn: socket.socket) -> bool:
+    def _lend(self) -> Any:
+        """A set of kept connections no other answer uses now (a new one when all are lent)."""
+        with self._spare_lock:
+            if self._spare:
+                return self._spare.pop()
+        from memd.agent.hooks import Kept  # noqa: PLC0415 - loaded by _run already
+
+        return Kept(self.home)
+
+    def _give_back(self, kept: Any) -> None:
+        kept.done()
+        with self._spare_lock:
+            if not self._stopped.is_set():
+                self._spare.append(kept)
+                return
+        kept.close()
+
+    def _taken(self, conn: socket.socket) -> bool:
         """Whether the hook took the answer (its `hookwire.TAKEN` line, sent on reading it whole)."""
         try:
-            conn.settimeout(TAKEN_WAIT_S)
+            conn.settimeout(TAKEN_WAIT_S + self._slack)  # tests: the client waits that much longer for "r" too
             return conn.recv(len(hookwire.TAKEN)) == hookwire.TAKEN
         except OSError:
             return False
@@ -252,28 +284,34 @@ class HookServer(SocketServer):
             return None, "another home"
         return Home(root), None
 
-    def _wait(self, req: Request, home: Home) -> float | str:
-        """How long the hook may wait for this answer, or why the daemon does not give it."""
+    def _wait(self, req: Request, home: Home) -> tuple[float | str, Any]:
+        """How long the hook may wait for this answer, or why the daemon does not give it; and a recall's settings,
+        read to decide it (the answer uses them: not read twice)."""
         if req.sub != "recall":
-            return ANSWER_WAIT_S + self._slack
+            return ANSWER_WAIT_S + self._slack, None
         from memd import settings as st  # noqa: PLC0415 - loaded by _run already
 
         settings = st.load(home.settings_file)
         provider, _why = st.effective_provider(settings, env=req.env, memd_dir=home.memd_dir)
         if provider == "offline":
-            return ANSWER_WAIT_S + self._slack
+            return ANSWER_WAIT_S + self._slack, settings
         if provider == "claude-code":
-            return "the claude-code provider runs in the hook's own environment"
+            return "the claude-code provider runs in the hook's own environment", None
         names = {*MODEL_ENV, *(k for k in (*req.env, *self.environ) if k.startswith(hookwire.ENV_PREFIX))}
         differ = sorted(n for n in names if req.env.get(n) != self.environ.get(n))
         if differ:
-            return f"another environment ({differ[0]})"
+            return f"another environment ({differ[0]})", None
         budget_end = min(process_started(pid=req.pid), req.sent) + settings.memd.recall_budget_ms / 1000
-        return max(ANSWER_WAIT_S, budget_end - time.monotonic() + MODEL_GRACE_S) + self._slack
+        return max(ANSWER_WAIT_S, budget_end - time.monotonic() + MODEL_GRACE_S) + self._slack, settings
 
     def stop(self) -> None:
-        """Close the socket and remove its file (ours: made by `_listen`)."""
+        """Close the socket and remove its file (ours: made by `_listen`), and the kept connections not lent now
+        (those lent are closed when their answer ends)."""
         self._close()
+        with self._spare_lock:
+            spare, self._spare = self._spare, []
+        for kept in spare:
+            kept.close()
 
 
 __all__ = ["ANSWER_WAIT_S", "MAX_CLIENTS", "HookServer", "Request", "encode", "read_request"]

@@ -144,8 +144,9 @@ def _clean_snippet(raw: str | None, open_mark: str, close_mark: str) -> str:
 # --------------------------------------------------------------------------- reading
 
 
-def open_readonly(path: Path | str) -> sqlite3.Connection:
-    """Open the search DB as an agent does: read-only URI, never able to write.
+def open_readonly(path: Path | str, *, check_same_thread: bool = True) -> sqlite3.Connection:
+    """Open the search DB as an agent does: read-only URI, never able to write. `check_same_thread=False`: a
+    connection handed from thread to thread, one at a time (the daemon's hook answers keep one).
 
     Raises `sqlite3.OperationalError` when the database does not exist yet, and
     `sqlite3.DatabaseError` when something other than a regular file is in its place
@@ -162,7 +163,7 @@ def open_readonly(path: Path | str) -> sqlite3.Connection:
         from memd.fsutil import kind_of  # noqa: PLC0415 - start-up
         raise sqlite3.DatabaseError(f"{path}: {kind_of(mode)}, not a regular file; memd opens only regular files")
     uri = Path(path).absolute().as_uri() + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=check_same_thread)
     conn.execute("PRAGMA query_only = 1")
     return conn
 

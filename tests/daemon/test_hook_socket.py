@@ -131,6 +131,35 @@ def test_the_daemon_answers_both_hooks_byte_for_byte_and_records_them_once(
     assert len(day) == 1 and (day[0]["context"], day[0]["prompts"], day[0]["recalls"]) == (2, 4, 2)
 
 
+def _indexed(home: Home) -> int:
+    from memd.index.search import open_readonly  # noqa: PLC0415 - this test's only
+
+    conn = open_readonly(home.search_db)
+    try:
+        return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_with_many_matching_memories_and_the_index_changing_the_daemons_recall_is_the_processs(
+    world: tuple[Home, Path], daemon: DaemonProc
+) -> None:
+    """The daemon keeps its database connections between answers (memd.agent.hooks.Kept) and counts and ranks
+    the matches in scope only (memd.agent.candidates): after its first answer the index grows by memories that
+    all share the prompt's words (most of them in more than half of the scope, ranks tied), and its next answer
+    is still the one the process prints."""
+    home, proj = world
+    ask = ("recall", "UserPromptSubmit", {"prompt": "please fix the webhook in the deploy code and run the review"})
+    assert hook(home, proj, "k1", ask).answer == itself(home, proj, "k2", ask).answer
+    for i in range(24):  # 'deploy', 'code', 'run', 'review' in all: no evidence; 'webhook' in 8, tied in rank
+        body = "Run the review of the deploy code." if i % 3 else "Deploy code: run it, review its webhook."
+        write_memory(home.project_memory(project_key(proj)), f"deploy-note-{i:02d}",
+                     render_memory(f"deploy-note-{i:02d}", "deploy code note", "project", body))  # fmt: skip
+    wait_for(lambda: _indexed(home) == 27, timeout=60)  # the daemon's index run took them all
+    mine, theirs = itself(home, proj, "k3", ask), hook(home, proj, "k4", ask)
+    assert theirs.by_daemon and theirs.answer == mine.answer and b"deploy-note-" in theirs.out
+
+
 def _kv(home: Home) -> list[tuple[str, str]]:
     return _rows(home, "SELECT k, v FROM kv")
 
