@@ -18,12 +18,15 @@ from typing import Any
 
 def import_structlog() -> Any:
     """structlog, imported (once) with `rich` hidden from it; a process that imported rich itself
-    keeps it (structlog then finds it, as it would without memd)."""
+    keeps it (structlog then finds it, as it would without memd). Thread-safe: a thread that finds
+    structlog in `sys.modules` half imported by another waits on the import statement's module lock
+    (returning `sys.modules`' entry then handed out a module without its functions yet)."""
     import sys  # noqa: PLC0415 - start-up: this module imports nothing at import
 
-    module = sys.modules.get("structlog")
-    if module is not None:
-        return module
+    if "structlog" in sys.modules:  # imported, or being imported by another thread: `import` waits for that one
+        import structlog  # noqa: PLC0415 - start-up
+
+        return structlog
     hide = "rich" not in sys.modules
     if hide:
         sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError: structlog's "not installed"

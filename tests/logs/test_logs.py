@@ -391,3 +391,45 @@ def test_a_short_string_seen_again_is_redacted_again() -> None:
         out = logs.redact_secrets(None, "info", {"event": "x", "reason": short, "detail": long, "target": "project:-p000"})
         assert "S3cr3tPw!" not in out["reason"] and "S3cr3tPw!" not in out["detail"]
         assert out["target"] == "project:-p000"
+
+
+_HALF_IMPORTED = r"""
+import importlib.abc, importlib.util, sys, threading
+started, go = threading.Event(), threading.Event()
+
+class Slow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "structlog":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+        def exec_module(module):  # in sys.modules already, its functions not yet defined
+            started.set()
+            go.wait(30)
+            run(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, Slow())
+from memd.logs.lazy import import_structlog
+got = {}
+a = threading.Thread(target=lambda: import_structlog())
+a.start()
+started.wait(30)
+b = threading.Thread(target=lambda: got.setdefault("b", hasattr(import_structlog(), "configure")))
+b.start()
+b.join(0.5)  # on main b returned at once with the half-imported module
+go.set()
+a.join(); b.join()
+print(got["b"])
+"""
+
+
+def test_a_thread_asking_for_structlog_while_another_imports_it_gets_the_whole_module() -> None:
+    """200 parallel `remember` calls of one `memd mcp` failed with "partially initialized module
+    'structlog' has no attribute 'configure'": `import_structlog` handed out `sys.modules`' entry
+    while another thread was still running structlog's module body."""
+    r = subprocess.run([sys.executable, "-c", _HALF_IMPORTED], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True"
