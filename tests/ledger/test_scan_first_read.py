@@ -1,0 +1,105 @@
+"""A big first scan: the heap it frees stays mapped (no page faults per chunk read), sizes come from
+discovery's stats, and the workers' batches.
+
+Page faults are counted by the kernel (`ru_minflt`), not timed: the same reads make the same faults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memd.discovery import discover_sessions
+from memd.ledger import scan
+from memd.tree import Home
+from tests.conftest import lay_out_corpus
+
+# In a fresh interpreter: `scan_home` over the home argv[1] with `scan.ROOMY_HEAP_BYTES` set to
+# argv[2]; prints the page faults the scan itself cost (its modules imported and the ledger made first).
+_FAULTS_OF_SCAN = """
+import os, resource, sys
+os.environ["MEMD_SCAN_WORKERS"] = "1"
+from pathlib import Path
+from memd import state
+from memd.ledger import scan
+from memd.tree import Home
+home = Home(Path(sys.argv[1]))
+scan.ROOMY_HEAP_BYTES = int(sys.argv[2])
+state.connect(home.state_db).close()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+scan.scan_home(home)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the dynamic mmap threshold is glibc's")
+def test_a_big_scan_keeps_the_heap_it_frees(tmp_path: Path) -> None:
+    """Over a big read, the chunks and batches freed and taken again are not given back to the kernel
+    to be faulted in again page by page: four copies of the corpus (32 MB) read as a big scan cost
+    less than 0.75 of the page faults they cost read as a small one (0.51 where measured)."""
+    home = tmp_path / "home"
+    for copy in "abcd":
+        lay_out_corpus(tmp_path / copy)
+        for proj in (tmp_path / copy / "projects").iterdir():
+            proj.rename(_mkparent(home / "projects" / f"{copy}{proj.name}"))
+
+    def faults(threshold: int) -> int:
+        shutil.rmtree(home / "memd", ignore_errors=True)
+        r = subprocess.run([sys.executable, "-c", _FAULTS_OF_SCAN, str(home), str(threshold)],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+        return int(r.stdout)
+
+    small, big = faults(1 << 40), faults(1 << 20)  # the scan below / over the threshold
+    assert big < 0.75 * small, (big, small)
+
+
+def _mkparent(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def test_sizes_come_from_discovery_stats(tmp_path: Path) -> None:
+    """What decides workers, batches and the bar is the size discovery saw; a file it did not stat is
+    asked, and a file gone counts nothing."""
+    home = tmp_path / "home"
+    proj = home / "projects" / "-p"
+    (proj / "a" / "subagents").mkdir(parents=True)
+    (proj / "a.jsonl").write_bytes(b"x" * 100)
+    (proj / "a" / "subagents" / "agent-1.jsonl").write_bytes(b"y" * 30)
+    (sf,) = discover_sessions(Home(home))
+    assert scan._size(sf) == 130
+    (proj / "a.jsonl").write_bytes(b"x" * 500)  # grew after discovery: the stat discovery took counts
+    assert scan._size(sf) == 130
+    sf.stats.clear()
+    assert scan._size(sf) == 530
+    os.unlink(proj / "a.jsonl")
+    assert scan._size(sf) == 30
+
+
+def test_batches_cover_every_session_once_biggest_first() -> None:
+    sizes = [5, 900, 40, 40 << 20, 7, 3 << 20, 0]
+    batches = scan._batches(sizes, 2)
+    assert sorted(i for b in batches for i in b) == list(range(len(sizes)))
+    flat = [i for b in batches for i in b]
+    assert [sizes[i] for i in flat] == sorted(sizes, reverse=True)
+
+
+def test_a_first_scan_with_workers_reports_what_one_core_does(corpus_home: Path, tmp_path: Path) -> None:
+    """The sizes now decide the workers without a stat each: the totals of `memd scan` with two
+    workers are those with one."""
+    out = {}
+    for n in ("1", "2"):
+        h = tmp_path / n
+        shutil.copytree(corpus_home, h, ignore=shutil.ignore_patterns("memd"))
+        env = {**os.environ, "MEMD_SCAN_WORKERS": n}
+        r = subprocess.run([sys.executable, "-m", "memd", "--home", str(h), "scan", "--json"], capture_output=True,
+                           text=True, env=env, check=True)  # fmt: skip
+        out[n] = json.loads(r.stdout)
+    assert out["1"] == out["2"] and out["1"]["records"] > 0
