@@ -103,3 +103,20 @@ def test_a_first_scan_with_workers_reports_what_one_core_does(corpus_home: Path,
                            text=True, env=env, check=True)  # fmt: skip
         out[n] = json.loads(r.stdout)
     assert out["1"] == out["2"] and out["1"]["records"] > 0
+
+
+def test_batches_shrink_to_the_end_so_workers_finish_together() -> None:
+    """Each batch costs at most its share of what was left when it began (1/(2·workers), and no less
+    than the minimum) plus one session: the last batches are small, however many small sessions
+    come last."""
+    sizes = [8 << 20] * 10 + [2_000] * 3_000
+    workers = 2
+    cost = [n + scan.SESSION_COST_BYTES for n in sizes]
+    left = sum(cost)
+    batches = scan._batches(sizes, workers)
+    for b in batches:
+        share = min(scan.WORKER_BATCH_BYTES, max(scan.MIN_BATCH_BYTES, left // (2 * workers)))
+        assert sum(cost[i] for i in b) < share + max(cost[i] for i in b)
+        left -= sum(cost[i] for i in b)
+    last = batches[-1]
+    assert sum(cost[i] for i in last) <= scan.MIN_BATCH_BYTES + scan.SESSION_COST_BYTES
