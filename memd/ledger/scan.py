@@ -14,10 +14,14 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from memd import state
 from memd.clock import iso, system_clock
 from memd.ledger import files as ledgerfiles
 from memd.ledger import store as ledger
+from memd.ledger import workers as forked
+from memd.ledger.commit import FileProblem
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from collections.abc import Callable, Iterator
@@ -166,9 +170,8 @@ def _workers(todo: list[SessionFile], total: int) -> int:
 WORKER_BATCH_BYTES = 16 << 20  # a worker commits once per this much to read
 
 
-def _ingest_batch(args: tuple[Home, list[SessionFile]]) -> list[ledger.IngestResult]:
+def _ingest_batch(home: Home, sfs: list[SessionFile]) -> list[ledger.IngestResult]:
     """A worker ingests a batch of sessions with its own connection (kept for its next batch)."""
-    home, sfs = args
     conn = _WORKER_CONN.get(str(home.state_db))
     if conn is None:
         conn = _WORKER_CONN[str(home.state_db)] = state.connect(home.state_db)
@@ -178,8 +181,17 @@ def _ingest_batch(args: tuple[Home, list[SessionFile]]) -> list[ledger.IngestRes
 _WORKER_CONN: dict[str, Any] = {}
 
 
-def _ingest_numbered(job: tuple[int, tuple[Home, list[SessionFile]]]) -> tuple[int, list[ledger.IngestResult]]:
-    return job[0], _ingest_batch(job[1])
+def _encode_results(results: list[ledger.IngestResult]) -> bytes:
+    """A batch's results on their way from a worker: orjson writes dataclasses as they are."""
+    return orjson.dumps(results)
+
+
+def _decode_results(data: bytes) -> list[ledger.IngestResult]:
+    out = []
+    for d in orjson.loads(data):
+        d["problems"] = [FileProblem(**p) for p in d["problems"]]
+        out.append(ledger.IngestResult(**d))
+    return out
 
 
 SESSION_COST_BYTES = 64 << 10  # a session's reading beyond its bytes (opens, fingerprint, rows): as many bytes' fold
@@ -214,19 +226,19 @@ def _batches(sizes: list[int], workers: int) -> list[list[int]]:
 
 def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], workers: int, log: Any,
                      on_batch: Callable[[int], None] | None = None) -> list[ledger.IngestResult]:  # fmt: skip
-    """Sessions spread over `workers` processes, in batches, biggest first; `on_batch(bytes)` as
-    each batch is done (the progress bar), whatever the order they finish in."""
-
+    """Sessions spread over `workers` forked processes (`memd.ledger.workers`), in batches, biggest
+    first; `on_batch(bytes)` as each batch is done (the progress bar), whatever the order they
+    finish in."""
     batches = _batches(sizes, workers)
-    import multiprocessing as mp  # noqa: PLC0415 - start-up: multiprocessing only for a parallel first scan
-    ctx = mp.get_context("fork")
     done: list[Any] = [None] * len(batches)
-    with ctx.Pool(workers) as pool:
-        jobs = [(n, (home, [todo[i] for i in b])) for n, b in enumerate(batches)]
-        for n, results in pool.imap_unordered(_ingest_numbered, jobs, chunksize=1):
-            done[n] = results
-            if on_batch is not None:
-                on_batch(sum(sizes[i] for i in batches[n]))
+
+    def work(n: int) -> list[ledger.IngestResult]:
+        return _ingest_batch(home, [todo[i] for i in batches[n]])
+
+    for n, results in forked.run(len(batches), workers, work, _encode_results, _decode_results):
+        done[n] = results
+        if on_batch is not None:
+            on_batch(sum(sizes[i] for i in batches[n]))
     out: list[Any] = [None] * len(todo)
     for batch, results in zip(batches, done):
         for i, r in zip(batch, results):

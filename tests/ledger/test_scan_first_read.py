@@ -120,3 +120,24 @@ def test_batches_shrink_to_the_end_so_workers_finish_together() -> None:
         left -= sum(cost[i] for i in b)
     last = batches[-1]
     assert sum(cost[i] for i in last) <= scan.MIN_BATCH_BYTES + scan.SESSION_COST_BYTES
+
+
+def test_a_parallel_first_scan_forks_without_multiprocessing(corpus_home: Path, tmp_path: Path) -> None:
+    """The workers are forked by `memd.ledger.workers`: a parallel first scan loads neither
+    multiprocessing nor pickle (20–60 ms before the first session was read), and reads every
+    session."""
+    home = tmp_path / "h"
+    shutil.copytree(corpus_home, home, ignore=shutil.ignore_patterns("memd"))
+    code = (
+        "import json, os, sys\n"
+        "os.environ['MEMD_SCAN_WORKERS'] = '2'\n"
+        "from pathlib import Path\n"
+        "from memd.ledger.scan import scan_home\n"
+        "from memd.tree import Home\n"
+        "t = scan_home(Home(Path(sys.argv[1])))\n"
+        "print(json.dumps([t, sorted(m for m in ('multiprocessing', 'pickle') if m in sys.modules)]))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(home)], capture_output=True, text=True, check=True)
+    totals, loaded = json.loads(r.stdout)
+    assert loaded == []
+    assert totals["read"] >= totals["sessions"] > 0 and totals["problems"] == 0

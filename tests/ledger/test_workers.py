@@ -1,0 +1,102 @@
+"""`memd.ledger.workers`: forked workers that share the parent's objects, do each job once, and leave
+no child behind whatever happens."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+
+from memd.ledger import workers
+
+
+def _gone(pid: int) -> bool:
+    """The child was reaped (it is no child of ours any more)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def _pids(log: Path) -> set[int]:
+    return {int(x) for x in log.read_text().split()} if log.exists() else set()
+
+
+def _logging_work(log: Path, body: object) -> object:
+    def work(n: int) -> object:
+        with open(log, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return body(n)  # type: ignore[operator]
+
+    return work
+
+
+def test_every_job_once_with_what_the_parent_held(tmp_path: Path) -> None:
+    """More jobs than one atomic write of numbers holds (1,500 × 4 bytes): each is done once, by
+    children that read the parent's objects as they were at the fork (a lock pickles not at all)."""
+    held = {"lock": threading.Lock(), "base": 7}
+    log = tmp_path / "pids"
+    work = _logging_work(log, lambda n: [n, n * held["base"], held["lock"].locked()])
+    got = dict(workers.run(1_500, 3, work, orjson.dumps, orjson.loads))
+    assert got == {n: [n, n * 7, False] for n in range(1_500)}
+    pids = _pids(log)
+    assert 1 <= len(pids) <= 3 and os.getpid() not in pids
+    assert all(_gone(p) for p in pids)
+
+
+def test_a_workers_error_is_raised_in_the_parent_and_no_child_is_left(tmp_path: Path) -> None:
+    log = tmp_path / "pids"
+
+    def body(n: int) -> int:
+        if n == 5:
+            raise FileNotFoundError(2, "gone", "/x/y.jsonl")
+        return n
+
+    with pytest.raises(FileNotFoundError) as err:
+        list(workers.run(40, 2, _logging_work(log, body), orjson.dumps, orjson.loads))
+    assert err.value.filename == "/x/y.jsonl"
+    assert all(_gone(p) for p in _pids(log))
+
+
+def test_an_error_that_does_not_pickle_comes_as_one_line(tmp_path: Path) -> None:
+    class Odd(Exception):
+        def __reduce__(self) -> object:
+            raise TypeError("no")
+
+    def body(n: int) -> int:
+        raise Odd("strange")
+
+    with pytest.raises(RuntimeError, match="scan worker: Odd: strange"):
+        list(workers.run(3, 2, body, orjson.dumps, orjson.loads))
+
+
+def test_a_worker_that_dies_is_reported(tmp_path: Path) -> None:
+    log = tmp_path / "pids"
+
+    def body(n: int) -> int:
+        if n == 2:
+            os._exit(9)  # killed mid-job: its result never comes
+        return n
+
+    with pytest.raises(workers.WorkerDied, match="not done"):
+        list(workers.run(6, 2, _logging_work(log, body), orjson.dumps, orjson.loads))
+    assert all(_gone(p) for p in _pids(log))
+
+
+def test_a_consumer_that_stops_early_leaves_no_child(tmp_path: Path) -> None:
+    log = tmp_path / "pids"
+    run = workers.run(50, 2, _logging_work(log, lambda n: n), orjson.dumps, orjson.loads)
+    first = next(run)
+    run.close()  # the consumer stopped: the rest is not waited for
+    assert first[0] in range(50)
+    assert all(_gone(p) for p in _pids(log))
+
+
+def test_big_results_cross_the_pipe_whole(tmp_path: Path) -> None:
+    """A result larger than a pipe's buffer arrives whole, while other children write theirs."""
+    got = dict(workers.run(6, 2, lambda n: "x" * (200_000 + n), orjson.dumps, orjson.loads))
+    assert {n: len(v) for n, v in got.items()} == {n: 200_000 + n for n in range(6)}
