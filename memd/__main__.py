@@ -138,7 +138,7 @@ def main() -> None:
         scan = scan_call(sys.argv[1:])
         code = None if scan is None else scan_command(*scan)
         if code is not None:
-            sys.exit(code)
+            _leave(code)
         from memd.cli import main as cli
 
         cli()
@@ -162,6 +162,24 @@ def main() -> None:
     from memd.agent import hooks
 
     sys.exit(hooks.command(sub, hooks.find_home(home), stdin=stdin))
+
+
+def _leave(code: int) -> None:
+    """End a plain `memd scan` with `code`. Its output is flushed and its ledger committed and closed by
+    now, so unless it set logging up (a warning: logging's handlers flush at exit) the process ends
+    without the interpreter's finalisation: freeing every object and module of a scan's process took
+    15–20 ms after a first scan of 100 MB, more than the plain orjson loop's whole start."""
+    import os
+    import sys
+
+    if "logging" in sys.modules:
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
 
 
 def _write(code: int, out: bytes, err: bytes) -> int:

@@ -63,13 +63,46 @@ def test_a_home_click_refuses_is_refused_as_click_refuses_it(tmp_path: Path, hom
 
 def test_the_plain_scan_loads_neither_click_nor_the_cli(tmp_path: Path) -> None:
     h = _home(tmp_path / "h")
-    code = ("import sys; sys.argv = ['memd', '--home', sys.argv[1], 'scan', '--json']\n"
+    code = ("import os, sys; sys.argv = ['memd', '--home', sys.argv[1], 'scan', '--json']\n"
+            "leave = os._exit\n"  # a plain scan ends through os._exit (`memd.__main__._leave`)
+            "def report(code):\n"
+            "    print(sorted(m for m in ('click', 'memd.cli', 'logging') if m in sys.modules), file=sys.stderr, flush=True)\n"
+            "    leave(code)\n"
+            "os._exit = report\n"
             "from memd.__main__ import main\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
-            "print(sorted(m for m in ('click', 'memd.cli', 'logging') if m in sys.modules), file=sys.stderr)")  # fmt: skip
+            "main()\n")  # fmt: skip
     r = subprocess.run([sys.executable, "-c", code, str(h)], capture_output=True, env=memd_env(), timeout=120)
     assert r.returncode == 0 and r.stderr.decode().strip().splitlines()[-1] == "[]"
     assert json.loads(r.stdout)["records"] == 1
+
+
+# Runs `memd [--home H] scan --json` as the `memd` script does, with an exit handler that leaves a mark.
+_MARKED = ("import atexit, sys\n"
+           "mark = sys.argv[2]\n"
+           "atexit.register(lambda: open(mark, 'w').close())\n"
+           "sys.argv = ['memd', '--home', sys.argv[1], 'scan', '--json']\n"
+           "from memd.__main__ import main\n"
+           "main()\n")  # fmt: skip
+
+
+def test_a_plain_scan_ends_without_finalising_unless_it_logged(tmp_path: Path) -> None:
+    """A plain scan that logged nothing leaves through `os._exit` once its output is flushed (its
+    ledger is committed and closed): no exit handler runs, and its whole output is there, through a
+    pipe. One that logged a warning ends as usual, so logging's handlers flush its file."""
+    clean, bad = _home(tmp_path / "clean"), _home(tmp_path / "bad")
+    with open(bad / "projects" / "-work-shop" / "s1.jsonl", "a") as fh:
+        fh.write("{not json\n")
+    marks = {}
+    for name, h in (("clean", clean), ("bad", bad)):
+        mark = tmp_path / f"{name}.mark"
+        r = subprocess.run([sys.executable, "-c", _MARKED, str(h), str(mark)], capture_output=True, env=memd_env(),
+                           timeout=120)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["records"] == 1 and out["problems"] == (name == "bad")
+        marks[name] = mark.exists()
+    assert marks == {"clean": False, "bad": True}
+    assert "transcript.line_skipped" in (bad / "memd" / "logs" / "memd.jsonl").read_text()
 
 
 @pytest.mark.parametrize(("args", "want"), [
