@@ -75,6 +75,15 @@ def _project_of_cwd(path: str) -> list[str]:
     return [cwd] if root == cwd else [cwd, root]
 
 
+def learn_cwds(paths: Sequence[str]) -> None:
+    """Read the working directory of each of `paths` now, for `known_projects` to find later: a
+    parallel first scan does it while its workers read (the scan's next `find` asks for the first
+    transcript of each project key it has just read)."""
+    for path in paths:
+        if path not in _CWD_BY_PATH:
+            _CWD_BY_PATH[path] = session_cwd(path)
+
+
 def find(conn: sqlite3.Connection, home: Home, roots: Sequence[str]) -> list[ProjectSessions]:
     """Every project's own sessions directory reachable from `roots` and the projects memd knows."""
     keys: dict[str, str] = {}

@@ -235,7 +235,16 @@ def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], work
     def work(n: int) -> list[ledger.IngestResult]:
         return _ingest_batch(home, [todo[i] for i in batches[n]])
 
-    for n, results in forked.run(len(batches), workers, work, _encode_results, _decode_results):
+    def meanwhile() -> None:  # the first transcript of each key: what the scan's next `_outside` reads
+        from memd.ledger import outside  # noqa: PLC0415 - start-up
+
+        first: dict[str, str] = {}
+        for sf in todo:
+            if sf.main < first.get(sf.key, "\uffff"):
+                first[sf.key] = sf.main
+        outside.learn_cwds(list(first.values()))
+
+    for n, results in forked.run(len(batches), workers, work, _encode_results, _decode_results, meanwhile):
         done[n] = results
         if on_batch is not None:
             on_batch(sum(sizes[i] for i in batches[n]))

@@ -35,8 +35,9 @@ class WorkerDied(RuntimeError):
 
 
 def run(jobs: int, workers: int, work: Callable[[int], Any], encode: Callable[[Any], bytes],
-        decode: Callable[[bytes], Any]) -> Iterator[tuple[int, Any]]:  # fmt: skip
-    """`(n, result)` for each job `n` in `range(jobs)` as the `workers` children finish them."""
+        decode: Callable[[bytes], Any], meanwhile: Callable[[], None] | None = None) -> Iterator[tuple[int, Any]]:  # fmt: skip
+    """`(n, result)` for each job `n` in `range(jobs)` as the `workers` children finish them;
+    `meanwhile()` runs in the parent once every job number is handed out (the children are busy)."""
     crew = _Crew()
     try:
         r_jobs, crew.w_jobs = os.pipe()
@@ -49,7 +50,7 @@ def run(jobs: int, workers: int, work: Callable[[int], Any], encode: Callable[[A
             os.close(w_out)
             crew.pids.append(pid)
             crew.outs.append(r_out)
-        yield from crew.serve(jobs, decode)
+        yield from crew.serve(jobs, decode, meanwhile)
         crew.reap(kill=False)
     finally:
         crew.close()
@@ -65,7 +66,7 @@ class _Crew:
         self.fds: list[int] = []  # other ends to close at the end
         self.w_jobs = -1
 
-    def serve(self, jobs: int, decode: Callable[[bytes], Any]) -> Iterator[tuple[int, Any]]:
+    def serve(self, jobs: int, decode: Callable[[bytes], Any], meanwhile: Callable[[], None] | None) -> Iterator[tuple[int, Any]]:
         """Hand out the job numbers and read the children's messages until every child has closed its pipe."""
         todo = b"".join(n.to_bytes(_JOB, "little") for n in range(jobs))
         per_write = _PIPE_BUF - _PIPE_BUF % _JOB
@@ -84,6 +85,8 @@ class _Crew:
                     if not todo:
                         poll.unregister(fd)
                         self.close_jobs()  # the children see the end once the pipe is empty
+                        if meanwhile is not None:
+                            meanwhile()
                     continue
                 data = os.read(fd, 1 << 16)
                 if not data:  # the child closed its end: it has left

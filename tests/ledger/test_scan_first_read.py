@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from memd.discovery import discover_sessions
-from memd.ledger import scan
+from memd.ledger import outside, scan
 from memd.tree import Home
 from tests.conftest import lay_out_corpus
+from tests.ledger.test_mewcode_projects import mew_project
 
 # In a fresh interpreter: `scan_home` over the home argv[1] with `scan.ROOMY_HEAP_BYTES` set to
 # argv[2]; prints the page faults the scan itself cost (its modules imported and the ledger made first).
@@ -28,7 +29,7 @@ import os, resource, sys
 os.environ["MEMD_SCAN_WORKERS"] = "1"
 from pathlib import Path
 from memd import state
-from memd.ledger import scan
+from memd.ledger import outside, scan
 from memd.tree import Home
 home = Home(Path(sys.argv[1]))
 scan.ROOMY_HEAP_BYTES = int(sys.argv[2])
@@ -141,3 +142,25 @@ def test_a_parallel_first_scan_forks_without_multiprocessing(corpus_home: Path, 
     totals, loaded = json.loads(r.stdout)
     assert loaded == []
     assert totals["read"] >= totals["sessions"] > 0 and totals["problems"] == 0
+
+
+def test_a_parallel_first_scan_finds_the_projects_its_sessions_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the workers read, the parent reads each key's first transcript for its working directory
+    (`outside.learn_cwds`); the pass after the read finds that project's own MewCode sessions as a
+    scan on one core does."""
+    project = mew_project(tmp_path / "code" / "shop")
+    got = {}
+    for n in ("1", "2"):
+        home = tmp_path / f"home{n}"
+        proj = home / "projects" / "-code-shop"
+        proj.mkdir(parents=True)
+        for i in range(3):
+            line = {"type": "user", "uuid": f"u{i}", "cwd": str(project), "sessionId": f"s{i}",
+                    "timestamp": "2026-11-30T00:00:00.000Z", "message": {"role": "user", "content": "hello"}}  # fmt: skip
+            (proj / f"s{i}.jsonl").write_text(json.dumps(line) + "\n")
+        monkeypatch.setenv("MEMD_SCAN_WORKERS", n)
+        monkeypatch.setattr(outside, "_CWD_BY_PATH", {})
+        totals = scan.scan_home(Home(home))
+        got[n] = (totals["sessions"], totals["read"])
+        assert outside._CWD_BY_PATH[str(proj / "s0.jsonl")] == str(project)
+    assert got["1"] == got["2"] == (4, 4)

@@ -100,3 +100,15 @@ def test_big_results_cross_the_pipe_whole(tmp_path: Path) -> None:
     """A result larger than a pipe's buffer arrives whole, while other children write theirs."""
     got = dict(workers.run(6, 2, lambda n: "x" * (200_000 + n), orjson.dumps, orjson.loads))
     assert {n: len(v) for n, v in got.items()} == {n: 200_000 + n for n in range(6)}
+
+
+def test_meanwhile_runs_once_in_the_parent_while_the_children_work(tmp_path: Path) -> None:
+    """`meanwhile` runs in the parent once every job number is handed out: before any result is read
+    (no child can answer before it has a job)."""
+    calls: list[tuple[int, int]] = []
+    got: list[int] = []
+    run = workers.run(30, 2, lambda n: n, orjson.dumps, orjson.loads,
+                      meanwhile=lambda: calls.append((os.getpid(), len(got))))  # fmt: skip
+    for n, _ in run:
+        got.append(n)
+    assert calls == [(os.getpid(), 0)] and sorted(got) == list(range(30))
