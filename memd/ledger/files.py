@@ -218,7 +218,7 @@ def stale_sessions(
     known = known_files(conn, key)
     out: list[SessionFile] = []
     for k in [key] if key else list_project_keys(home):
-        if project_changed(home, k, known):
+        if not known or project_changed(home, k, known):  # nothing read yet: every transcript is new
             out.extend(sf for sf in discover_sessions(home, k) if needs_read(conn, sf, known))
     for ps in outside:
         if (key is None or ps.key == key) and outside_changed(ps, known):
@@ -234,6 +234,8 @@ def needs_read(conn: sqlite3.Connection, sf: SessionFile, known: dict[str, FileS
     """
     if known is None:
         known = known_files(conn, sf.key)
+    if not known:  # nothing read yet: any file there is new
+        return any(sf.stats.get(p) is not None or stat(p) is not None for p in sf.paths())
     for p in sf.paths():
         st = sf.stats.get(p) or stat(p)
         if st is None:

@@ -12,11 +12,15 @@ import platform
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from memd import state
 from memd.discovery import discover_sessions
+from memd.ledger import files as ledgerfiles
 from memd.ledger import outside, scan
 from memd.tree import Home
 from tests.conftest import lay_out_corpus
@@ -28,6 +32,7 @@ _FAULTS_OF_SCAN = """
 import os, resource, sys
 os.environ["MEMD_SCAN_WORKERS"] = "1"
 from pathlib import Path
+from typing import Any
 from memd import state
 from memd.ledger import outside, scan
 from memd.tree import Home
@@ -164,3 +169,34 @@ def test_a_parallel_first_scan_finds_the_projects_its_sessions_name(tmp_path: Pa
         got[n] = (totals["sessions"], totals["read"])
         assert outside._CWD_BY_PATH[str(proj / "s0.jsonl")] == str(project)
     assert got["1"] == got["2"] == (4, 4)
+
+
+def test_a_first_stat_pass_lists_each_directory_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With nothing read yet every transcript is new: the stat pass lists each directory once (no
+    "anything changed here?" pass before discovery's own) and finds what discovery finds."""
+    home = tmp_path / "home"
+    for key, sids in (("-a", ["s1", "s2"]), ("-b", ["s3"]), ("-empty", [])):
+        proj = home / "projects" / key
+        proj.mkdir(parents=True)
+        for sid in sids:
+            (proj / f"{sid}.jsonl").write_text("{}\n")
+    (home / "projects" / "-a" / "s1" / "subagents").mkdir(parents=True)
+    (home / "projects" / "-a" / "s1" / "subagents" / "agent-x.jsonl").write_text("{}\n")
+    h = Home(home)
+    conn = state.connect(h.state_db)
+    listed: Counter[str] = Counter()
+    real = os.scandir
+
+    def counting(path: Any = ".") -> Any:
+        listed[str(path)] += 1
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", counting)
+    try:
+        stale = ledgerfiles.stale_sessions(conn, h)
+    finally:
+        monkeypatch.undo()
+        conn.close()
+    assert [(sf.key, sf.session_id, len(sf.subagents)) for sf in stale] == [("-a", "s1", 1), ("-a", "s2", 0),
+                                                                            ("-b", "s3", 0)]  # fmt: skip
+    assert listed and max(listed.values()) == 1, listed
