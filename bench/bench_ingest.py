@@ -33,7 +33,9 @@ npm does not have, 20.0.24 is the newest native build), `npm install ccusage@18.
 
 `before` times the one-core first scan of an earlier tree (an export in DIR: `git archive <commit>
 memd jobs | tar -x -C DIR`) and of this one through the same runner (`TREE_SCAN`, `scan_home` in a
-fresh process), alternated round by round with PLAIN_LOOP, all pinned to one core.
+fresh process), alternated round by round with PLAIN_LOOP, all pinned to one core; and each tree's
+`memd scan` as the `memd` script runs it (`TREE_CLI`: `memd.__main__.main`, its start and exit
+included) on one core and with its workers.
 """
 
 from __future__ import annotations
@@ -376,6 +378,19 @@ scan_home(Home(Path(sys.argv[2])))
 """
 
 
+# `memd --home H scan --json` from a given tree as the `memd` script runs it (`memd.__main__.main`).
+TREE_CLI = """
+import sys
+sys.path.insert(0, sys.argv[1])
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()]
+home = sys.argv[2]
+sys.argv = ["memd", "--home", home, "scan", "--json"]
+from memd.__main__ import main
+assert sys.modules["memd"].__file__.startswith(sys.path[0])
+main()
+"""
+
+
 def before_bench(work: Path, mb: int, rounds: int, core: int, before: Path) -> dict:
     """One-core first scan from `before` (an export: `git archive <commit> memd jobs | tar -x -C DIR`)
     and from this tree, each from a fresh ledger through TREE_SCAN, alternated with PLAIN_LOOP, all
@@ -391,6 +406,7 @@ def before_bench(work: Path, mb: int, rounds: int, core: int, before: Path) -> d
     pin = ["taskset", "-c", str(core)]
     trees = {"before": str(before.resolve()), "after": str(Path(__file__).resolve().parents[1])}
     runs: dict[str, list[tuple[float, float]]] = {"before": [], "after": [], "orjson_loop": []}
+    one = dict(os.environ, MEMD_SCAN_WORKERS="1")
     loads = [os.getloadavg()[0]]
     for n in range(rounds):
         order = ["before", "after"] if n % 2 == 0 else ["after", "before"]
@@ -398,8 +414,18 @@ def before_bench(work: Path, mb: int, rounds: int, core: int, before: Path) -> d
             shutil.rmtree(home / "memd", ignore_errors=True)
             runs[name].append(_run([*pin, sys.executable, "-c", TREE_SCAN, trees[name], str(home)]))
         runs["orjson_loop"].append(_run([*pin, sys.executable, "-c", PLAIN_LOOP, str(projects)]))
+        for name in order:
+            shutil.rmtree(home / "memd", ignore_errors=True)
+            runs.setdefault(f"{name}_cli", []).append(_run([*pin, sys.executable, "-c", TREE_CLI, trees[name], str(home)], one))
+        for name in order:
+            shutil.rmtree(home / "memd", ignore_errors=True)
+            runs.setdefault(f"{name}_workers", []).append(_run([sys.executable, "-c", TREE_CLI, trees[name], str(home)]))
         loads.append(os.getloadavg()[0])
     med = statistics.median
+
+    def per_round(a: str, b: str, i: int) -> float:
+        return round(med(x[i] / y[i] for x, y in zip(runs[a], runs[b])), 3)
+
     return {
         "trees": trees,
         "load_1min": [round(x, 2) for x in loads],
@@ -410,6 +436,10 @@ def before_bench(work: Path, mb: int, rounds: int, core: int, before: Path) -> d
         "loop_over_tree_wall": {k: round(med(a[0] / b[0] for a, b in zip(runs["orjson_loop"], runs[k])), 3)
                                 for k in ("before", "after")},
         "before_over_after_cpu": round(med(a[1] / b[1] for a, b in zip(runs["before"], runs["after"])), 3),
+        "cli_one_core": {"loop/before": [per_round("orjson_loop", "before_cli", 0), per_round("orjson_loop", "before_cli", 1)],
+                         "loop/after": [per_round("orjson_loop", "after_cli", 0), per_round("orjson_loop", "after_cli", 1)],
+                         "before/after": [per_round("before_cli", "after_cli", 0), per_round("before_cli", "after_cli", 1)]},
+        "cli_workers_before/after_wall": per_round("before_workers", "after_workers", 0),
     }  # fmt: skip
 
 
