@@ -240,7 +240,7 @@ def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], work
 
         first: dict[str, str] = {}
         for sf in todo:
-            if sf.main < first.get(sf.key, "\uffff"):
+            if sf.key not in first or sf.main < first[sf.key]:
                 first[sf.key] = sf.main
         outside.learn_cwds(list(first.values()))
 
