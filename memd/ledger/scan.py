@@ -20,7 +20,6 @@ from memd import state
 from memd.clock import iso, system_clock
 from memd.ledger import files as ledgerfiles
 from memd.ledger import store as ledger
-from memd.ledger import workers as forked
 from memd.ledger.commit import FileProblem
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -229,6 +228,8 @@ def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], work
     """Sessions spread over `workers` forked processes (`memd.ledger.workers`), in batches, biggest
     first; `on_batch(bytes)` as each batch is done (the progress bar), whatever the order they
     finish in."""
+    from memd.ledger import workers as forked  # noqa: PLC0415 - start-up: only for a parallel first scan
+
     batches = _batches(sizes, workers)
     done: list[Any] = [None] * len(batches)
 

@@ -7,6 +7,7 @@ Real processes on copies of one small home: the first scan of each copy, then a 
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memd.__main__ import scan_call
+from memd.__main__ import scan_call, scan_command
 from tests.procs import memd_env
 
 ENTRY = [sys.executable, "-c", "from memd.__main__ import main; main()"]  # what the `memd` script runs
@@ -66,13 +67,15 @@ def test_the_plain_scan_loads_neither_click_nor_the_cli(tmp_path: Path) -> None:
     code = ("import os, sys; sys.argv = ['memd', '--home', sys.argv[1], 'scan', '--json']\n"
             "leave = os._exit\n"  # a plain scan ends through os._exit (`memd.__main__._leave`)
             "def report(code):\n"
+            "    import gc\n"
+            "    print('collector', gc.isenabled(), file=sys.stderr)\n"
             "    print(sorted(m for m in ('click', 'memd.cli', 'logging') if m in sys.modules), file=sys.stderr, flush=True)\n"
             "    leave(code)\n"
             "os._exit = report\n"
             "from memd.__main__ import main\n"
             "main()\n")  # fmt: skip
     r = subprocess.run([sys.executable, "-c", code, str(h)], capture_output=True, env=memd_env(), timeout=120)
-    assert r.returncode == 0 and r.stderr.decode().strip().splitlines()[-1] == "[]"
+    assert r.returncode == 0 and r.stderr.decode().strip().splitlines()[-2:] == ["collector False", "[]"]
     assert json.loads(r.stdout)["records"] == 1
 
 
@@ -83,6 +86,14 @@ _MARKED = ("import atexit, sys\n"
            "sys.argv = ['memd', '--home', sys.argv[1], 'scan', '--json']\n"
            "from memd.__main__ import main\n"
            "main()\n")  # fmt: skip
+
+
+def test_a_scan_left_to_click_runs_with_the_collector_on(tmp_path: Path) -> None:
+    """The plain scan turns the cyclic collector off for its imports and its fold; a command line it
+    leaves to click (here a home that is not there) gets it back on."""
+    assert gc.isenabled()
+    assert scan_command(str(tmp_path / "missing"), True) is None
+    assert gc.isenabled()
 
 
 def test_a_plain_scan_ends_without_finalising_unless_it_logged(tmp_path: Path) -> None:
