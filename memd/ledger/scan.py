@@ -169,12 +169,13 @@ def _workers(todo: list[SessionFile], total: int) -> int:
 WORKER_BATCH_BYTES = 16 << 20  # a worker commits once per this much to read
 
 
-def _ingest_batch(home: Home, sfs: list[SessionFile]) -> list[ledger.IngestResult]:
-    """A worker ingests a batch of sessions with its own connection (kept for its next batch)."""
+def _ingest_batch(home: Home, sfs: list[SessionFile], turn: Any = None) -> list[ledger.IngestResult]:
+    """A worker ingests a batch of sessions with its own connection (kept for its next batch), its
+    write transactions in turn with the other workers' (`turn`)."""
     conn = _WORKER_CONN.get(str(home.state_db))
     if conn is None:
         conn = _WORKER_CONN[str(home.state_db)] = state.connect(home.state_db)
-    return list(ledger.ingest_many(conn, sfs, iso(system_clock())))
+    return list(ledger.ingest_many(conn, sfs, iso(system_clock()), turn=turn))
 
 
 _WORKER_CONN: dict[str, Any] = {}
@@ -233,8 +234,10 @@ def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], work
     batches = _batches(sizes, workers)
     done: list[Any] = [None] * len(batches)
 
+    turns = forked.Turns()
+
     def work(n: int) -> list[ledger.IngestResult]:
-        return _ingest_batch(home, [todo[i] for i in batches[n]])
+        return _ingest_batch(home, [todo[i] for i in batches[n]], turns)
 
     def meanwhile() -> None:  # the first transcript of each key: what the scan's next `_outside` reads
         from memd.ledger import outside  # noqa: PLC0415 - start-up
@@ -245,10 +248,13 @@ def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], work
                 first[sf.key] = sf.main
         outside.learn_cwds(list(first.values()))
 
-    for n, results in forked.run(len(batches), workers, work, _encode_results, _decode_results, meanwhile):
-        done[n] = results
-        if on_batch is not None:
-            on_batch(sum(sizes[i] for i in batches[n]))
+    try:
+        for n, results in forked.run(len(batches), workers, work, _encode_results, _decode_results, meanwhile):
+            done[n] = results
+            if on_batch is not None:
+                on_batch(sum(sizes[i] for i in batches[n]))
+    finally:
+        turns.close()
     out: list[Any] = [None] * len(todo)
     for batch, results in zip(batches, done):
         for i, r in zip(batch, results):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -110,12 +110,14 @@ BATCH_SESSIONS = 256  # … or this many sessions
 
 
 def ingest_many(
-    conn: sqlite3.Connection, sfs: Iterable[SessionFile], now_iso: str, log: Any = None
+    conn: sqlite3.Connection, sfs: Iterable[SessionFile], now_iso: str, log: Any = None,
+    turn: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
 ) -> Iterator[IngestResult]:
     """`ingest` over many sessions, their reads committed a batch at a time: a first scan of a full
     home pays one transaction per batch instead of one per session. Each session's counters and
     offsets still go in together; one whose offsets another process moved meanwhile is read again
-    on its own. Results come in the order of `sfs`."""
+    on its own. Results come in the order of `sfs`. `turn()`, when given, is held around each
+    batch's write transaction (a parallel scan's workers take turns: `memd.ledger.workers.Turns`)."""
     batch: list[Read] = []
     size = 0
     known = _known_sessions(conn)
@@ -123,35 +125,25 @@ def ingest_many(
         try:
             read = _read_session(conn, sf, log, known)
         except (OSError, sqlite3.DatabaseError) as exc:
-            yield from _flush(conn, batch, now_iso, log)
+            yield from _flush(conn, batch, now_iso, log, turn)
             record_error(conn, sf, str(exc), now_iso)
             raise
         batch.append(read)
         size += read.result.bytes_scanned
         if size >= BATCH_BYTES or len(batch) >= BATCH_SESSIONS:
-            yield from _flush(conn, batch, now_iso, log)
+            yield from _flush(conn, batch, now_iso, log, turn)
             batch, size = [], 0
-    yield from _flush(conn, batch, now_iso, log)
+    yield from _flush(conn, batch, now_iso, log, turn)
 
 
-def _flush(conn: sqlite3.Connection, batch: list[Read], now_iso: str, log: Any) -> Iterator[IngestResult]:
+def _flush(conn: sqlite3.Connection, batch: list[Read], now_iso: str, log: Any,
+           turn: Callable[[], contextlib.AbstractContextManager[None]] | None = None) -> Iterator[IngestResult]:  # fmt: skip
     """Commit a batch of reads in one transaction; a read that lost a race is done again alone.
     A database error rolls the batch back and is kept as the error of the session it met."""
     lost: set[int] = set()
     if any(r.wants_commit for r in batch):
-        conn.execute("BEGIN IMMEDIATE")
-        writing: Read | None = None  # the read whose write met an error, if one did
-        try:
-            for i, writing in enumerate(batch):
-                if writing.wants_commit and not _write_one(conn, writing, now_iso):
-                    lost.add(i)
-            writing = None
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.DatabaseError) and writing is not None:
-                record_error(conn, writing.sf, str(exc), now_iso)
-            raise
+        with contextlib.nullcontext() if turn is None else turn():
+            _write_batch(conn, batch, now_iso, lost)
     for i, read in enumerate(batch):
         if i in lost:
             yield ingest(conn, read.sf, now_iso, log)
@@ -159,6 +151,23 @@ def _flush(conn: sqlite3.Connection, batch: list[Read], now_iso: str, log: Any) 
         if not read.wants_commit:
             _clear_error(conn, read)
         yield read.result
+
+
+def _write_batch(conn: sqlite3.Connection, batch: list[Read], now_iso: str, lost: set[int]) -> None:
+    """The batch's reads in one write transaction; the index of each that lost its race goes in `lost`."""
+    conn.execute("BEGIN IMMEDIATE")
+    writing: Read | None = None  # the read whose write met an error, if one did
+    try:
+        for i, writing in enumerate(batch):
+            if writing.wants_commit and not _write_one(conn, writing, now_iso):
+                lost.add(i)
+        writing = None
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.DatabaseError) and writing is not None:
+            record_error(conn, writing.sf, str(exc), now_iso)
+        raise
 
 
 def _write_one(conn: sqlite3.Connection, read: Read, now_iso: str) -> bool:

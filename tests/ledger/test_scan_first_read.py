@@ -6,6 +6,7 @@ Page faults are counted by the kernel (`ru_minflt`), not timed: the same reads m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -21,7 +22,7 @@ import pytest
 from memd import state
 from memd.discovery import discover_sessions
 from memd.ledger import files as ledgerfiles
-from memd.ledger import outside, scan
+from memd.ledger import outside, scan, store
 from memd.tree import Home
 from tests.conftest import lay_out_corpus
 from tests.ledger.test_mewcode_projects import mew_project
@@ -34,7 +35,7 @@ os.environ["MEMD_SCAN_WORKERS"] = "1"
 from pathlib import Path
 from typing import Any
 from memd import state
-from memd.ledger import outside, scan
+from memd.ledger import outside, scan, store
 from memd.tree import Home
 home = Home(Path(sys.argv[1]))
 scan.ROOMY_HEAP_BYTES = int(sys.argv[2])
@@ -200,3 +201,29 @@ def test_a_first_stat_pass_lists_each_directory_once(tmp_path: Path, monkeypatch
     assert [(sf.key, sf.session_id, len(sf.subagents)) for sf in stale] == [("-a", "s1", 1), ("-a", "s2", 0),
                                                                             ("-b", "s3", 0)]  # fmt: skip
     assert listed and max(listed.values()) == 1, listed
+
+
+def test_ingest_many_holds_its_turn_around_each_write_transaction(corpus_home: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """`turn()` is entered once per batch's transaction, outside any transaction, and held while it
+    commits."""
+    home = tmp_path / "h"
+    shutil.copytree(corpus_home, home, ignore=shutil.ignore_patterns("memd"))
+    monkeypatch.setattr(store, "BATCH_SESSIONS", 3)
+    h = Home(home)
+    conn = state.connect(h.state_db)
+    seen: list[tuple[bool, bool]] = []
+
+    @contextlib.contextmanager
+    def turn() -> Any:
+        before = conn.in_transaction
+        yield
+        seen.append((before, conn.in_transaction))
+
+    todo = ledgerfiles.stale_sessions(conn, h)
+    try:
+        results = list(store.ingest_many(conn, todo, "2026-11-30T00:00:00.000Z", turn=turn))
+    finally:
+        conn.close()
+    assert len(results) == len(todo) > 3
+    assert seen == [(False, False)] * -(-len(todo) // 3)

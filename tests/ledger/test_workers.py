@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -112,3 +113,51 @@ def test_meanwhile_runs_once_in_the_parent_while_the_children_work(tmp_path: Pat
     for n, _ in run:
         got.append(n)
     assert calls == [(os.getpid(), 0)] and sorted(got) == list(range(30))
+
+
+def test_turns_keep_the_childrens_held_sections_apart(tmp_path: Path) -> None:
+    """What a child does `with turns():` never interleaves with another child's: each "in" is
+    followed by its own "out" (the pause inside only gives an overlap every chance to show)."""
+    turns = workers.Turns()
+    log = tmp_path / "log"
+
+    def body(n: int) -> int:
+        with turns():
+            with open(log, "a") as fh:
+                fh.write(f"in {n}\n")
+            time.sleep(0.002)
+            with open(log, "a") as fh:
+                fh.write(f"out {n}\n")
+        return n
+
+    try:
+        assert sorted(n for n, _ in workers.run(40, 3, body, orjson.dumps, orjson.loads)) == list(range(40))
+    finally:
+        turns.close()
+    lines = log.read_text().split("\n")[:-1]
+    assert len(lines) == 80
+    for enter, leave in zip(lines[::2], lines[1::2]):
+        assert enter.split()[0] == "in" and leave == f"out {enter.split()[1]}"
+
+
+def test_a_token_lost_with_its_holder_is_waited_for_then_gone_without(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A child that dies holding the token does not stop the others: they wait `WAIT_S`, then go on
+    (SQLite's own locks still keep the writes apart)."""
+    monkeypatch.setattr(workers.Turns, "WAIT_S", 0.05)
+    turns = workers.Turns()
+
+    def body(n: int) -> int:
+        if n == 0:
+            with turns():
+                os._exit(0)  # dies holding it
+        return n
+
+    try:
+        with pytest.raises(workers.WorkerDied):
+            list(workers.run(1, 1, body, orjson.dumps, orjson.loads))
+        with turns():  # the token never came back: held without it
+            pass
+        assert not turns._take()
+    finally:
+        turns.close()
