@@ -1,11 +1,11 @@
 """Forked worker processes for a big first read, without `multiprocessing`.
 
-`run(jobs, workers, work, encode, decode)` forks `workers` children and yields `(n, decode(encode(work(n))))` for
-every job number `n` in `range(jobs)`, in the order they finish. The children share all the parent
+`run(jobs, workers, work, encode, decode, meanwhile)` forks `workers` children and yields
+`(n, decode(encode(work(n))))` for every job number `n` in `range(jobs)`, in the order they finish. The children share all the parent
 held when they were forked (the sessions to read, the modules imported): nothing goes to them but
 job numbers, 4 bytes each on one pipe they all read, and a pipe read or write of at most PIPE_BUF
 bytes is atomic, so no two children take the same job; each sends its results back on a pipe of
-its own, `encode`d and length-prefixed. `multiprocessing.Pool` did the same work with 20–60 ms more
+its own, `encode`d and length-prefixed. `multiprocessing.Pool` did the same work with 40–80 ms more
 before the first session was read (its imports, three threads, the jobs pickled) — time in which the
 parent is alone on the machine.
 

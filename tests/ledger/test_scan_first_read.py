@@ -131,7 +131,7 @@ def test_batches_shrink_to_the_end_so_workers_finish_together() -> None:
 
 def test_a_parallel_first_scan_forks_without_multiprocessing(corpus_home: Path, tmp_path: Path) -> None:
     """The workers are forked by `memd.ledger.workers`: a parallel first scan loads neither
-    multiprocessing nor pickle (20–60 ms before the first session was read), and reads every
+    multiprocessing nor pickle (40–80 ms before the first session was read), and reads every
     session."""
     home = tmp_path / "h"
     shutil.copytree(corpus_home, home, ignore=shutil.ignore_patterns("memd"))
