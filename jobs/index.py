@@ -57,13 +57,10 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         if not directory.is_dir():
             _mewcode(ctx, target)  # a project's own `.mewcode/memory/` is recalled even before memd has any
             return RunResult("skipped", "no memory directory")
-    listed = _listing(directory)  # one listdir for the sweep and the nothing-changed check
-    swept = sweep_temp_files(directory, ctx.now().timestamp(), listed=listed)
-    if swept or listed is None:
-        listed = None  # names went: the refresh lists again
+    swept = 0
     if target.kind == "global":
-        _check_search_db(ctx)
-    if target.kind == "global":  # the drawer render's temporary files sit in the home, memd's own in memd/
+        _check_search_db(ctx)  # (seconds at 50,000 memories when due: before the listing, which must be fresh)
+        # the drawer render's temporary files sit in the home, memd's own in memd/
         swept += sweep_temp_files(ctx.home.root, ctx.now().timestamp(), only=f".{ctx.home.drawer_render.name}.")
         if not ctx.home.memd_dir.is_symlink():  # never through a link (memd's own directory)
             swept += sweep_temp_files(ctx.home.memd_dir, ctx.now().timestamp())
@@ -71,6 +68,13 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     if ctx.settings.memd.git:  # hand edits become the user's commit (`memd.git.commits.enabled`)
         from memd.git.commits import after_index  # noqa: PLC0415 - start-up: git's modules only when it is on
         after_index(ctx.home, target, ctx.settings)
+    # One listdir for the sweep and the nothing-changed check, taken last: a memory made before it is in the
+    # check's names; one made after it sets off another run (the daemon's rerun of a running job).
+    listed = _listing(directory)
+    here = sweep_temp_files(directory, ctx.now().timestamp(), listed=listed)
+    swept += here
+    if here or listed is None:
+        listed = None  # names went: the refresh lists again
     from memd.history.writes import refresh_recorded  # noqa: PLC0415 - start-up (not memd.write.apply: its classifier's patterns)
     place = Place.memory(key if scope == "project" else None)
     result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), hold=ctx.hold_index is not None, listing=listed)

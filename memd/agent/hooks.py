@@ -118,10 +118,16 @@ class Kept:
         return self._get(self.home.search_db, opener)
 
     def scope(self, project_key: str) -> Scope:
-        """The project's `memd.agent.candidates.Scope`, its ids in a table of the search connection's temporary
-        database, filled again when the index changed since (`PRAGMA data_version`: another connection
+        """`scoped`'s scope (SessionStart fills the project's table before the first prompt)."""
+        return self.scoped(project_key)[1]
+
+    def scoped(self, project_key: str) -> tuple[sqlite3.Connection, Scope]:
+        """The search connection and the project's `memd.agent.candidates.Scope`, its ids in a table of that
+        connection's temporary database, filled again when the index changed since (`PRAGMA data_version`: another connection
         committed). It starts a read transaction on the search connection, so that every statement of this
-        answer reads the one state of the index the table was checked against; `end_read` ends it."""
+        answer reads the one state of the index the table was checked against; `end_read` ends it. An answer
+        reads through the connection returned here: one asked for apart (`search`) before would be closed by
+        this call had the file been replaced in between."""
         from memd.agent.candidates import Scope, scope_of
 
         conn = self.search()
@@ -148,7 +154,7 @@ class Kept:
             conn.execute(f"INSERT INTO temp.{table} {plain.ids}", plain.args)
             size = int(conn.execute(f"SELECT count(*) FROM temp.{table}").fetchone()[0])
             have = self._scopes[project_key] = (table, version, size, {})
-        return Scope(project_key, f"SELECT id FROM temp.{have[0]}", (), have[2], self._found[1], have[3])
+        return conn, Scope(project_key, f"SELECT id FROM temp.{have[0]}", (), have[2], self._found[1], have[3])
 
     def end_read(self) -> None:
         """End the search connection's read transaction (`scope`), keeping its tables; one that cannot be
@@ -646,15 +652,18 @@ def user_prompt(home: Home, event: Event, *, now: Callable[[], datetime] | None 
         ctx.conn.execute(f"PRAGMA busy_timeout={HOOK_BUSY_MS}")
         # memd[semantic]: the daemon embeds the prompt (this process loads no model); [] when it does not serve.
         nearest = ask_nearest(home.memd_dir, prompt[:MAX_QUERY_CHARS], key, wait=HOOK_WAIT_S, deadline=deadline)
-        search = open_readonly(home.search_db) if kept is None else kept.search()
+        search = open_readonly(home.search_db) if kept is None else None
         try:
-            scope = None if kept is None else kept.scope(key)
+            scope = None
+            if kept is not None:
+                search, scope = kept.scoped(key)
+            assert search is not None
             result = recall(ctx, search, prompt[:MAX_QUERY_CHARS], project_key=key, session=event.session_id,
                             bodies=True, provider=provider, deadline=deadline, nearest=nearest, scope=scope)  # fmt: skip
         finally:
-            if kept is None:
+            if kept is None and search is not None:
                 search.close()
-            else:
+            elif kept is not None:
                 kept.end_read()
         moment = clock()
         n = len(result.memories)

@@ -113,8 +113,8 @@ def _entries(directory: Path, listing: list[str] | None = None) -> bytes | None:
         return head + repr(list(map(_SIG_FIELDS, stats))).encode()
 
 
-def make_record(state: str, rows: int, outcome: dict[str, Any]) -> str:
-    """A record: the state digest, the directory's count of search rows, the outcome."""
+def make_record(state: str, rows: list[int], outcome: dict[str, Any]) -> str:
+    """A record: the state digest, the directory's search rows (count, sum of ids), the outcome."""
     return json.dumps({"state": state, "rows": rows, "outcome": outcome}, sort_keys=True)
 
 
@@ -127,7 +127,9 @@ def read_record(text: str | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     ok = isinstance(data, dict) and isinstance(data.get("outcome"), dict)
-    return data if ok and isinstance(data.get("state"), str) and type(data.get("rows")) is int else None
+    rows = data.get("rows") if ok else None  # a bare count: a record made before the ids' sum, not trusted
+    ok = ok and type(rows) is list and len(rows) == 2 and all(type(n) is int for n in rows)
+    return data if ok and isinstance(data.get("state"), str) else None
 
 
 __all__ = ["RECORD_VERSION", "make_record", "read_record", "record_key", "state_digest"]

@@ -386,8 +386,9 @@ def _unchanged(db: SearchIndex, scope: str, key: str | None, state: str | None) 
         return None
     db.check_pages()  # damage anywhere in the table is still found, as the full sync finds it (then: a new, empty db)
     rec = fingerprint.read_record(db.meta(fingerprint.record_key(scope, key)))
-    if rec is None or rec["state"] != state or db.scope_count(scope, key) != rec["rows"]:
-        return None  # a row updated or deleted since dropped the record (schema.RECORD_TRIGGERS); one added, the count
+    if rec is None or rec["state"] != state or db.scope_rows(scope, key) != rec["rows"]:
+        return None  # a row updated or deleted since dropped the record (schema.RECORD_TRIGGERS); one added or
+    # replaced (INSERT OR REPLACE fires no delete trigger) changed the count or the ids' sum
     out = rec["outcome"]
     try:
         problems = [Problem(Path(p), str(r)) for p, r in out["problems"]]
@@ -404,7 +405,7 @@ def _keep_record(db: SearchIndex, scope: str, key: str | None, state: str, resul
     outcome = {"problems": [[str(p.path), p.reason] for p in result.problems],
                "notes": [[str(p.path), p.reason] for p in result.notes], "warning": result.index_warning,
                "drawer_mode": result.drawer_mode, "memories": result.memories}  # fmt: skip
-    rows = db.scope_count(scope, key)
+    rows = db.scope_rows(scope, key)
     db.set_meta(fingerprint.record_key(scope, key), fingerprint.make_record(state, rows, outcome))
 
 

@@ -289,10 +289,17 @@ class SearchIndex:
                      removed=stats.removed)  # fmt: skip
         return stats
 
-    def scope_count(self, scope: str, project_key: str | None) -> int:
-        """How many rows one directory has (from the scope index alone: no row read)."""
-        sql = "SELECT count(*) FROM memories WHERE scope = ? AND project_key IS ?"
-        return self._recovering("counting rows", lambda: int(self._conn.execute(sql, (scope, project_key)).fetchone()[0]))
+    def scope_rows(self, scope: str, project_key: str | None) -> list[int]:
+        """One directory's rows: how many, and the sum of their ids (from the scope index alone, which
+        holds the rowid: no row read). An added row changes the count; a row replaced by `INSERT OR
+        REPLACE` (whose implicit delete fires no trigger) gets a new id and changes the sum."""
+        sql = "SELECT count(*), coalesce(sum(id), 0) FROM memories WHERE scope = ? AND project_key IS ?"
+
+        def run() -> list[int]:
+            n, ids = self._conn.execute(sql, (scope, project_key)).fetchone()
+            return [int(n), int(ids)]
+
+        return self._recovering("counting rows", run)
 
     def meta(self, key: str) -> str | None:
         """A value of the `meta` table (the refresh's records: `memd.index.fingerprint`)."""

@@ -36,7 +36,10 @@ class Turns:
     """One token on a pipe, made before the fork: `with turns():` in a child waits for it, so the
     children's write transactions follow each other at once, where SQLite's busy handler would have
     the second wait by polling (1, 2, 5, 10, 15 … ms). Advisory only: SQLite's own locks keep the
-    writes apart, so a child that has waited `WAIT_S` (the holder died with the token) goes on without it."""
+    writes apart, so a child that has waited `WAIT_S` (the holder died with the token) goes on without it
+    and puts a token back when it is done: the turns go on for everyone after one wait, where each later
+    write of every child would have waited `WAIT_S` again (a spare token, should the holder have been
+    only slow, costs nothing but the ordering)."""
 
     WAIT_S = 5.0
 
@@ -47,12 +50,11 @@ class Turns:
 
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
-        held = self._take()
+        self._take()
         try:
             yield
         finally:
-            if held:
-                os.write(self.w, b"t")
+            os.write(self.w, b"t")  # the one taken, or one in place of a token lost with its holder
 
     def _take(self) -> bool:
         poll = select.poll()

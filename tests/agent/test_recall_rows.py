@@ -186,3 +186,29 @@ def test_the_daemons_kept_scope_is_the_projects_ids_and_follows_the_index(tmp_pa
     finally:
         kept.close()
         plain.close()
+
+
+def test_an_answer_reads_through_the_connection_its_scope_is_on_when_the_file_is_replaced_meanwhile(
+        tmp_path: Path) -> None:  # fmt: skip
+    """The reviewer's case: recall took `search()` and then `scope()`; a search.sqlite replaced between
+    the two calls made the second close the first's connection ("Cannot operate on a closed database"),
+    and the prompt got no recall. Now the answer reads through the connection `scoped` returns."""
+    h = Home(tmp_path / "home")
+    put(h.project_memory(KEY), "first", "deploy first", "deploy with make")
+    refresh_all(h)
+    kept = Kept(h)
+    try:
+        early = kept.search()  # what recall used to take first
+        kept.done()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{h.search_db}{suffix}").unlink(missing_ok=True)
+        put(h.project_memory(KEY), "second", "deploy second", "deploy again")
+        refresh_all(h)  # a rebuilt database in its place
+        conn, scope = kept.scoped(KEY)
+        with pytest.raises(sqlite3.ProgrammingError):
+            early.execute("SELECT 1")
+        picks = cands.offline_pick(conn, "deploy", KEY, [], 5, scope=scope)
+        assert sorted(c.file.rsplit("/", 1)[1] for c in picks) == ["first.md", "second.md"]
+        assert conn is kept.search()
+    finally:
+        kept.close()

@@ -191,3 +191,28 @@ def test_a_row_added_behind_the_record_changes_its_count(tmp_path: Path) -> None
     conn.close()
     r = _refresh(home, d)
     assert r.search is not None and r.search.removed == 1 and "projects/-p/memory/ghost.md" not in _rows(home)
+
+
+def test_a_row_replaced_behind_the_record_changes_its_ids(tmp_path: Path) -> None:
+    """The reviewer's case: `INSERT OR REPLACE` over a row (same file: `file` is UNIQUE) deletes it without
+    firing the delete trigger (recursive_triggers is off) and keeps the count, so the record said
+    "unchanged" without running whole. The replaced row has a new id, which the record's sum of ids
+    catches: the refresh runs whole (as after an UPDATE, above), then records the rows it saw."""
+    home, d = _steady(tmp_path)
+    before = _record(home)
+    conn = sqlite3.connect(home.search_db)
+    conn.execute("INSERT OR REPLACE INTO memories (scope, project_key, file, name, description, type, body, mtime, size) "
+                 "SELECT scope, project_key, file, name, 'EDITED BY HAND', type, body, mtime, size FROM memories "
+                 "WHERE file = 'projects/-p/memory/m0.md'")  # fmt: skip
+    conn.commit()
+    conn.close()
+    assert _record(home) == before  # no trigger saw it
+    assert _refresh(home, d).changed  # run whole: MEMORY.md follows the rows (as after an UPDATE); on main, the record
+    assert not _refresh(home, d).changed
+    after = _record(home)
+    assert after is not None and after != before  # recorded again with the ids' new sum
+
+
+def test_a_record_made_before_the_ids_sum_is_not_trusted() -> None:
+    assert fingerprint.read_record('{"state": "s", "rows": 3, "outcome": {}}') is None
+    assert fingerprint.read_record('{"state": "s", "rows": [3, 6], "outcome": {}}') is not None

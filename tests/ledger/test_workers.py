@@ -140,10 +140,11 @@ def test_turns_keep_the_childrens_held_sections_apart(tmp_path: Path) -> None:
         assert enter.split()[0] == "in" and leave == f"out {enter.split()[1]}"
 
 
-def test_a_token_lost_with_its_holder_is_waited_for_then_gone_without(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """A child that dies holding the token does not stop the others: they wait `WAIT_S`, then go on
-    (SQLite's own locks still keep the writes apart)."""
+def test_a_token_lost_with_its_holder_is_waited_for_once_then_made_again(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A child that dies holding the token does not stop the others: the next waits `WAIT_S`, goes on
+    (SQLite's own locks still keep the writes apart) and puts a token back, so no later write waits
+    again (the reviewer's run: every later batch of every child waited the full 5 s)."""
     monkeypatch.setattr(workers.Turns, "WAIT_S", 0.05)
     turns = workers.Turns()
 
@@ -156,8 +157,8 @@ def test_a_token_lost_with_its_holder_is_waited_for_then_gone_without(tmp_path: 
     try:
         with pytest.raises(workers.WorkerDied):
             list(workers.run(1, 1, body, orjson.dumps, orjson.loads))
-        with turns():  # the token never came back: held without it
+        with turns():  # the token never came back: held without it, then made again
             pass
-        assert not turns._take()
+        assert turns._take()  # at once
     finally:
         turns.close()
