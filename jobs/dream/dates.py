@@ -102,6 +102,16 @@ def _absolutize_prose(text: str, d: date) -> tuple[str, int]:
     return _ZH_DATES.sub(zh, text), count
 
 
+# Every English expression `_EN_DATES` matches holds one of these (lower-cased); the Chinese ones
+# are not ASCII. So ASCII text without any of them has nothing to replace (checked against the
+# regexes in tests/jobs/dream/test_dates.py). Not for other text: IGNORECASE matches `K` (Kelvin) as k.
+_DATE_WORDS = ("day", "tonight", "tomorrow", "week", "month")
+
+
+def _may_hold_a_date(lower: str) -> bool:
+    return any(w in lower for w in _DATE_WORDS)
+
+
 def absolutize(text: str, d: date) -> tuple[str, int]:
     """Relative dates in `text` made absolute as seen from day `d`; code spans are left alone.
 
@@ -110,6 +120,13 @@ def absolutize(text: str, d: date) -> tuple[str, int]:
     `d`'s; words already after a preposition get none added ("until tomorrow"
     → "until 2026-12-01", "We ship tomorrow" → "We ship on 2026-12-01").
     """
+    if text.isascii() and not _may_hold_a_date(text.lower()):
+        return text, 0  # most memories: no regex pass at all
+    return _absolutize_spans(text, d)
+
+
+def _absolutize_spans(text: str, d: date) -> tuple[str, int]:
+    """`absolutize` by the regexes, prose between code spans."""
     parts: list[str] = []
     total = 0
     pos = 0

@@ -7,8 +7,8 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
-from itertools import chain
+from collections.abc import Iterable, Sequence
+from itertools import chain, compress
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
@@ -16,13 +16,22 @@ if TYPE_CHECKING:
     from memd.memory.file import Memory
 
 SIMILARITY = 0.85
+_SLACK = 3  # words beyond the plain prefixes each side keeps (see `_candidates`): fewer survivors to check
 
 
 _TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]|[^\W_]+")
 
 
+# ASCII text: NFKC leaves it as it is, casefold is lower(), and `[^\W_]` is `[a-z0-9]`; so its
+# words are the runs of those, every other byte a separator (bytes.translate and split: C, no regex).
+_ASCII_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
+_ASCII_SEPARATORS = bytes(c if c in _ASCII_WORD else 0x20 for c in range(256))
+
+
 def tokens(text: str) -> list[str]:
     """Normalised words (NFKC, case-folded, punctuation dropped); each CJK character is a word."""
+    if text.isascii():  # the same words as the regex below gives (tests/jobs/dream/test_duplicates.py)
+        return text.lower().encode("ascii").translate(_ASCII_SEPARATORS).decode("ascii").split()
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
@@ -33,74 +42,71 @@ def similarity(a: Sequence[str], b: Sequence[str]) -> float:
 def _candidates(docs: list[list[str]], threshold: float) -> dict[int, set[int]]:
     """Pairs (i, j<i) whose multiset overlap allows `threshold`: exact, so no similar pair is missed.
 
-    difflib's ratio is 2M/(la+lb), and its M (matched words) never exceeds the
-    multiset overlap O of the two word lists, so ratio ≥ r needs 2·O ≥ r·(la+lb).
-    O is the size of the intersection of the (word, occurrence) element sets. The
-    filter is PPJoin (prefix and positional filtering over elements ordered by
-    global rarity), visiting documents shortest first:
+    difflib's ratio is 2M/(la+lb), and its M (matched words) never exceeds the multiset
+    overlap O of the two word lists, so ratio ≥ r needs 2·O ≥ r·(la+lb). The filter works on
+    each document's set of distinct words, ordered by global rarity (fewest documents first),
+    visiting documents shortest first (x after every y it is compared with, so ly ≤ lx):
 
-    * a document of length l shares at least ⌈r·l/(2−r)⌉ elements with any match
-      (M ≤ the shorter length), so the two share one among the first
-      l − ⌈r·l/(2−r)⌉ + 1 of its elements (the probe prefix);
-    * an earlier (no longer) document of length l shares at least ⌈r·l⌉ with any
-      later one, so only its first l − ⌈r·l⌉ + 1 elements are indexed;
-    * a pair first seen at positions p, q cannot reach the bound if the elements
-      left after them cannot, and is dropped at once.
+    * O ≤ min(la, lb), so O ≥ ⌈r·lx/(2−r)⌉ and O ≥ ⌈r·ly⌉; the distinct words the two share,
+      D, number at least O less x's repeated words (lx − |x's set|), and at least ⌈r·ly⌉ less
+      y's: x needs D ≥ need_x, y D ≥ need_y;
+    * in one global order, a set's first n − D + k words hold the first k shared ones; so x's
+      first n_x − need_x + 1 + `_SLACK` words and y's first n_y − need_y + 1 + `_SLACK` (its
+      indexed prefix) share at least min(1 + `_SLACK`, need_x) words. Counting, for each x,
+      how many of its prefix words each indexed y holds (`Counter` over the postings: C, not a
+      Python loop a posting) keeps only the ys that reach it, a few per document;
+    * a document whose repeats leave need ≤ 0 is compared with every earlier one.
 
-    Survivors are checked with the exact overlap (the popcount of two element bit sets), so the
-    result is exactly the pairs whose overlap reaches the bound: the same pairs
-    an exhaustive check keeps, at a cost that follows the rare elements each
-    document shares, not the number of pairs.
+    Survivors are checked with the exact multiset overlap, so the result is exactly the pairs
+    whose overlap reaches the bound: the same pairs an exhaustive check keeps
+    (tests/jobs/dream/test_duplicates.py holds it to one), at a cost that follows the rare words
+    each document shares, not the number of pairs.
     """
-    elements = [_elements(toks) for toks in docs]
-    freq: Counter[object] = Counter(chain.from_iterable(elements))
-    rank = {e: r for r, (e, _n) in enumerate(sorted(freq.items(), key=itemgetter(1)))}  # rarest first; ties stay in input order
-    ordered = [sorted(map(rank.__getitem__, els)) for els in elements]
-    power = [1 << r for r in range(len(rank))]
-    bits = [sum(map(power.__getitem__, o)) for o in ordered]  # each element set as an int: overlap = popcount of an AND
-    index: dict[int, list[tuple[int, int, int]]] = {}
-    starts: dict[int, int] = {}
-    out: dict[int, set[int]] = {}
     ratio = threshold / (2 - threshold)
-    for x in sorted(range(len(docs)), key=lambda i: len(ordered[i])):
-        ox = ordered[x]
-        lx = len(ox)
+    lens = list(map(len, docs))
+    sets = list(map(set, docs))
+    seen_in: Counter[str] = Counter(chain.from_iterable(sets))  # documents holding each word
+    rank = {w: r for r, (w, _n) in enumerate(sorted(seen_in.items(), key=itemgetter(1)))}  # rarest first
+    rank_of = rank.__getitem__
+    postings: list[list[int]] = [[] for _ in range(len(rank))]
+    bags: dict[int, Counter[str]] = {}  # word counts, made for the documents a survivor names
+    done: list[int] = []
+    out: dict[int, set[int]] = {}
+    for x in sorted(range(len(docs)), key=lens.__getitem__):
+        lx = lens[x]
         if lx == 0:
             continue
-        probe = lx - max(1, math.ceil(ratio * lx - 1e-9)) + 1
+        ranks = sorted(map(rank_of, sets[x]))
+        n, repeats = len(ranks), lx - len(ranks)
+        need = max(1, math.ceil(ratio * lx - 1e-9)) - repeats
+        if need <= 0:
+            survivors: Iterable[int] = done
+        else:
+            least = min(need, 1 + _SLACK)
+            held = Counter(chain.from_iterable(map(postings.__getitem__, ranks[: n - need + 1 + _SLACK])))
+            survivors = compress(held.keys(), map(least.__le__, held.values()))  # C: no loop a posting
         shortest = ratio * lx - 1e-9
-        overlap: dict[int, int] = {}
-        for p in range(probe):
-            posting = index.get(ox[p])
-            if posting is None:
+        bx: Counter[str] | None = None
+        for y in survivors:
+            ly = lens[y]
+            if ly < shortest:
                 continue
-            skip = starts.get(ox[p], 0)
-            while skip < len(posting) and posting[skip][2] < shortest:
-                skip += 1  # lengths only grow: a y too short for this x is too short for every later one
-            starts[ox[p]] = skip
-            for k in range(skip, len(posting)):
-                y, q, ly = posting[k]
-                seen_ = overlap.get(y, 0)
-                if seen_ < 0:
-                    continue
-                if seen_ + 1 + min(lx - p - 1, ly - q - 1) < threshold * (lx + ly) / 2 - 1e-9:
-                    overlap[y] = -1
-                else:
-                    overlap[y] = seen_ + 1
-        for y, seen_ in overlap.items():
-            if seen_ > 0 and 2 * (bits[x] & bits[y]).bit_count() >= threshold * (lx + len(ordered[y])):
+            bx = bx or _bag(bags, docs, x)
+            if 2 * sum((bx & _bag(bags, docs, y)).values()) >= threshold * (lx + ly):
                 i, j = (x, y) if x > y else (y, x)
                 out.setdefault(i, set()).add(j)
-        for p in range(lx - max(1, math.ceil(threshold * lx - 1e-9)) + 1):
-            index.setdefault(ox[p], []).append((x, p, lx))
+        need_y = math.ceil(threshold * lx - 1e-9) - repeats
+        for r in ranks[: n - need_y + 1 + _SLACK] if need_y > 0 else ranks:
+            postings[r].append(x)
+        done.append(x)
     return out
 
 
-def _elements(toks: list[str]) -> list[object]:
-    """A document's (word, occurrence) elements: a word's first occurrence is the word itself (a str,
-    hashed once), its k-th repeat (word, k). Any fixed global order of elements keeps the filter exact."""
-    counts = Counter(toks)
-    return [*counts, *((t, k) for t, c in counts.items() if c > 1 for k in range(1, c))]
+def _bag(bags: dict[int, Counter[str]], docs: list[list[str]], i: int) -> Counter[str]:
+    bag = bags.get(i)
+    if bag is None:
+        bag = bags[i] = Counter(docs[i])
+    return bag
 
 
 def near_duplicate_groups(memories: Sequence[Memory], threshold: float = SIMILARITY) -> list[list[Memory]]:

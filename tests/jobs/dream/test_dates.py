@@ -5,8 +5,11 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from jobs.dream.dates import absolutize
+from jobs.dream.dates import _EN_DATES, _absolutize_spans, _may_hold_a_date, absolutize
 
 D = date(2026, 11, 27)  # a Friday
 
@@ -35,3 +38,28 @@ def test_absolutize(before: str, after: str) -> None:
     assert got == after
     assert (n > 0) == (before != after)
     assert absolutize(got, D) == (got, 0)  # idempotent
+
+
+_PIECES = ["today", "Tonight", "YESTERDAY", "tomorrow", "the day before yesterday", "the day after tomorrow",
+           "3 days ago", "1 day ago", "in 2 days", "in 1 day", "last week", "Next Month", "this monday",
+           "next Friday", "last sunday", "today's", "until", "on", "we", "ship", "day", "week", "month",
+           "todays", "weekly", "monthly", "Mondays", "`today`", "```", "\n", " ", ",", ".", "-", "'s", "x"]  # fmt: skip
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=14), st.text(st.characters(max_codepoint=127), max_size=40))
+def test_the_ascii_shortcut_replaces_what_the_regexes_replace(pieces: list[str], noise: str) -> None:
+    """ASCII text without a date word is returned untouched without a regex pass: the same answer
+    the regexes give, on text made of date phrases, their near misses and random ASCII."""
+    for text in (" ".join(pieces), noise, " ".join(pieces) + noise, noise + "".join(pieces)):
+        assert absolutize(text, D) == _absolutize_spans(text, D), text
+
+
+def test_every_english_date_holds_a_date_word() -> None:
+    """What the shortcut relies on: each match of the English regex holds one of `_DATE_WORDS`."""
+    text = " ".join(_PIECES) + " " + " ".join(f"{w} {u}" for w in ("last", "next", "this")
+                                              for u in ("week", "month", "monday", "tuesday", "wednesday", "thursday",
+                                                        "friday", "saturday", "sunday"))  # fmt: skip
+    matches = [m.group(0).lower() for m in _EN_DATES.finditer(text)]
+    assert len(matches) > 30
+    assert all(_may_hold_a_date(m) for m in matches), matches

@@ -125,3 +125,19 @@ def test_candidate_pairs_follow_the_duplicates_not_the_square_of_the_memories() 
     pairs = sum(len(v) for v in cands.values())
     similar = sum(1 for i, js in cands.items() for j in js if similarity(docs[i], docs[j]) >= 0.85)
     assert pairs <= 2 * similar + 10, (pairs, similar)
+
+
+def _regex_tokens(text: str) -> list[str]:
+    import unicodedata  # noqa: PLC0415 - the reference only
+
+    from jobs.dream.duplicates import _TOKEN  # noqa: PLC0415 - the reference only
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.text(st.characters(max_codepoint=127), max_size=60) | st.text(max_size=30))
+def test_ascii_words_are_those_the_regex_finds(text: str) -> None:
+    """ASCII text is split by a byte table, not the regex: the same words, any punctuation,
+    control character, digit or case (and non-ASCII text still goes through the regex)."""
+    assert tokens(text) == _regex_tokens(text)
+    assert tokens(text + "é") == _regex_tokens(text + "é")
