@@ -156,6 +156,26 @@ class SearchIndex:
             (rowid, segment(mem.name), segment(mem.description), segment(mem.body)),
         )
 
+    def _insert_many(self, new: Sequence[tuple[Memory, str]]) -> None:
+        """`_insert` for many rows in two statements (a fresh database takes a whole scope at once).
+        The ids are those one insert at a time gets (no AUTOINCREMENT: the largest id plus one, in
+        order), given explicitly so the full-text rows can name them."""
+        if len(new) < 2:
+            for mem, file in new:
+                self._insert(mem, file)
+            return
+        (top,) = self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM memories").fetchone()
+        self._conn.executemany(
+            "INSERT INTO memories (id, scope, project_key, file, name, description, type, body, mtime, size) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(top + k, m.scope, m.project_key, f, m.name, m.description, m.type, m.body, m.mtime, m.size)
+             for k, (m, f) in enumerate(new, 1)],
+        )  # fmt: skip
+        self._conn.executemany(
+            "INSERT INTO memories_fts (rowid, name, description, body) VALUES (?, ?, ?, ?)",
+            [(top + k, segment(m.name), segment(m.description), segment(m.body)) for k, (m, _f) in enumerate(new, 1)],
+        )
+
     def _update(self, rowid: int, mem: Memory) -> None:
         self._conn.execute(
             "UPDATE memories SET scope = ?, project_key = ?, name = ?, description = ?, type = ?, "
@@ -220,19 +240,21 @@ class SearchIndex:
                 for r in conn.execute("SELECT id, file, size, mtime, scope, project_key FROM memories")
             }
             seen: set[str] = set()
+            new: list[tuple[Memory, str]] = []
             for memories in memories_by_dir.values():
                 for mem in memories:
                     file = self.relative(mem.path)
                     seen.add(file)
                     row = rows.get(file)
                     if row is None:
-                        self._insert(mem, file)
+                        new.append((mem, file))
                         added += 1
                     elif (row[2], row[3], row[4], row[5]) == (mem.size, mem.mtime, mem.scope, mem.project_key):
                         unchanged += 1
                     else:
                         self._update(row[0], mem)
                         updated += 1
+            self._insert_many(new)
             dirs = set(memories_by_dir)
             for file, row in rows.items():
                 if file not in seen and (prune or (row[4], row[5]) in dirs):

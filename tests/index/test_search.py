@@ -492,3 +492,26 @@ def test_segment_skips_the_regex_only_for_text_it_could_not_change(text: str) ->
     assert segment(text) == _SEG_SOURCE.sub(ZWSP, text)
     pieces = sentence_pieces(text.replace(" ", ""))
     assert pieces is None or any(ch >= "\u0e00" for ch in text)
+
+
+def test_a_batch_of_new_rows_gets_the_ids_and_words_one_insert_at_a_time_gives(home: Home, index: SearchIndex) -> None:
+    """A sync adding many rows inserts them in two statements with explicit ids: the same ids as
+    one insert a row (after the largest id, in order, a deleted row's id not reused below it),
+    and each row's full-text entry holds its own memory's words."""
+    d = home.project_memory(PROJECT)
+    (d / "cpp-style.md").unlink()
+    index.sync(_scan(home))
+    conn = sqlite3.connect(home.search_db)
+    (top,) = conn.execute("SELECT MAX(id) FROM memories").fetchone()
+    for i in range(5):
+        put(d, f"batch-{i}", "project", f"batch note {i}", f"uniqueword{i}x about 用Python写 {i}")
+    stats = index.sync(_scan(home))
+    assert stats.added == 5
+    rows = conn.execute("SELECT id, name FROM memories WHERE name LIKE 'batch-%' ORDER BY id").fetchall()
+    assert rows == [(top + 1 + i, f"batch-{i}") for i in range(5)]
+    for i in range(5):
+        assert names(index.search(f"uniqueword{i}x", project_key=PROJECT)) == [f"batch-{i}"]
+        assert (top + 1 + i,) in conn.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?",
+                                              (f"uniqueword{i}x",)).fetchall()  # fmt: skip
+    assert names(index.search("写", project_key=PROJECT)) != []  # segmented like every other row
+    conn.close()
