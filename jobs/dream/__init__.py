@@ -47,8 +47,8 @@ Decisions worth knowing (each is tested):
   keeps "two dreams of one scope never both apply" (the second waits, then
   finds the scope no longer due) without blocking anyone else. The plan is
   made without the memory lock — reading is safe, every write to a memory
-  directory is atomic — from a scan preceded by the directory's signature
-  `sig0`; the history snapshot is copied meanwhile. Then the scope's own lock
+  directory is atomic — from a scan whose stat of every entry, each taken
+  before its read, is the directory's signature `sig0`; the history snapshot is copied meanwhile. Then the scope's own lock
   is taken (`eligibility.scope_lock`, bounded by `memd.lockTimeoutSeconds`)
   and the signature compared with `sig0`: unchanged, the plan is applied
   (staged, snapshotted, swapped) under that lock; changed — another writer came

@@ -172,7 +172,7 @@ class Snapshot:
     takes the copy off the run's critical path. Not beside the YAML scan or the
     offline plan: CPU-bound Python in one thread and many short syscalls in the
     other convoy on the GIL and slow both. It stays consistent: the directory's
-    signature is taken before the scan and checked again just before the swap,
+    signature is taken by the scan (each entry's stat, before its read) and checked again just before the swap,
     so a snapshot of a directory that changed meanwhile is never used. A run
     that ends without a change discards it (it has no run.json yet, so
     recovery would too). Never started, `wait` takes it in the caller's thread.

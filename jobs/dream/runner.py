@@ -3,7 +3,7 @@
 Locks (issue 16): the runner holds only the scope's dream lock (`eligibility.DreamLock`) for
 the run. The memory scope's own lock is taken twice, briefly: to finish what a crash left
 before anything is read, and for the apply, which first checks that the directory is exactly
-as it was when the plan was made (`sig0`); if not, the run is deferred with nothing written.
+as it was when the plan was made (`sig0`, the scan's stat of each entry); if not, the run is deferred with nothing written.
 
 Not `run.py` (nor `due.py` for `eligibility`): a submodule would share its name with the job's
 `run` (`due`) attribute of `jobs.dream`, and `jobs.dream.run` could not name both.
@@ -147,23 +147,25 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     provider = ctx.provider
     if not directory.is_dir():
         return RunResult("skipped", "no memories to consolidate")
-    from memd.history import treecopy  # noqa: PLC0415 - start-up
-    sig0 = treecopy.signature(directory)
     snap = Snapshot(ctx.home, ref, store.new_run_id(ctx.now()))
     try:
-        return _plan_and_apply(ctx, target, ref, base, provider, sig0, snap, force)
+        return _plan_and_apply(ctx, target, ref, base, provider, snap, force)
     finally:
         snap.discard()
 
 
 def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, provider: str,
-                    sig0: dict[str, Any], snap: Snapshot, force: bool) -> RunResult:  # fmt: skip
+                    snap: Snapshot, force: bool) -> RunResult:  # fmt: skip
     """Plan under no memory lock (every write to the directory is atomic, so the scan reads whole
-    files, and `sig0`, taken before it, says what the plan was made on), then apply under the lock."""
+    files, and `sig0`, the stat of every entry the scan took before reading it, says what the plan
+    was made on), then apply under the lock."""
 
     directory = ref.memory_dir(ctx.home)
+    from memd.history import treecopy  # noqa: PLC0415 - start-up
     from memd.memory.scan import scan_dir  # noqa: PLC0415 - start-up
-    scan = scan_dir(directory, ref.kind, ref.key, keep=snap.known)  # the snapshot packs these bytes, not a reread
+    stats: dict[str, Any] = {}
+    scan = scan_dir(directory, ref.kind, ref.key, keep=snap.known, stats=stats)  # the snapshot packs these bytes
+    sig0 = treecopy.signature_of(stats)  # one stat an entry for the scan and the signature, not a second pass
     if not scan.memories:
         return RunResult("skipped", "no memories to consolidate")
     protected = hand_edited(scan.memories, base.at if base.consolidated else None)
@@ -187,7 +189,6 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
         note_failure(ctx, target, refused)
         return RunResult("failed", f"refused: {refused}", details)
     with scope_lock(ctx, target):
-        from memd.history import treecopy  # noqa: PLC0415 - start-up
         if treecopy.signature(directory) != sig0:
             # Another writer (an extraction, `memd remember`, an undo, a hand edit) came first:
             # the plan was made on what is no longer there. Nothing is written; the cursor stays.

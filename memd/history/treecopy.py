@@ -224,15 +224,19 @@ Signature = dict[str, tuple[int, int, int, int]]
 
 def signature(directory: Path) -> Signature:
     """(inode, size, mtime_ns, mode) of every entry: one stat each, enough to see any edit."""
-    out: Signature = {}
+    stats: dict[str, os.stat_result] = {}
     try:
         with os.scandir(directory) as it:
             for e in it:
                 try:
-                    st = e.stat(follow_symlinks=False)
+                    stats[e.name] = e.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
-                out[e.name] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode)
     except FileNotFoundError:
         pass
-    return out
+    return signature_of(stats)
+
+
+def signature_of(stats: dict[str, os.stat_result]) -> Signature:
+    """A signature from lstats taken already (the dream's scan takes one an entry: `scan_dir(stats=…)`)."""
+    return {name: (st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode) for name, st in stats.items()}

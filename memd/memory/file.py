@@ -179,7 +179,7 @@ def parse_memory(
     as every other bad file. The body loses leading blank lines and trailing
     whitespace, which `render_memory` puts back in canonical form.
     """
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)
     raw_size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
     if isinstance(text, bytes):
         text = _decode(path, text)
@@ -268,7 +268,7 @@ def render_memory(
     # memd never writes a file it would read back differently: a last guard
     # against emitter corner cases beyond the ones `_represent_str` handles.
     back = simple_front(head)  # memd's own subset reads back without YAML (exactly as YAML would, or None)
-    if (back if back is not None else yaml.safe_load(head)) != front:
+    if (back if back is not None else yaml.load(head, Loader=_safe_loader())) != front:  # read back as a parse reads
         raise ValueError("front matter does not survive a YAML round trip; check metadata keys")
     body = body.strip("\r\n").rstrip()
     return f"---\n{head}---\n\n{body}\n" if body else f"---\n{head}---\n"

@@ -121,14 +121,16 @@ def _load_entry(
     max_bytes: int,
     known: Mapping[str, Memory] | None = None,
     keep: dict[str, tuple[int, int, int, int, bytes]] | None = None,
+    base: Path | None = None,
 ) -> Memory | Problem | Bare | None:
     """One directory entry as a Memory, a Problem, or None when it is not a candidate.
 
     `known` holds memories parsed before (the search index's rows): one whose size
     and mtime still match is reused without reading the file again. `keep` receives
     the bytes read, by file name, with the (inode, size, mtime_ns, ctime_ns) stat taken before the read.
+    `base` is the scanned directory as a Path (the entry's path is then built from it, not parsed).
     """
-    path = Path(entry.path)
+    path = base / entry.name if base is not None else Path(entry.path)
     if entry.is_symlink():
         return Problem(path, "symlink not followed")
     try:
@@ -212,12 +214,16 @@ def scan_dir(
     max_bytes: int = DEFAULT_MAX_FILE_BYTES,
     known: Mapping[str, Memory] | None = None,
     keep: dict[str, tuple[int, int, int, int, bytes]] | None = None,
+    stats: dict[str, os.stat_result] | None = None,
 ) -> ScanResult:
     """Every memory of one directory, plus a Problem for every file it could not use.
 
     `known` (path → Memory parsed before) spares re-reading unchanged files; `keep`
     (file name → (inode, size, mtime_ns, ctime_ns, bytes)) receives every file read, for a
-    caller that packs them next (the dream's snapshot, `memd.history.pack`).
+    caller that packs them next (the dream's snapshot, `memd.history.pack`); `stats` (file name
+    → lstat) receives every entry's stat, candidate or not, each taken before the file is read
+    (a `DirEntry` keeps it: a file's read uses the same one), as the dream's directory signature
+    (`memd.history.treecopy.signature_of`); an entry gone before its stat is left out.
 
     A missing directory is an empty one (the global drawer may not exist yet).
     Nothing is ever modified or deleted here.
@@ -232,9 +238,14 @@ def scan_dir(
         result.problems.append(Problem(directory, f"cannot list directory: {exc.strerror or exc}"))
         return result
     for entry in entries:
+        if stats is not None:
+            try:
+                stats[entry.name] = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                pass
         if not is_candidate_name(entry.name):
             continue
-        loaded = _load_entry(entry, scope, project_key, max_bytes, known, keep)
+        loaded = _load_entry(entry, scope, project_key, max_bytes, known, keep, directory)
         if isinstance(loaded, Memory):
             result.memories.append(loaded)
         elif isinstance(loaded, Bare):

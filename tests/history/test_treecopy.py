@@ -65,3 +65,23 @@ def test_without_syncfs_every_file_is_fsynced(tmp_path: Path, monkeypatch: pytes
     calls = _count_fsyncs(monkeypatch)
     treecopy.durable(copied)
     assert len(calls) == 41 + 2
+
+
+def test_the_scans_stats_are_the_directorys_signature(tmp_path: Path) -> None:
+    """The dream takes its signature from the scan's own stat of each entry (`scan_dir(stats=…)`):
+    the same signature a separate pass takes, for memories, a file that does not parse, MEMORY.md,
+    a sub-directory, a symlink and a file that is not a memory; and any later edit shows."""
+    from memd.memory.scan import scan_dir  # noqa: PLC0415 - only this test
+
+    d = _scope(tmp_path, 5)
+    (d / "MEMORY.md").write_text("# index\n")
+    (d / "broken.md").write_text("---\nname: [\n---\n")
+    (d / "notes.txt").write_text("not a memory")
+    (d / "link.md").symlink_to(d / "m001.md")
+    stats: dict[str, os.stat_result] = {}
+    scan_dir(d, "project", "-p", stats=stats)
+    sig = treecopy.signature_of(stats)
+    assert sig == treecopy.signature(d)
+    assert {"MEMORY.md", "broken.md", "notes.txt", "link.md", "sub", "m000.md"} <= set(sig)
+    (d / "m002.md").write_text("---\nname: m2\n---\nedited\n")
+    assert treecopy.signature(d) != sig
