@@ -135,21 +135,25 @@ def _stamp(memories: list[Memory]) -> list[Memory]:
     return out
 
 
-def refresh_known(ctx: JobContext, ref: Place, memories: list[Memory]) -> None:
+def refresh_known(ctx: JobContext, ref: Place, memories: list[Memory], staged_index: bytes | None = None) -> None:
     """The views `indexer.refresh_dir` keeps (MEMORY.md, the drawer render, search rows),
     from the memories this run already knows instead of a rescan.
 
     Why not `memwrite.refresh`: it parses every file's YAML again, about half a
     second for 1,000 memories, which alone is a quarter of the run's budget; the
     run knows the new directory exactly (it just built it). The renders and the
-    search sync are the same public functions `refresh_dir` uses.
+    search sync are the same public functions `refresh_dir` uses. `staged_index` is the
+    MEMORY.md the staging got from these memories: while the live file still holds exactly
+    it, rendering them over it gives it again (a render is its own fixpoint), so it is not
+    rendered twice; anything else (an agent's write since the swap, a held rewrite) goes
+    through `write_index` as before.
     """
 
     s = ctx.settings
     directory = ref.memory_dir(ctx.home)
     from memd.index.refresh import agent_hold, write_if_changed, write_index  # noqa: PLC0415 - start-up
     from memd.index.render import render_drawer  # noqa: PLC0415 - start-up
-    if s.memory.index_consolidation.enabled:
+    if s.memory.index_consolidation.enabled and (staged_index is None or _live_bytes(directory / "MEMORY.md") != staged_index):
         hold = agent_hold(ctx.home, s, ref, ctx.now()) if ctx.hold_index is not None else None
         done = write_index(directory / "MEMORY.md", memories, hold=hold)  # lines memd did not write are kept (§14)
         ctx.index_held(ref, done.held)  # the daemon: MEMORY.md once the project's agent is quiet
@@ -159,6 +163,15 @@ def refresh_known(ctx: JobContext, ref: Place, memories: list[Memory]) -> None:
     from memd.index.writer import SearchIndex  # noqa: PLC0415 - start-up
     with SearchIndex.for_home(ctx.home) as db:
         db.sync({(ref.kind, ref.key): memories})
+
+
+def _live_bytes(path: Path) -> bytes | None:
+    """A regular file's bytes (never through a link, never a FIFO), None when there is none to read."""
+    from memd.fsutil import read_regular  # noqa: PLC0415 - start-up
+    try:
+        return read_regular(path, follow=False)
+    except OSError:
+        return None
 
 
 def _counts(changes: dict[str, list[Any]]) -> dict[str, int]:
@@ -283,10 +296,10 @@ def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], pl
     run_id = snap.run_id
     from memd.history import treecopy  # noqa: PLC0415 - start-up
     try:
-        changes, final = _commit(ctx, ref, memories, rendered, by_file, sig0, snap, provider, force, plan)
+        changes, final, staged_index = _commit(ctx, ref, memories, rendered, by_file, sig0, snap, provider, force, plan)
     except treecopy.SpecialFile as exc:
         return RunResult("failed", str(exc), details)
-    refresh_known(ctx, ref, _stamp(final))
+    refresh_known(ctx, ref, _stamp(final), staged_index)
     advance(ctx, target, run_id)
     from memd.history import runs as history  # noqa: PLC0415 - start-up
     history.prune(ctx.home, ref, int(ctx.settings.memd.history_keep))
@@ -298,9 +311,10 @@ def apply(ctx: JobContext, target: Place, ref: Place, memories: list[Memory], pl
 
 def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[Rendered],
             by_file: dict[str, Memory], sig0: dict[str, Any], snap: Snapshot, provider: str, force: bool,
-            plan: Plan) -> tuple[dict[str, list[dict[str, Any]]], list[Memory]]:  # fmt: skip
+            plan: Plan) -> tuple[dict[str, list[dict[str, Any]]], list[Memory], bytes | None]:  # fmt: skip
     """Snapshot (done already if the model call hid it), stage, check nothing moved under us,
-    record, swap. Any failure rolls back."""
+    record, swap. Any failure rolls back. Returns the changes, the memories after, and the
+    MEMORY.md the staging got (None: none rendered, or its rewrite held for an agent at work)."""
 
     directory = ref.memory_dir(ctx.home)
     run_id = snap.run_id
@@ -312,12 +326,15 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
         changes, written = apply_to_staging(staging, rendered, by_file)
         staged.copied.files.extend(written)
         final = final_memories(memories, rendered, directory)
+        staged_index = None
         if ctx.settings.memory.index_consolidation.enabled:
             from memd.index.refresh import agent_hold, write_index  # noqa: PLC0415 - start-up
             # The daemon's dream under an agent at work keeps the live MEMORY.md as it is (memd.index.hold):
             # `refresh_known` after the swap holds it too and has the index job write it once the agent is quiet.
             hold = agent_hold(ctx.home, ctx.settings, ref, ctx.now()) if ctx.hold_index is not None else None
-            write_index(staging / "MEMORY.md", final, hold=hold)  # the snapshot keeps the old one; foreign lines stay (§14)
+            done = write_index(staging / "MEMORY.md", final, hold=hold)  # the snapshot keeps the old one; foreign lines stay (§14)
+            if not done.held:
+                staged_index = done.render.text.encode("utf-8", "surrogateescape")
         swap.seal(staged)
         from memd.history import treecopy  # noqa: PLC0415 - start-up
         if treecopy.signature(directory) != sig0:
@@ -337,4 +354,4 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
         snap.settle()
         swap.recover_scope(ctx.home, ref, ctx.log)
         raise
-    return changes, final
+    return changes, final, staged_index

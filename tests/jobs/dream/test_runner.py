@@ -247,3 +247,46 @@ def test_special_file_in_the_scope_fails_clearly(home: Path) -> None:
     assert r.outcome == "failed" and "not a regular file" in r.reason, r
     assert files_of(d) == before and (d / "pipe").exists()
     assert not list(d.parent.glob(".memory*")) and not any((home / "memd" / "history").glob("*/*"))
+
+
+def test_memory_md_is_rendered_once_and_an_agent_write_after_the_swap_is_merged(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live MEMORY.md is not rendered again after the swap while it holds what the staging got
+    (rendering the same memories over a render gives it again: checked here on a file with a line
+    memd did not write); a line an agent writes between the swap and the refresh is merged in."""
+    from memd.history import snapshots as swap  # noqa: PLC0415 - patched below
+    from memd.index.refresh import write_index  # noqa: PLC0415 - the reference
+    from memd.memory.scan import scan_dir  # noqa: PLC0415 - the reference
+
+    d = offline_scope(home)
+    refresh_dir(Home(home), "project", KEY, d)
+    with (d / "MEMORY.md").open("a") as fh:
+        fh.write("- [my own line](notes/mine.md) — kept by memd\n")
+    real = swap.swap_in
+
+    def agent_writes_after(*args: Any, **kwargs: Any) -> None:
+        real(*args, **kwargs)
+        with (d / "MEMORY.md").open("a") as fh:
+            fh.write("- [agent line](agent.md) — written by the agent just now\n")
+
+    monkeypatch.setattr(swap, "swap_in", agent_writes_after)
+    r = run_job(make_ctx(home, mk_settings()), dream, TARGET, force=True)
+    assert r.outcome == "ok" and r.details["merged"] == 1, r
+    text = (d / "MEMORY.md").read_text()
+    assert "agent line" in text and "my own line" in text and "(tabs-2.md)" in text and "(tabs.md)" not in text
+    again = write_index(d / "MEMORY.md", scan_dir(d, "project", KEY).memories)
+    assert not again.written and again.render.text == text  # the file is a fixpoint of its own render
+
+    monkeypatch.setattr(swap, "swap_in", real)
+    write_mem(d, "fresh", "a fresh memory", "user", "Something new today.", age_h=1)
+    calls: list[Path] = []
+    import memd.index.refresh as refresh  # noqa: PLC0415 - counted below
+
+    def counting(path: Path, *args: Any, **kwargs: Any) -> Any:
+        calls.append(path)
+        return write_index(path, *args, **kwargs)
+
+    monkeypatch.setattr(refresh, "write_index", counting)
+    r = run_job(make_ctx(home, mk_settings()), dream, TARGET, force=True)
+    assert r.outcome == "ok" and r.details["rewritten"] >= 1, r
+    assert [p.parent.name[:14] for p in calls] == [".memory.dream-"]  # the staging's render only, not the live one again
+    assert write_index(d / "MEMORY.md", scan_dir(d, "project", KEY).memories).written is False
