@@ -200,6 +200,7 @@ class Snapshot:
     def __init__(self, home: Any, ref: Place, run_id: str) -> None:
         self.home, self.ref, self.run_id = home, ref, run_id
         self.known: dict[str, tuple[int, int, int, int, bytes]] = {}  # what the scan read (memd.history.pack.Known)
+        self.sums: dict[str, str] = {}  # the sha256 of every file the pack holds (for run.json)
         self.entry: Path | None = None
         self.error: BaseException | None = None
         self.kept = False
@@ -218,7 +219,8 @@ class Snapshot:
         self._copied = True
         try:
             from memd.history import snapshots as swap  # noqa: PLC0415 - start-up
-            self.entry = swap.snapshot(self.home, self.ref, self.run_id, self.known)
+            self.sums = {}
+            self.entry = swap.snapshot(self.home, self.ref, self.run_id, self.known, self.sums)
         except BaseException as exc:  # re-raised in the run's thread by wait()
             self.error = exc
 
@@ -345,7 +347,7 @@ def _commit(ctx: JobContext, ref: Place, memories: list[Memory], rendered: list[
             "changes": changes, "rejected": [{"index": i, "reason": r} for i, r in plan.rejected],
             "input_tokens": plan.input_tokens,
         }  # fmt: skip
-        store.write_run_info(entry, info)
+        store.write_run_info(entry, info, snap.sums)
         snap.kept = True
         swap.swap_in(ctx.home, ref, run_id, staging)
         from memd.git.commits import after_run  # noqa: PLC0415 - start-up: git only when a write lands

@@ -84,19 +84,23 @@ def remove_entry(home: Home, ref: Place, run_id: str) -> None:
 # --------------------------------------------------------------------------- snapshot, stage, swap
 
 
-def snapshot(home: Home, ref: Place, run_id: str, known: Known | None = None) -> Path:
+def snapshot(home: Home, ref: Place, run_id: str, known: Known | None = None, sums: dict[str, str] | None = None) -> Path:
     """Pack the live directory into a new history entry; returns the entry (without run.json yet).
 
     One file (`files.pack`), fsynced once, with the entry and its parent: no per-file copies or
     flushes (the older layout's `files/` directory is still read, never written). `known` holds
-    the bytes a scan already read (`memd.history.pack.Known`), used while a file is unchanged.
+    the bytes a scan already read (`memd.history.pack.Known`), used while a file is unchanged;
+    `sums` receives the sha256 of every file packed, by relative path (what `write_run_info`
+    would otherwise read back from the pack's manifest).
     """
     entry = history_root(home, ref) / run_id
     ensure_own_dir(entry.parent, home.memd_dir)  # memd/history is memd's own: never through a link
     os.mkdir(entry, 0o700)
     live = ref.memory_dir(home)
     if live.is_dir() and not live.is_symlink():
-        write_pack(live, entry, known)
+        packed = write_pack(live, entry, known)
+        if sums is not None:
+            sums.update(packed)
     else:  # nothing to keep: an empty snapshot (undo brings back an empty directory)
         os.mkdir(entry / FILES_DIR, 0o700)
         atomic_write(entry / SUMS_FILE, "{}")

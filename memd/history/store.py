@@ -44,13 +44,14 @@ def new_run_id(now: datetime) -> str:
     return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
 
 
-def write_run_info(entry: Path, info: dict[str, Any]) -> None:
+def write_run_info(entry: Path, info: dict[str, Any], packed: dict[str, str] | None = None) -> None:
     """Complete a history entry. `seq` orders runs of a scope even within one second (run ids
-    only have seconds); it is race-free because entries are only written under the scope's lock."""
+    only have seconds); it is race-free because entries are only written under the scope's lock.
+    `packed`: the sums `snapshot` computed as it packed this entry (the pack is not read back)."""
     seqs = [r.get("seq") for r in _runs_in(entry.parent)]
     seq = 1 + max([x for x in seqs if isinstance(x, int)], default=0)
     data = {"seq": seq, **{k: v for k, v in info.items() if k != "seq"}}
-    sums = _read_json(entry / SUMS_FILE)
+    sums = _read_json(entry / SUMS_FILE) if packed is None else packed
     if sums is None and os.path.lexists(entry / PACK_FILE):  # a packed snapshot carries its own sums
         try:
             sums = {e["path"]: e["sha256"] for e in Pack.open(entry / PACK_FILE).files()}

@@ -204,3 +204,16 @@ def test_kill_9_while_an_undo_packs_and_restores_leaves_old_or_a_whole_run(home:
         assert not list(d.parent.glob(".memory*")) and not list(Path(run["path"]).parent.glob("*/.files.pack.tmp"))
     assert undone != dreamt
     print(seen)
+
+
+def test_run_json_holds_the_sums_of_the_pack_and_of_the_bytes_before(home: Path) -> None:
+    """The dream passes the sums it computed while packing to run.json (the pack is not read back):
+    they are the manifest's, and the sha256 of each file as it was before the run."""
+    import hashlib  # noqa: PLC0415 - only this test
+
+    d = offline_scope(home)
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in d.iterdir() if p.is_file()}
+    assert run_job(make_ctx(home, mk_settings()), dream, TARGET, force=True).outcome == "ok"
+    [entry] = [e for e in store.history_root(Home(home), REF).iterdir() if e.is_dir()]
+    sums = json.loads((entry / store.RUN_FILE).read_text())["snapshot_sha256"]
+    assert sums == {e["path"]: e["sha256"] for e in Pack.open(entry / PACK_FILE).files()} == before
