@@ -11,6 +11,8 @@ Not `run.py` (nor `due.py` for `eligibility`): a submodule would share its name 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +55,29 @@ from memd.tree import Place
 
 if TYPE_CHECKING:
     from memd.memory.file import Memory
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused for one CPU-bound step of the run (the scan, the offline
+    plan), then put back as it was.
+
+    Why: those steps make tens of thousands of objects that live until the run ends (a scope's
+    memories, their paths and metadata, every memory's words and postings) and no reference
+    cycles; each full pass of the collector walks all of them for nothing (at 5,000 memories, three
+    such passes and some 60-90 ms of a run). Reference counting frees everything as before; a
+    cycle made meanwhile is collected by the next pass after. Never around a wait (a model call,
+    a lock): only the scan's reads and pure computation.
+    """
+    import gc  # noqa: PLC0415 - start-up
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _session_notes(ctx: JobContext, ref: Place, since: datetime | None) -> list[SessionNote]:
@@ -164,14 +189,16 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
     from memd.history import treecopy  # noqa: PLC0415 - start-up
     from memd.memory.scan import scan_dir  # noqa: PLC0415 - start-up
     stats: dict[str, Any] = {}
-    scan = scan_dir(directory, ref.kind, ref.key, keep=snap.known, stats=stats)  # the snapshot packs these bytes
+    with collector_paused():
+        scan = scan_dir(directory, ref.kind, ref.key, keep=snap.known, stats=stats)  # the snapshot packs these bytes
     sig0 = treecopy.signature_of(stats)  # one stat an entry for the scan and the signature, not a second pass
     if not scan.memories:
         return RunResult("skipped", "no memories to consolidate")
     protected = hand_edited(scan.memories, base.at if base.consolidated else None)
     rules = Rules(ref.kind, directory, frozenset(protected), taken=frozenset(sig0))
     if provider == "offline":
-        plan = Plan(ops=offline_plan(scan.memories, protected))
+        with collector_paused():
+            plan = Plan(ops=offline_plan(scan.memories, protected))
     else:
         snap.start()
         plan = _model_plan(ctx, ref, scan.memories, rules, base)

@@ -290,3 +290,40 @@ def test_memory_md_is_rendered_once_and_an_agent_write_after_the_swap_is_merged(
     assert r.outcome == "ok" and r.details["rewritten"] >= 1, r
     assert [p.parent.name[:14] for p in calls] == [".memory.dream-"]  # the staging's render only, not the live one again
     assert write_index(d / "MEMORY.md", scan_dir(d, "project", KEY).memories).written is False
+
+
+def test_the_collector_is_paused_for_the_scan_and_the_offline_plan_only(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan and the offline plan run with the cyclic collector paused; it is back on for the
+    apply and after the run, and a collector someone else had turned off stays off (even on an error)."""
+    import gc  # noqa: PLC0415 - what is checked
+
+    import jobs.dream.runner as runner  # noqa: PLC0415 - patched below
+    import memd.memory.scan as scan  # noqa: PLC0415 - patched below
+    from jobs.dream import apply as applying  # noqa: PLC0415 - patched below
+
+    seen: dict[str, bool] = {}
+
+    def spy(name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            seen.setdefault(name, gc.isenabled())  # the first call: the run's own (a fresh search index scans too)
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(scan, "scan_dir", spy("scan", scan.scan_dir))
+    monkeypatch.setattr(runner, "offline_plan", spy("plan", runner.offline_plan))
+    monkeypatch.setattr(applying, "render_ops", spy("apply", applying.render_ops))
+    offline_scope(home)
+    assert gc.isenabled()
+    assert run_job(make_ctx(home, mk_settings()), dream, TARGET, force=True).outcome == "ok"
+    assert seen == {"scan": False, "plan": False, "apply": True} and gc.isenabled()
+
+    gc.disable()
+    try:
+        with pytest.raises(KeyError), runner.collector_paused():
+            raise KeyError("x")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(KeyError), runner.collector_paused():
+        raise KeyError("x")
+    assert gc.isenabled()
