@@ -59,15 +59,17 @@ if TYPE_CHECKING:
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused for one CPU-bound step of the run (the scan, the offline
-    plan), then put back as it was.
+    """The cyclic garbage collector paused for the scan (and, offline, the whole plan and apply),
+    then put back as it was.
 
-    Why: those steps make tens of thousands of objects that live until the run ends (a scope's
-    memories, their paths and metadata, every memory's words and postings) and no reference
-    cycles; each full pass of the collector walks all of them for nothing (at 5,000 memories, three
-    such passes and some 60-90 ms of a run). Reference counting frees everything as before; a
-    cycle made meanwhile is collected by the next pass after. Never around a wait (a model call,
-    a lock): only the scan's reads and pure computation.
+    Why: a run makes tens of thousands of objects that live until it ends (a scope's memories,
+    their paths and metadata, every memory's words and postings, the pack's manifest) and no
+    reference cycles; each pass of the collector over them finds nothing, and the full ones walk
+    them all (at 5,000 memories, three full passes and 60-90 ms of a run). Paused, reference
+    counting still frees everything as before; a cycle made meanwhile is collected by the first
+    pass after, when the run's objects are gone. Never around a model call (a run with a model
+    pauses only its scan); an offline run's only wait is the scope lock, bounded by
+    `memd.lockTimeoutSeconds`.
     """
     import gc  # noqa: PLC0415 - start-up
 
@@ -174,7 +176,10 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         return RunResult("skipped", "no memories to consolidate")
     snap = Snapshot(ctx.home, ref, store.new_run_id(ctx.now()))
     try:
-        return _plan_and_apply(ctx, target, ref, base, provider, snap, force)
+        if provider != "offline":
+            return _plan_and_apply(ctx, target, ref, base, provider, snap, force)
+        with collector_paused():  # an offline run is CPU and file I/O from here on: no model to wait for
+            return _plan_and_apply(ctx, target, ref, base, provider, snap, force)
     finally:
         snap.discard()
 
@@ -197,8 +202,7 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
     protected = hand_edited(scan.memories, base.at if base.consolidated else None)
     rules = Rules(ref.kind, directory, frozenset(protected), taken=frozenset(sig0))
     if provider == "offline":
-        with collector_paused():
-            plan = Plan(ops=offline_plan(scan.memories, protected))
+        plan = Plan(ops=offline_plan(scan.memories, protected))
     else:
         snap.start()
         plan = _model_plan(ctx, ref, scan.memories, rules, base)

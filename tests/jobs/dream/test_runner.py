@@ -292,14 +292,16 @@ def test_memory_md_is_rendered_once_and_an_agent_write_after_the_swap_is_merged(
     assert write_index(d / "MEMORY.md", scan_dir(d, "project", KEY).memories).written is False
 
 
-def test_the_collector_is_paused_for_the_scan_and_the_offline_plan_only(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scan and the offline plan run with the cyclic collector paused; it is back on for the
-    apply and after the run, and a collector someone else had turned off stays off (even on an error)."""
+def test_the_collector_is_paused_for_an_offline_run_and_a_model_runs_scan_only(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An offline run scans, plans and applies with the cyclic collector paused; a run with a model
+    pauses only its scan (never the model call); it is back on after, and a collector someone else
+    had turned off stays off (even on an error)."""
     import gc  # noqa: PLC0415 - what is checked
 
     import jobs.dream.runner as runner  # noqa: PLC0415 - patched below
     import memd.memory.scan as scan  # noqa: PLC0415 - patched below
     from jobs.dream import apply as applying  # noqa: PLC0415 - patched below
+    from jobs.dream.plan import Plan  # noqa: PLC0415 - the spy's answer
 
     seen: dict[str, bool] = {}
 
@@ -312,10 +314,15 @@ def test_the_collector_is_paused_for_the_scan_and_the_offline_plan_only(home: Pa
     monkeypatch.setattr(scan, "scan_dir", spy("scan", scan.scan_dir))
     monkeypatch.setattr(runner, "offline_plan", spy("plan", runner.offline_plan))
     monkeypatch.setattr(applying, "render_ops", spy("apply", applying.render_ops))
+    monkeypatch.setattr(runner, "_model_plan", spy("model", lambda *a: Plan(error="no model here")))
     offline_scope(home)
     assert gc.isenabled()
     assert run_job(make_ctx(home, mk_settings()), dream, TARGET, force=True).outcome == "ok"
-    assert seen == {"scan": False, "plan": False, "apply": True} and gc.isenabled()
+    assert seen == {"scan": False, "plan": False, "apply": False} and gc.isenabled()
+    seen.clear()
+    with FakeAnthropic([]) as api:
+        assert run_job(_model_ctx(home, api, monkeypatch), dream, TARGET, force=True).outcome == "failed"
+    assert seen == {"scan": False, "model": True} and gc.isenabled()
 
     gc.disable()
     try:
