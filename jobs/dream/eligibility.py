@@ -15,7 +15,9 @@ consolidation; a future-dated memory file starts the count now.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import os
+import stat
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -141,7 +143,6 @@ def oldest_memory_mtime(directory: Path) -> float | None:
 
     oldest: float | None = None
     try:
-        import os  # noqa: PLC0415 - start-up
         with os.scandir(directory) as it:
             for e in it:
                 if not is_candidate_name(e.name):
@@ -155,7 +156,15 @@ def oldest_memory_mtime(directory: Path) -> float | None:
     return oldest
 
 
-def baseline_of(ctx: JobContext, target: Place) -> Baseline:
+def oldest_in(stats: Mapping[str, os.stat_result]) -> float | None:
+    """`oldest_memory_mtime` from lstats taken already (the dream's scan takes one an entry)."""
+    return min((st.st_mtime for name, st in stats.items() if is_candidate_name(name) and stat.S_ISREG(st.st_mode)),
+               default=None)  # fmt: skip
+
+
+def baseline_of(ctx: JobContext, target: Place, oldest: Callable[[], float | None] | None = None) -> Baseline:
+    """Where `target`'s count starts (see `Baseline`); `oldest` gives the oldest memory's mtime
+    when the caller has the directory's stats already (else the directory is listed)."""
     cur = _cursor(ctx, target)
     now = ctx.now()
     last = _when(cur.get("last"))
@@ -167,8 +176,8 @@ def baseline_of(ctx: JobContext, target: Place) -> Baseline:
     run_id = cur.get("run") if isinstance(cur.get("run"), str) else None
     if last is not None:
         return Baseline(last, True, failed, run_id)
-    oldest = oldest_memory_mtime(scope_ref(target).memory_dir(ctx.home))
-    at = None if oldest is None else datetime.fromtimestamp(oldest, UTC)
+    first = oldest() if oldest is not None else oldest_memory_mtime(scope_ref(target).memory_dir(ctx.home))
+    at = None if first is None else datetime.fromtimestamp(first, UTC)
     if at is not None and at > now:
         at = _first_seen(ctx, target, cur, now, at)
     return Baseline(at, False, failed, run_id)

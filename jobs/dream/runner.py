@@ -26,6 +26,7 @@ from jobs.dream.eligibility import (
     due_decisions,
     epoch,
     note_failure,
+    oldest_in,
     scope_lock,
     scope_ref,
 )
@@ -161,7 +162,6 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     with scope_lock(ctx, target):  # a swap a crash interrupted is finished (or undone) before we read
         from memd.history import snapshots as swap  # noqa: PLC0415 - start-up
         swap.recover_scope(ctx.home, ref, ctx.log)
-    base = baseline_of(ctx, target)
     if not force:
         ok, why = due_decisions(ctx, [target])[target]
         if not ok:
@@ -177,15 +177,15 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     snap = Snapshot(ctx.home, ref, store.new_run_id(ctx.now()))
     try:
         if provider != "offline":
-            return _plan_and_apply(ctx, target, ref, base, provider, snap, force)
+            return _plan_and_apply(ctx, target, ref, provider, snap, force)
         with collector_paused():  # an offline run is CPU and file I/O from here on: no model to wait for
-            return _plan_and_apply(ctx, target, ref, base, provider, snap, force)
+            return _plan_and_apply(ctx, target, ref, provider, snap, force)
     finally:
         snap.discard()
 
 
-def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, provider: str,
-                    snap: Snapshot, force: bool) -> RunResult:  # fmt: skip
+def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, provider: str, snap: Snapshot,
+                    force: bool) -> RunResult:  # fmt: skip
     """Plan under no memory lock (every write to the directory is atomic, so the scan reads whole
     files, and `sig0`, the stat of every entry the scan took before reading it, says what the plan
     was made on), then apply under the lock."""
@@ -199,6 +199,7 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, base: Baseline, 
     sig0 = treecopy.signature_of(stats)  # one stat an entry for the scan and the signature, not a second pass
     if not scan.memories:
         return RunResult("skipped", "no memories to consolidate")
+    base = baseline_of(ctx, target, oldest=lambda: oldest_in(stats))  # a scope never consolidated: from the same stats
     protected = hand_edited(scan.memories, base.at if base.consolidated else None)
     rules = Rules(ref.kind, directory, frozenset(protected), taken=frozenset(sig0))
     if provider == "offline":

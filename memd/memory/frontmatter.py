@@ -13,6 +13,7 @@ guessed at. tests/memory/test_frontmatter.py holds it to YAML on a corpus of odd
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["simple_front"]
@@ -38,6 +39,7 @@ def _value(text: str) -> str | None:
     return text
 
 
+@lru_cache(maxsize=1024)  # a scope's files repeat a handful of keys: one regex match each, not one a line
 def _key(text: str) -> str | None:
     return text if _KEY.match(text) and text not in _NOT_STR else None
 

@@ -150,3 +150,28 @@ def test_a_transcript_dated_2099_counts_once_and_never_blocks_the_scope(home: Pa
     set_cursor(ctx.conn, "dream", str(TARGET), {"last": iso(now), "run": None}, iso(now))
     ok, why = due_decisions(make_ctx(home, s, now=now + timedelta(hours=30)), [TARGET])[TARGET]
     assert not ok and "0/1 sessions" in why, why  # counted once, before the consolidation
+
+
+def test_the_oldest_memory_from_the_scans_stats_is_the_one_a_listing_finds(home: Path) -> None:
+    """A run takes a never-consolidated scope's baseline from the stats its scan took (`oldest_in`):
+    the same mtime `oldest_memory_mtime` finds by listing, whatever else the directory holds (an
+    older file that is not a memory, an older sub-directory, a link to an older file)."""
+    from jobs.dream.eligibility import oldest_in, oldest_memory_mtime  # noqa: PLC0415 - the pair compared
+    from memd.memory.scan import scan_dir  # noqa: PLC0415 - what a run reads with
+
+    d = mdir(home)
+    write_mem(d, "a", "alpha", "project", "alpha body", age_h=30)
+    write_mem(d, "b", "beta", "project", "beta body", age_h=50)
+    (d / "broken.md").write_text("---\nname: [\n---\n")
+    os.utime(d / "broken.md", (time.time() - 40 * 3600,) * 2)
+    for older in ("notes.txt", "sub"):
+        (d / older).mkdir() if older == "sub" else (d / older).write_text("x")
+        os.utime(d / older, (time.time() - 90 * 3600,) * 2)
+    (d / "old-target.md").write_text("not in the scope")
+    os.utime(d / "old-target.md", (time.time() - 99 * 3600,) * 2)
+    (d / "link.md").symlink_to(d / "old-target.md")
+    (d / "old-target.md").rename(home / "old-target.md")
+    stats: dict[str, os.stat_result] = {}
+    scan_dir(d, "project", KEY, stats=stats)
+    assert oldest_in(stats) == oldest_memory_mtime(d) == (d / "b.md").stat().st_mtime
+    assert oldest_in({}) is None
