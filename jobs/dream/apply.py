@@ -3,6 +3,7 @@ history, check nothing moved under the run, record and swap in (`memd.history.sn
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC
@@ -60,7 +61,6 @@ def _write_fresh(path: Path, text: str) -> None:
     """
 
     path.unlink(missing_ok=True)
-    import os  # noqa: PLC0415 - start-up
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         view = memoryview(text.encode("utf-8"))
@@ -116,7 +116,8 @@ def final_memories(memories: Sequence[Memory], rendered: Sequence[Rendered], dir
                 (r.op.type or "").strip().lower(), r.op.body.strip("\r\n").rstrip(), 0.0,
                 len(r.text.encode("utf-8")), scope, key, extra,
             )  # fmt: skip
-    keep = [m if m.path.parent == directory else replace(m, path=directory / m.path.name)
+    here = str(directory)  # compared as text: a Path's `parent` is a new Path a memory
+    keep = [m if os.path.dirname(m.path) == here else replace(m, path=directory / m.path.name)
             for m in memories if m.path.name not in gone]  # fmt: skip
     return keep + list(new.values())
 

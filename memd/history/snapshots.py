@@ -202,9 +202,31 @@ def swap_in(home: Home, ref: Place, run_id: str, staging: Path) -> None:
     os.rename(staging, live)  # the commit point
     fsync_dir(live.parent)
     if had:
-        shutil.rmtree(old)
+        remove_old(old)
     _clear_journal(home, ref)
     log.info("memory_dir.swapped", scope=str(ref), run=run_id)
+
+
+def remove_old(path: Path) -> None:
+    """`shutil.rmtree(path)` for the swapped-out copy of a scope: its files unlinked relative to
+    the directory's descriptor (no path joined a file, never a link followed), any sub-directory
+    by `shutil.rmtree`, then the directory itself. A scope holds thousands of files."""
+    if os.scandir not in os.supports_fd or os.unlink not in os.supports_dir_fd:
+        shutil.rmtree(path)
+        return
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        with os.scandir(fd) as it:
+            entries = list(it)
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                shutil.rmtree(path / e.name)
+            else:
+                os.unlink(e.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(path)
 
 
 # --------------------------------------------------------------------------- recovery

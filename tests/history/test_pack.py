@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 import jobs.dream as dream
 from memd.history import kept, runs, store, treecopy
@@ -217,3 +220,18 @@ def test_run_json_holds_the_sums_of_the_pack_and_of_the_bytes_before(home: Path)
     [entry] = [e for e in store.history_root(Home(home), REF).iterdir() if e.is_dir()]
     sums = json.loads((entry / store.RUN_FILE).read_text())["snapshot_sha256"]
     assert sums == {e["path"]: e["sha256"] for e in Pack.open(entry / PACK_FILE).files()} == before
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=12), st.text(max_size=12), max_size=6),
+       st.dictionaries(st.sampled_from(["seq", "run", "changes", "z", "snapshot_sha256x"]),
+                       st.recursive(st.none() | st.integers() | st.text(max_size=8),
+                                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                                    max_leaves=8), max_size=4))  # fmt: skip
+def test_run_json_is_json_dumps_with_an_indent_byte_for_byte(sums: dict[str, str], rest: dict[str, Any]) -> None:
+    """run.json's sums are joined by hand (the indented encoder is Python): the same text as
+    `json.dumps(indent=1, ensure_ascii=False)`, for any file names and any other fields, nested ones
+    named like the sums included."""
+    for data in ({**rest, "snapshot_sha256": sums}, {"snapshot_sha256": sums, **rest},
+                 {**rest, "changes": {"snapshot_sha256": {}}, "snapshot_sha256": sums}, rest):  # fmt: skip
+        assert store.run_json(data) == json.dumps(data, indent=1, ensure_ascii=False)

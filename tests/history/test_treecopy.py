@@ -85,3 +85,18 @@ def test_the_scans_stats_are_the_directorys_signature(tmp_path: Path) -> None:
     assert {"MEMORY.md", "broken.md", "notes.txt", "link.md", "sub", "m000.md"} <= set(sig)
     (d / "m002.md").write_text("---\nname: m2\n---\nedited\n")
     assert treecopy.signature(d) != sig
+
+
+def test_the_swapped_out_copy_is_removed_whole_and_no_link_is_followed(tmp_path: Path) -> None:
+    """`remove_old` (the old directory after a swap) removes files, a sub-directory and links,
+    and leaves what a link points to, like `shutil.rmtree`."""
+    from memd.history.snapshots import remove_old  # noqa: PLC0415 - only this test
+
+    d = _scope(tmp_path, 30)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.md").write_text("kept")
+    (d / "link.md").symlink_to(outside / "keep.md")
+    (d / "dirlink").symlink_to(outside)
+    remove_old(d)
+    assert not d.exists() and (outside / "keep.md").read_text() == "kept"
