@@ -112,6 +112,11 @@ def _may_hold_a_date(lower: str) -> bool:
     return any(w in lower for w in _DATE_WORDS)
 
 
+def without_dates(text: str) -> bool:
+    """True when `absolutize` would certainly leave `text` as it is (ASCII without a date word)."""
+    return text.isascii() and not _may_hold_a_date(text.lower())
+
+
 def absolutize(text: str, d: date) -> tuple[str, int]:
     """Relative dates in `text` made absolute as seen from day `d`; code spans are left alone.
 
@@ -120,7 +125,7 @@ def absolutize(text: str, d: date) -> tuple[str, int]:
     `d`'s; words already after a preposition get none added ("until tomorrow"
     → "until 2026-12-01", "We ship tomorrow" → "We ship on 2026-12-01").
     """
-    if text.isascii() and not _may_hold_a_date(text.lower()):
+    if without_dates(text):
         return text, 0  # most memories: no regex pass at all
     return _absolutize_spans(text, d)
 

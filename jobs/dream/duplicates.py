@@ -126,8 +126,9 @@ def near_duplicate_groups(memories: Sequence[Memory], threshold: float = SIMILAR
         cands = _candidates(docs, threshold)
         members: dict[int, list[int]] = {}
         for i in range(len(order)):
-            home = next((k for k in sorted(cands.get(i, ())) if k in members and
-                         similarity(docs[k], docs[i]) >= threshold), None)  # fmt: skip
+            near = cands.get(i)
+            home = None if near is None else next((k for k in sorted(near) if k in members and
+                                                   similarity(docs[k], docs[i]) >= threshold), None)  # fmt: skip
             if home is None:
                 members[i] = [i]
             else:

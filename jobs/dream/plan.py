@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs.dream.dates import absolutize
+from jobs.dream.dates import absolutize, without_dates
 from jobs.dream.duplicates import SIMILARITY, near_duplicate_groups
 from memd.clock import parse_iso
 
@@ -91,7 +91,7 @@ def offline_plan(memories: Sequence[Memory], protected: set[str], threshold: flo
                   f"the newest, {keeper.path.name}, is kept")  # fmt: skip
         ops.append(DreamOp("merge", keeper.name, desc, keeper.type, body, reason, files, keeper.path.name))
     for m in free:
-        if m.path.name in grouped:
+        if m.path.name in grouped or (without_dates(m.description) and without_dates(m.body)):
             continue
         d = mem_date(m)
         desc, n1 = absolutize(m.description, d)
