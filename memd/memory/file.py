@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
 from memd.logs.lazy import lazy_logger
@@ -101,6 +101,11 @@ def _split_front_matter(text: str) -> tuple[str, str]:
     return rest[: closing.start()], body[1:] if body.startswith("\n") else body
 
 
+def _is_mapping(value: Any) -> TypeGuard[Mapping[Any, Any]]:
+    """`isinstance(value, Mapping)`, a plain dict (what YAML and `simple_front` give) without the ABC check."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _scalar_text(value: Any, field_name: str) -> str:
     """A front-matter field as text. YAML turns `name: 2024` into an int; accept
     numbers as their text, but refuse lists, mappings, booleans and nulls, which
@@ -116,7 +121,7 @@ def _scalar_text(value: Any, field_name: str) -> str:
 def _memory_type(front: Mapping[str, Any]) -> str:
     """The type from `metadata.type` (memd's form) or top-level `type` (Claude Code's)."""
     meta = front.get("metadata")
-    nested = meta.get("type") if isinstance(meta, Mapping) else None
+    nested = meta.get("type") if _is_mapping(meta) else None
     top = front.get("type")
     if nested is not None and top is not None and str(nested).strip().lower() != str(top).strip().lower():
         raise ValueError(f"conflicting type: top-level {top!r} vs metadata.type {nested!r}")
@@ -136,7 +141,7 @@ def _extra_metadata(front: Mapping[str, Any]) -> dict[str, Any]:
     extra: dict[str, Any] = {
         k: v for k, v in front.items() if k not in ("name", "description", "type", "metadata")
     }
-    if isinstance(meta, Mapping):
+    if _is_mapping(meta):
         extra.update({str(k): v for k, v in meta.items() if k != "type"})
     elif meta is not None:
         raise ValueError(f"metadata must be a mapping, not {type(meta).__name__}")
@@ -188,7 +193,7 @@ def parse_memory(
         front = simple_front(head)  # memd's own simple front matter without YAML; anything else below
         if front is None:
             front = _load_yaml(head)
-        if not isinstance(front, Mapping):
+        if not _is_mapping(front):
             raise ValueError("front matter is not a YAML mapping")
         if front.get("name") is None:
             raise ValueError("missing name")

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from jobs.dream.dates import _EN_DATES, _absolutize_spans, _may_hold_a_date, absolutize
+from jobs.dream.dates import _DATE_WORDS, _EN_DATES, _absolutize_spans, _may_hold_a_date, absolutize
 
 D = date(2026, 11, 27)  # a Friday
 
@@ -63,3 +63,4 @@ def test_every_english_date_holds_a_date_word() -> None:
     matches = [m.group(0).lower() for m in _EN_DATES.finditer(text)]
     assert len(matches) > 30
     assert all(_may_hold_a_date(m) for m in matches), matches
+    assert all(_may_hold_a_date(f"x {w} y") for w in _DATE_WORDS) and not _may_hold_a_date("we ship on the eve of the release")
