@@ -210,8 +210,9 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, provider: str, s
     details: dict[str, Any] = {"provider": provider, "memories": len(scan.memories), "proposed": len(plan.ops),
                                "rejected": len(plan.rejected)}  # fmt: skip
 
-    from memd.memory.operations import log_rejections  # noqa: PLC0415 - start-up
-    log_rejections(ctx.log, "operation.rejected", plan.rejected)  # a runaway answer: one summary line
+    if plan.rejected:  # the validator's module (and its secret patterns) only when there is something to log
+        from memd.memory.operations import log_rejections  # noqa: PLC0415 - start-up
+        log_rejections(ctx.log, "operation.rejected", plan.rejected)  # a runaway answer: one summary line
     if plan.error:
         note_failure(ctx, target, plan.error)
         return RunResult("failed", plan.error, details)
