@@ -93,6 +93,8 @@ class JobContext:
         """The provider of this run, resolved once (from the settings and the key, by the model
         layer): "offline" or "anthropic". A model provider without a key makes the run wait
         (`Deferred`) before it does any work, in every job alike."""
+        if self._provider is None and self.llm_factory in (None, make_llm) and self.settings.memd.provider == "offline":
+            self._provider = "offline"  # what memd's model layer would say, without building it (~30 ms of imports)
         if self._provider is None:
             chosen = str(getattr(self.llm, "provider", "offline"))
             available = getattr(self.llm, "available", None)

@@ -334,3 +334,20 @@ def test_the_collector_is_paused_for_an_offline_run_and_a_model_runs_scan_only(h
     with pytest.raises(KeyError), runner.collector_paused():
         raise KeyError("x")
     assert gc.isenabled()
+
+
+def test_an_offline_run_never_builds_the_model_layer(home: Path) -> None:
+    """With `memd.provider` "offline" and memd's own model layer (no test double), the run's provider
+    is known from the settings: the layer (and `memd.llm.client`'s imports) is never built. "auto" and a
+    layer a caller supplies still decide for themselves."""
+    from memd.job.context import make_llm  # noqa: PLC0415 - the daemon's factory
+
+    offline_scope(home)
+    for factory in (None, make_llm):
+        ctx = make_ctx(home, mk_settings())
+        ctx.llm_factory = factory
+        assert run_job(ctx, dream, TARGET, force=True).outcome == "ok"
+        assert ctx.provider == "offline" and ctx._llm is None
+    auto = make_ctx(home, mk_settings("auto"))
+    auto.llm_factory = make_llm
+    assert auto.provider in ("offline", "anthropic") and auto._llm is not None
