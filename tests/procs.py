@@ -37,6 +37,25 @@ def memd_env(**extra: str) -> dict[str, str]:
 KILL_SCALE = float(os.environ.get("MEMD_TEST_KILL_SCALE", "1") or 1)
 
 
+_MODULES_PROBE = """
+import json, runpy, sys
+watched = set(json.loads(sys.argv.pop(1)))
+sys.argv = ["memd", *sys.argv[1:]]
+try:
+    runpy.run_module("memd", run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps(sorted(m for m in sys.modules if m in watched)), file=sys.stderr)
+"""
+
+
+def modules_loaded(home: Path, watched: tuple[str, ...], *args: str, timeout: float = 120) -> tuple[list[str], str]:
+    """Run `memd --home HOME ARGS` in a fresh interpreter; which of `watched` it imported, and its stdout."""
+    r = subprocess.run([sys.executable, "-c", _MODULES_PROBE, json.dumps(watched), "--home", str(home), *args],
+                       capture_output=True, text=True, env=memd_env(), timeout=timeout)  # fmt: skip
+    return json.loads(r.stderr.strip().splitlines()[-1]), r.stdout
+
+
 def kill_rounds(n: int) -> int:
     """`n` rounds of a kill loop, scaled by MEMD_TEST_KILL_SCALE (at least one)."""
     return max(1, round(n * KILL_SCALE))

@@ -11,8 +11,6 @@ Not `run.py` (nor `due.py` for `eligibility`): a submodule would share its name 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,37 +48,18 @@ from jobs.dream.prompt import (
     summary_note,
 )
 from memd.clock import iso
+
+# The cyclic collector paused for the scan and, offline, the whole plan and apply: a run makes tens of
+# thousands of objects that live until it ends (memories, paths, words and postings, the pack's manifest)
+# and no cycles (at 5,000 memories three full passes, 60-90 ms). Never around a model call: a run with a
+# model pauses only its scan; an offline run's only wait is the scope lock (`memd.lockTimeoutSeconds`).
+from memd.collector import paused as collector_paused
 from memd.history import store
 from memd.job.context import Deferred, JobContext, RunResult
 from memd.tree import Place
 
 if TYPE_CHECKING:
     from memd.memory.file import Memory
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused for the scan (and, offline, the whole plan and apply),
-    then put back as it was.
-
-    Why: a run makes tens of thousands of objects that live until it ends (a scope's memories,
-    their paths and metadata, every memory's words and postings, the pack's manifest) and no
-    reference cycles; each pass of the collector over them finds nothing, and the full ones walk
-    them all (at 5,000 memories, three full passes and 60-90 ms of a run). Paused, reference
-    counting still frees everything as before; a cycle made meanwhile is collected by the first
-    pass after, when the run's objects are gone. Never around a model call (a run with a model
-    pauses only its scan); an offline run's only wait is the scope lock, bounded by
-    `memd.lockTimeoutSeconds`.
-    """
-    import gc  # noqa: PLC0415 - start-up
-
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _session_notes(ctx: JobContext, ref: Place, since: datetime | None) -> list[SessionNote]:

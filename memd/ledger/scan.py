@@ -9,7 +9,6 @@ daemon) never count a span twice.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -18,12 +17,13 @@ import orjson
 
 from memd import state
 from memd.clock import iso, system_clock
+from memd.collector import paused
 from memd.ledger import files as ledgerfiles
 from memd.ledger import store as ledger
 from memd.ledger.commit import FileProblem
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     from memd.discovery import SessionFile
     from memd.tree import Home
@@ -46,26 +46,11 @@ class DeferredLog:
         return getattr(self._log, attr)
 
 
-@contextlib.contextmanager
-def _no_cycle_collector() -> Iterator[None]:
-    """The cyclic garbage collector paused while transcripts are folded: the fold makes no reference
-    cycles (its records are untracked msgspec structs; refcounting frees all it drops), yet every few
-    hundred lists and tuples it allocates set the collector walking the young objects (about 2 % of a
-    first scan's instructions). Restored as it was, whatever happens."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def scan_home(home: Home, *, key: str | None = None, progress: bool = False, log: Any = None) -> dict[str, Any]:
     """Ingest whatever is new in every session (or one project's); returns totals."""
     conn = state.connect(home.state_db)
     try:
-        with _no_cycle_collector():
+        with paused():  # the fold makes no cycles: its records are untracked msgspec structs
             return _scan(conn, home, key, progress, log)
     finally:
         conn.close()

@@ -132,13 +132,7 @@ class Folder:
                             if r.isSidechain is not True:
                                 user(r, data, s, e)
                     elif typ in DICT_TYPES:  # these few are read from orjson's dict, as the generic way reads
-                        if main:
-                            t.records, t.first_ts, t.last_ts = records, first, last
-                        why = self._generic(data, s, e)
-                        if main:
-                            records, first, last = t.records, t.first_ts, t.last_ts
-                        if why is not None:
-                            bad.append((i, why))
+                        records, first, last = self._generic_at(data, s, e, i, bad, (records, first, last))
                         continue
                     elif typ not in NOTHING_TO_FOLD:  # known, and nothing in them counts; or unknown
                         claude(r, data, s, e)
@@ -152,19 +146,26 @@ class Folder:
             if data.isspace():
                 blank += 1
                 continue
-            if main:
-                t.records, t.first_ts, t.last_ts = records, first, last
-            why = self._generic(data, s, e)
-            if main:
-                records, first, last = t.records, t.first_ts, t.last_ts
-            if why is not None:
-                bad.append((i, why))
+            records, first, last = self._generic_at(data, s, e, i, bad, (records, first, last))
             typed = self.fmt == "claude"
             fast = typed and not deep
         if main:
             t.records, t.first_ts, t.last_ts = records, first, last
         self._end = e
         return len(lines) - blank - (len(bad) - bad_before)
+
+    def _generic_at(self, data: bytes, start: int, end: int, i: int, bad: list[tuple[int, str]],
+                    counts: tuple[int, Any, Any]) -> tuple[int, Any, Any]:  # fmt: skip
+        """`_generic` for line `i` of `fold`'s batch, whose record count and first and last times live in
+        locals (`counts`): they go to the tracker, where `feed` counts, and come back from it. A line
+        orjson refuses goes to `bad`."""
+        t = self.t
+        if self.main:
+            t.records, t.first_ts, t.last_ts = counts
+        why = self._generic(data, start, end)
+        if why is not None:
+            bad.append((i, why))
+        return (t.records, t.first_ts, t.last_ts) if self.main else counts
 
     def _generic(self, data: bytes, start: int, end: int) -> str | None:
         """Fold one line the generic way (orjson, then `feed`); orjson's reason if it refuses it."""

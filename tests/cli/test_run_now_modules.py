@@ -8,31 +8,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from memd.memory.file import render_memory
-from tests.procs import memd_env
+from tests.procs import modules_loaded
 
 WATCHED = ("structlog", "rich", "memd.ledger.scan", "msgspec", "memd.llm.types", "memd.git.commits")
-PROBE = """
-import json, runpy, sys
-sys.argv = ["memd", *sys.argv[1:]]
-try:
-    runpy.run_module("memd", run_name="__main__")
-except SystemExit as exc:
-    code = exc.code
-print(json.dumps(sorted(m for m in sys.modules if m in %r)), file=sys.stderr)
-""" % (WATCHED,)  # noqa: UP031 - a literal tuple in the probe's source
-
-
-def _memd(home: Path, *args: str) -> tuple[list[str], str]:
-    r = subprocess.run([sys.executable, "-c", PROBE, "--home", str(home), *args], capture_output=True, text=True,
-                       env=memd_env(), timeout=120)  # fmt: skip
-    return json.loads(r.stderr.strip().splitlines()[-1]), r.stdout
 
 
 def _home(root: Path) -> Path:
@@ -47,15 +30,15 @@ def _home(root: Path) -> Path:
 @pytest.mark.skipif(importlib.util.find_spec("rich") is None, reason="rich is not installed: nothing to keep out")
 def test_run_now_index_loads_structlog_without_rich(tmp_path: Path) -> None:
     home = _home(tmp_path / "h")
-    _memd(home, "run-now", "index")
-    loaded, out = _memd(home, "run-now", "index")  # nothing changed
+    modules_loaded(home, WATCHED, "run-now", "index")
+    loaded, out = modules_loaded(home, WATCHED, "run-now", "index")  # nothing changed
     assert loaded == ["structlog"] and "index project:-a: ok" in out
 
 
 def test_a_hand_edit_in_place_and_a_new_file_are_seen_by_the_next_check(tmp_path: Path) -> None:
     home = _home(tmp_path / "h")
     for _ in range(2):  # the second finds nothing changed and leaves its record
-        _memd(home, "run-now", "index")
+        modules_loaded(home, WATCHED, "run-now", "index")
     d = home / "projects" / "-a" / "memory"
     before = (d / "m1.md").stat()
     with open(d / "m1.md", "r+") as fh:  # in place: the directory's own entry does not change
@@ -65,9 +48,9 @@ def test_a_hand_edit_in_place_and_a_new_file_are_seen_by_the_next_check(tmp_path
     os.utime(d / "m1.md", ns=(before.st_atime_ns, before.st_mtime_ns + 2_000_000_000))
     (home / "projects" / "-b" / "memory" / "m3.md").write_text(render_memory("m3", "new by hand", "user", "b"))
     assert (d / "m1.md").stat().st_ino == before.st_ino
-    _memd(home, "run-now", "index")
+    modules_loaded(home, WATCHED, "run-now", "index")
     assert "edited by hand" in (d / "MEMORY.md").read_text()
     assert "new by hand" in (home / "projects" / "-b" / "memory" / "MEMORY.md").read_text()
-    _loaded, out = _memd(home, "list", "--all", "--json")
+    _loaded, out = modules_loaded(home, WATCHED, "list", "--all", "--json")
     got = {(m["project_key"], m["name"]): m["description"] for m in json.loads(out)["memories"]}
     assert got["-a", "m1"] == "edited by hand" and got["-b", "m3"] == "new by hand" and got["-b", "m1"] == "about m1 of -b"
