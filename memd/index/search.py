@@ -126,8 +126,9 @@ class Hit:
 
 def segment(text: str) -> str:
     """Insert U+200B between characters of spaceless scripts (see the module docstring). A text
-    below SPACELESS_FIRST has none, and every match needs one: it comes back as it is."""
-    if max(text, default=SPACELESS_FIRST) < SPACELESS_FIRST:
+    below SPACELESS_FIRST has none, and every match needs one: it comes back as it is. ASCII text
+    is such text, told in C without a character's comparison (a dream fills thousands of rows)."""
+    if text.isascii() or max(text) < SPACELESS_FIRST:
         return text
     return _seg_re().sub(ZWSP, text)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from memd.fsutil import atomic_write, ensure_private_dir, fsync_dir
 from memd.logs.lazy import lazy_logger
-from memd.memory.frontmatter import simple_front
+from memd.memory.frontmatter import simple_dump, simple_front
 from memd.memory.names import is_candidate_name, memory_path
 
 if TYPE_CHECKING:
@@ -266,8 +266,19 @@ def render_memory(
         if k != "type":
             metadata[str(k)] = v
     front = {"name": one_name, "description": one_desc, "metadata": metadata}
+    # memd's usual front matter without PyYAML's Python emitter: the same bytes, or None
+    # (tests/memory/test_frontmatter.py), and it reads back as `front` by construction.
+    head = simple_dump(front)
+    if head is None:
+        head = _dump_yaml(front)
+    body = body.strip("\r\n").rstrip()
+    return f"---\n{head}---\n\n{body}\n" if body else f"---\n{head}---\n"
+
+
+def _dump_yaml(front: dict[str, Any]) -> str:
+    """`front` by PyYAML, with memd's options, read back before it is used."""
     yaml = _yaml()
-    head = yaml.dump(
+    head: str = yaml.dump(
         front, Dumper=_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=False, width=1 << 30
     )
     # memd never writes a file it would read back differently: a last guard
@@ -275,8 +286,7 @@ def render_memory(
     back = simple_front(head)  # memd's own subset reads back without YAML (exactly as YAML would, or None)
     if (back if back is not None else yaml.load(head, Loader=_safe_loader())) != front:  # read back as a parse reads
         raise ValueError("front matter does not survive a YAML round trip; check metadata keys")
-    body = body.strip("\r\n").rstrip()
-    return f"---\n{head}---\n\n{body}\n" if body else f"---\n{head}---\n"
+    return head
 
 
 # --------------------------------------------------------------------------- writing

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memd.memory.file import parse_memory, render_memory
-from memd.memory.frontmatter import simple_front
+from memd.memory.frontmatter import simple_dump, simple_front
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -80,3 +80,107 @@ def test_memd_s_own_renders_take_the_fast_path_and_parse_the_same() -> None:
                           st.sampled_from([": ", ":", " : "]), st.sampled_from(VALUES)), min_size=1, max_size=6))
 def test_random_lines_agree_with_yaml(lines: list[tuple[str, str, str, str]]) -> None:
     _check("".join(f"{i}{k}{s}{v}\n" for i, k, s, v in lines))
+
+
+# --------------------------------------------------------------------------- writing: simple_dump
+
+
+def _pyyaml_dump(front: dict[str, Any]) -> str:
+    """What memd wrote before `simple_dump`: PyYAML's Python emitter with memd's dumper and options."""
+    from memd.memory.file import _dumper  # noqa: PLC0415 - the dumper render_memory falls back to
+
+    return str(yaml.dump(front, Dumper=_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=False,
+                         width=1 << 30))  # fmt: skip
+
+
+def _check_dump(front: dict[str, Any]) -> bool:
+    """`simple_dump` gives PyYAML's bytes or declines; what it gives reads back as `front` (both loaders)."""
+    try:
+        want: str | None = _pyyaml_dump(front)
+    except yaml.YAMLError:
+        want = None  # the safe dumper refuses it (a str subclass): so must simple_dump
+    got = simple_dump(front)
+    if got is None:
+        return False
+    assert got == want, (front, got, want)
+    assert yaml.load(got, Loader=LOADER) == front and yaml.load(got, Loader=yaml.SafeLoader) == front, got
+    return True
+
+
+STAMPS = ["2026-12-01T12:00:00.000Z", "2026-12-01T12:00:00Z", "2026-12-01", "2026-12-01T12:00:00+02:00",
+          "2026-1-01", "2026-12-01T12:00", "2026-12-01 12:00:00", "٢٠٢٦-12-01", "2026-12-01T12:00:00.5-01:00"]  # fmt: skip
+# Python strings (not YAML source): VALUES as text, the timestamps, and the characters PyYAML treats specially.
+TEXTS = [*VALUES, *STAMPS, "a\nb", "a\r\nb", "\ufeff", "\U0001f600 a", "a\U0001f600", "a\x7f", "a\u200bb", "a  b",
+         "a: ", "a :b", "a\\b", "A-Z", "x" * 200, "Deploys on Tuesdays.", "topic-0001", "it's here"]  # fmt: skip
+
+
+def test_dump_every_text_as_a_value_a_nested_value_and_an_item() -> None:
+    took = 0
+    for v in TEXTS:
+        took += _check_dump({"name": v})
+        took += _check_dump({"name": "n", "metadata": {"type": v}})
+        took += _check_dump({"name": "n", "metadata": {"merged_from": ["a", v]}})
+    for k in [*KEYS, "k" * 99, "k" * 100, "k" * 122, "k" * 123, "True", "~", "<<"]:
+        took += _check_dump({k: "v"})
+        took += _check_dump({"m": {k: "v"}})
+    assert took > 50  # most of memd's own shapes are taken, not declined
+
+
+def test_dump_declines_what_it_does_not_write_itself() -> None:
+    class Text(str):
+        pass
+
+    shared = ["a"]
+    for front in [{}, {"m": {}}, {"m": {"l": []}}, {"m": {"l": shared, "k": shared}}, {"m": {"a": {"b": "c"}}},
+                  {"n": 1}, {"n": None}, {"n": True}, {"m": {"l": ["a", 1]}}, {"n": Text("a")}, {1: "a"},
+                  {"m": {"l": [["a"]]}}, {"l": ["a"]}, {"m": {"s": [{"a": "b"}]}}]:  # fmt: skip
+        assert simple_dump(front) is None, front  # type: ignore[arg-type]
+        if front:
+            _check_dump(front)  # type: ignore[arg-type]
+
+
+_ALPHABET = st.sampled_from("aZé日 :#'-_,[]{}&*!|>?%@`\"\t\n\x85\u2028\ufeff\U0001f600.0189T+~")
+_TEXT = st.one_of(st.text(_ALPHABET, max_size=12), st.sampled_from(TEXTS))
+_KEY_TEXT = st.one_of(st.sampled_from([*KEYS, "merged_from", "updated"]), st.text(_ALPHABET, min_size=1, max_size=6))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_KEY_TEXT, st.one_of(
+    _TEXT, st.dictionaries(_KEY_TEXT, st.one_of(_TEXT, st.lists(_TEXT, max_size=3)), max_size=4)), min_size=1, max_size=4))
+def test_dump_gives_pyyaml_s_bytes_or_declines(front: dict[str, Any]) -> None:
+    _check_dump(front)
+
+
+# Word-led texts and plain keys: mostly inside the subset, so the emitter's choices are what is compared.
+_WORDY = st.builds(str.__add__, st.sampled_from("aZéЖ日"), st.text(st.sampled_from("az09 .,-'!?():#/[]{}&*|>%@`\"é日\U0001f600\t"), max_size=15))
+_WORDY_VALUE = st.one_of(_WORDY, st.sampled_from(STAMPS))
+_PLAIN_KEY = st.from_regex(r"[a-z_][a-z0-9_-]{0,8}", fullmatch=True)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_PLAIN_KEY, st.one_of(_WORDY_VALUE, st.dictionaries(
+    _PLAIN_KEY, st.one_of(_WORDY_VALUE, st.lists(_WORDY_VALUE, min_size=1, max_size=3)), min_size=1, max_size=4)),
+    min_size=1, max_size=4))
+def test_dump_of_word_led_fronts_gives_pyyaml_s_bytes_or_declines(front: dict[str, Any]) -> None:
+    _check_dump(front)
+
+
+def test_memd_s_own_renders_take_the_own_emitter() -> None:
+    """A dream's merge and rewrite (source, provider, updated, merged_from) never reach PyYAML's emitter."""
+    meta = {"source": "memd", "provider": "offline", "updated": "2026-12-01T12:00:00.000Z", "merged_from": ["a-1", "b"]}
+    front = {"name": "deploy window", "description": "Deploys on Tuesdays.", "metadata": {"type": "project", **meta}}
+    assert _check_dump(front)
+    text = render_memory("deploy window", "Deploys on Tuesdays.", "project", "body", meta)
+    assert text == f"---\n{_pyyaml_dump(front)}---\n\nbody\n"
+
+
+def test_render_leaves_yaml_unimported_for_memd_s_own_front_matter() -> None:
+    """PyYAML (its import and its Python emitter) stays out of a render of memd's usual front matter."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    code = ("import sys; from memd.memory.file import render_memory; "
+            "render_memory('n', 'd', 'user', 'b', {'updated': '2026-12-01T12:00:00.000Z', 'merged_from': ['x']}); "
+            "print('yaml' in sys.modules)")  # fmt: skip
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "False", r.stdout + r.stderr
