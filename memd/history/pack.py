@@ -95,7 +95,7 @@ def write_pack(src: Path, entry: Path, known: Known | None = None) -> dict[str, 
         sums: dict[str, str] = {}
         _walk(src, "", out, entries, sums, known or {})
         st = os.stat(src, follow_symlinks=False)
-        manifest = json.dumps({"version": 1, "root": _times(st), "entries": entries}, separators=(",", ":")).encode()
+        manifest = _manifest({"version": 1, "root": _times(st), "entries": entries})
         at = out.add(manifest)
         out.add(_TRAILER.pack(at, len(manifest), hashlib.sha256(manifest).digest(), END))
         out.flush()
@@ -108,6 +108,18 @@ def write_pack(src: Path, entry: Path, known: Known | None = None) -> dict[str, 
     os.rename(tmp, entry / PACK_FILE)
     fsync_dir(entry)
     return sums
+
+
+def _manifest(data: dict[str, Any]) -> bytes:
+    """The manifest as compact JSON: orjson's (a few ms, not json's ten at 5,000 entries; the same
+    bytes for ASCII names, UTF-8 rather than `\\u` escapes for others), json's for a name orjson
+    refuses (one not valid UTF-8, kept by the OS's surrogate escapes). Readers take either."""
+    import orjson  # noqa: PLC0415 - start-up: orjson only where JSON is written
+
+    try:
+        return orjson.dumps(data)
+    except orjson.JSONEncodeError:
+        return json.dumps(data, separators=(",", ":")).encode()
 
 
 def _times(st: os.stat_result) -> dict[str, int]:

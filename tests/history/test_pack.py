@@ -235,3 +235,29 @@ def test_run_json_is_json_dumps_with_an_indent_byte_for_byte(sums: dict[str, str
     for data in ({**rest, "snapshot_sha256": sums}, {"snapshot_sha256": sums, **rest},
                  {**rest, "changes": {"snapshot_sha256": {}}, "snapshot_sha256": sums}, rest):  # fmt: skip
         assert store.run_json(data) == json.dumps(data, indent=1, ensure_ascii=False)
+
+
+def _manifest_bytes(pack_file: Path) -> bytes:
+    data = pack_file.read_bytes()
+    at, length = int.from_bytes(data[-56:-48], "big"), int.from_bytes(data[-48:-40], "big")
+    return data[at : at + length]
+
+
+def test_the_manifest_is_orjson_s_and_a_name_it_refuses_falls_back_to_json(home: Path) -> None:
+    """The manifest is written by orjson (UTF-8 names as they are, not json's `\\u` escapes); a file
+    name that is not valid UTF-8 (kept by surrogate escapes, which orjson refuses) goes through json.
+    Either pack reads back whole, every member by its sum."""
+    d = offline_scope(home)
+    (d / "café.md").write_bytes(b"---\nname: cafe\n---\n")
+    entry = swap.snapshot(Home(home), REF, "20260101T000000Z-cccccc")
+    manifest = _manifest_bytes(entry / PACK_FILE)
+    assert "café.md".encode() in manifest and b"\\u00e9" not in manifest
+    assert {e["path"] for e, _data in Pack.open(entry / PACK_FILE).all_files()} >= {"café.md"}
+    odd = os.fsencode(str(d)) + b"/\xff-odd.md"
+    with open(odd, "wb") as fh:
+        fh.write(b"bytes\n")
+    entry = swap.snapshot(Home(home), REF, "20260101T000000Z-dddddd")
+    manifest = _manifest_bytes(entry / PACK_FILE)
+    assert b"\\udcff-odd.md" in manifest and b"\\u00e9" in manifest  # json's escapes, the whole manifest
+    files = dict((e["path"], data) for e, data in Pack.open(entry / PACK_FILE).all_files())
+    assert files[os.fsdecode(b"\xff-odd.md")] == b"bytes\n"
