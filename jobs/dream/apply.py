@@ -202,6 +202,10 @@ class Snapshot:
         self.home, self.ref, self.run_id = home, ref, run_id
         self.known: dict[str, tuple[int, int, int, int, bytes]] = {}  # what the scan read (memd.history.pack.Known)
         self.sums: dict[str, str] = {}  # the sha256 of every file the pack holds (for run.json)
+        # The lstat of every entry taken under the scope's lock by the check that the directory is as
+        # planned (`treecopy.signature`): a copy made in the run's thread right after it packs from
+        # these instead of a stat pass of its own (never the background copy, which starts before).
+        self.checked: dict[str, os.stat_result] = {}
         self.entry: Path | None = None
         self.error: BaseException | None = None
         self.kept = False
@@ -216,12 +220,12 @@ class Snapshot:
             self._thread = threading.Thread(target=self._copy, name=f"dream-snapshot-{self.run_id}", daemon=True)
             self._thread.start()
 
-    def _copy(self) -> None:
+    def _copy(self, stats: dict[str, os.stat_result] | None = None) -> None:
         self._copied = True
         try:
             from memd.history import snapshots as swap  # noqa: PLC0415 - start-up
             self.sums = {}
-            self.entry = swap.snapshot(self.home, self.ref, self.run_id, self.known, self.sums)
+            self.entry = swap.snapshot(self.home, self.ref, self.run_id, self.known, self.sums, stats)
         except BaseException as exc:  # re-raised in the run's thread by wait()
             self.error = exc
 
@@ -237,7 +241,7 @@ class Snapshot:
         self.settle()
         from memd.history import kept  # noqa: PLC0415 - start-up
         if not self._copied:
-            self._copy()
+            self._copy(self.checked or None)
         elif live is not None and (self.error is not None or self.entry is None
                                    or kept.listing(self.entry) != kept.walk_listing(live)):  # fmt: skip
             import shutil  # noqa: PLC0415 - start-up

@@ -201,7 +201,7 @@ def _plan_and_apply(ctx: JobContext, target: Place, ref: Place, provider: str, s
         note_failure(ctx, target, refused)
         return RunResult("failed", f"refused: {refused}", details)
     with scope_lock(ctx, target):
-        if treecopy.signature(directory) != sig0:
+        if treecopy.signature(directory, snap.checked) != sig0:
             # Another writer (an extraction, `memd remember`, an undo, a hand edit) came first:
             # the plan was made on what is no longer there. Nothing is written; the cursor stays.
             ctx.log.info("dream.deferred", scope=str(ref), reason="memory changed", provider=provider)

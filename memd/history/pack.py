@@ -80,11 +80,16 @@ class _Out:
             view = view[os.write(self.fd, view) :]
 
 
-def write_pack(src: Path, entry: Path, known: Known | None = None) -> dict[str, str]:
+def write_pack(src: Path, entry: Path, known: Known | None = None,
+               stats: Mapping[str, os.stat_result] | None = None) -> dict[str, str]:  # fmt: skip
     """Pack the directory `src` into `entry/files.pack`, durable (the file and `entry` fsynced);
     returns the sha256 of every regular file by relative path. Raises `SpecialFile` on a FIFO,
     socket or device (the directory is left alone). A file removed while we walk is left out, as
-    the per-file copy did: the dream's signature check before its swap sees that change."""
+    the per-file copy did: the dream's signature check before its swap sees that change.
+
+    `stats` (name → lstat of every top-level entry, just taken: the dream's check under the scope's
+    lock that the directory is as planned) stands for the top level's listing and stats; the
+    same check after staging sees any change made since, as it sees one made during the walk."""
 
     tmp = entry / f".{PACK_FILE}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
@@ -93,7 +98,7 @@ def write_pack(src: Path, entry: Path, known: Known | None = None) -> dict[str, 
         out.add(MAGIC)
         entries: list[dict[str, Any]] = []
         sums: dict[str, str] = {}
-        _walk(src, "", out, entries, sums, known or {})
+        _walk(src, "", out, entries, sums, known or {}, stats)
         st = os.stat(src, follow_symlinks=False)
         manifest = _manifest({"version": 1, "root": _times(st), "entries": entries})
         at = out.add(manifest)
@@ -126,27 +131,35 @@ def _times(st: os.stat_result) -> dict[str, int]:
     return {"mode": st.st_mode & 0o7777, "mtime_ns": st.st_mtime_ns, "atime_ns": st.st_atime_ns}
 
 
-def _walk(src: Path, rel: str, out: _Out, entries: list[dict[str, Any]], sums: dict[str, str], known: Known) -> None:
-    with os.scandir(src) as it:
-        found = sorted(it, key=lambda e: e.name)
-    for e in found:
-        path = rel + e.name
+def _walk(src: Path, rel: str, out: _Out, entries: list[dict[str, Any]], sums: dict[str, str], known: Known,
+          stats: Mapping[str, os.stat_result] | None = None) -> None:  # fmt: skip
+    """Entries of `src` in name order (a directory's before what it holds); `stats`: see `write_pack`."""
+    listed: Iterator[tuple[str, str, os.stat_result | os.DirEntry[str]]]
+    if stats is None:
+        with os.scandir(src) as it:
+            found = sorted(it, key=lambda e: e.name)
+        listed = ((e.name, e.path, e) for e in found)
+    else:
+        base = os.path.join(src, "")
+        listed = ((name, base + name, stats[name]) for name in sorted(stats))
+    for name, full, got in listed:
+        path = rel + name
         try:
-            st = e.stat(follow_symlinks=False)
+            st = got if type(got) is os.stat_result else got.stat(follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
-                entries.append({"path": path, "kind": "link", "target": os.readlink(e.path)})
+                entries.append({"path": path, "kind": "link", "target": os.readlink(full)})
             elif stat.S_ISDIR(st.st_mode):
                 entries.append({"path": path, "kind": "dir", **_times(st)})
-                _walk(Path(e.path), path + "/", out, entries, sums, known)
+                _walk(Path(full), path + "/", out, entries, sums, known)
             elif stat.S_ISREG(st.st_mode):
-                data, st = _file_bytes(e.path, st, None if rel else known.get(e.name))
+                data, st = _file_bytes(full, st, None if rel else known.get(name))
                 digest = hashlib.sha256(data).hexdigest()
                 sums[path] = digest
                 entries.append({"path": path, "kind": "file", "mode": st.st_mode & 0o7777, "mtime_ns": st.st_mtime_ns,
                                 "atime_ns": st.st_atime_ns, "offset": out.add(data), "size": len(data),
                                 "sha256": digest})  # fmt: skip  # `_times` inlined: thousands a pack
             else:
-                raise SpecialFile(f"{e.path}: not a regular file, directory or symlink; the directory is left alone")
+                raise SpecialFile(f"{full}: not a regular file, directory or symlink; the directory is left alone")
         except FileNotFoundError:
             continue
 

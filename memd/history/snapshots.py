@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,21 +85,23 @@ def remove_entry(home: Home, ref: Place, run_id: str) -> None:
 # --------------------------------------------------------------------------- snapshot, stage, swap
 
 
-def snapshot(home: Home, ref: Place, run_id: str, known: Known | None = None, sums: dict[str, str] | None = None) -> Path:
+def snapshot(home: Home, ref: Place, run_id: str, known: Known | None = None, sums: dict[str, str] | None = None,
+             stats: Mapping[str, os.stat_result] | None = None) -> Path:  # fmt: skip
     """Pack the live directory into a new history entry; returns the entry (without run.json yet).
 
     One file (`files.pack`), fsynced once, with the entry and its parent: no per-file copies or
     flushes (the older layout's `files/` directory is still read, never written). `known` holds
     the bytes a scan already read (`memd.history.pack.Known`), used while a file is unchanged;
     `sums` receives the sha256 of every file packed, by relative path (what `write_run_info`
-    would otherwise read back from the pack's manifest).
+    would otherwise read back from the pack's manifest); `stats`, the lstat of every top-level entry
+    just taken under the scope's lock (`treecopy.signature`), spares the pack a stat pass of its own.
     """
     entry = history_root(home, ref) / run_id
     ensure_own_dir(entry.parent, home.memd_dir)  # memd/history is memd's own: never through a link
     os.mkdir(entry, 0o700)
     live = ref.memory_dir(home)
     if live.is_dir() and not live.is_symlink():
-        packed = write_pack(live, entry, known)
+        packed = write_pack(live, entry, known, stats)
         if sums is not None:
             sums.update(packed)
     else:  # nothing to keep: an empty snapshot (undo brings back an empty directory)

@@ -222,9 +222,10 @@ def rmtree(path: Path) -> None:
 Signature = dict[str, tuple[int, int, int, int]]
 
 
-def signature(directory: Path) -> Signature:
-    """(inode, size, mtime_ns, mode) of every entry: one stat each, enough to see any edit."""
-    stats: dict[str, os.stat_result] = {}
+def signature(directory: Path, stats: dict[str, os.stat_result] | None = None) -> Signature:
+    """(inode, size, mtime_ns, mode) of every entry: one stat each, enough to see any edit.
+    `stats` (file name → lstat) receives those stats, for a caller that packs the directory next."""
+    stats = {} if stats is None else stats
     try:
         with os.scandir(directory) as it:
             for e in it:

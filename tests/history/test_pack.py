@@ -261,3 +261,34 @@ def test_the_manifest_is_orjson_s_and_a_name_it_refuses_falls_back_to_json(home:
     assert b"\\udcff-odd.md" in manifest and b"\\u00e9" in manifest  # json's escapes, the whole manifest
     files = dict((e["path"], data) for e, data in Pack.open(entry / PACK_FILE).all_files())
     assert files[os.fsdecode(b"\xff-odd.md")] == b"bytes\n"
+
+
+def test_a_dreams_pack_takes_the_top_level_from_the_check_under_the_lock(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offline dream packs its snapshot right after checking, under the scope's lock, that the
+    directory is as planned: the pack takes that check's listing and lstats instead of listing and
+    stating the directory again (a sub-directory is still walked), and holds the same entries."""
+    from memd.history import pack as packmod  # noqa: PLC0415
+
+    d = _odd_scope(home)
+    before = _tree(d)
+    listed: list[Path] = []
+
+    class _Os:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        def scandir(self, path: Any) -> Any:
+            listed.append(Path(path))
+            return os.scandir(path)
+
+    monkeypatch.setattr(packmod, "os", _Os())
+    run = _dream(home)
+    assert d not in listed and d / "notes" in listed, listed
+    monkeypatch.undo()
+    packed = Pack.open(Path(run["path"]) / PACK_FILE)
+    assert [e["path"] for e in packed.entries] == sorted(set(before) - {"."})  # walk order: a directory first
+    for e, data in packed.all_files():
+        assert (data, e["mode"], e["mtime_ns"]) == before[e["path"]]
+    runs.undo(Home(home), mk_settings(), REF, run["run"], now=NOW, lock_timeout=5)
+    after = _tree(d)
+    assert {k: v for k, v in after.items() if k not in ("MEMORY.md", ".")} == {k: v for k, v in before.items() if k != "."}
