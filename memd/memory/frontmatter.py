@@ -128,28 +128,32 @@ def simple_dump(front: dict[str, Any]) -> str | None:
             if v is None:
                 return None
             out.append(f"{k}: {v}")
-            continue
-        if type(value) is not dict or not value or id(value) in seen:
+        elif type(value) is not dict or not value or id(value) in seen or not _nested(k, value, seen, out):
             return None
-        seen.add(id(value))
-        out.append(f"{k}:")
-        for key2, value2 in value.items():
-            k2 = _key_out(key2)
-            if k2 is None:
-                return None
-            if type(value2) is str:
-                v2 = _scalar_out(value2)
-                if v2 is None:
-                    return None
-                out.append(f"  {k2}: {v2}")
-                continue
-            if type(value2) is not list or not value2 or id(value2) in seen:
-                return None
-            seen.add(id(value2))
-            out.append(f"  {k2}:")
-            for item in value2:
-                v3 = _scalar_out(item) if type(item) is str else None
-                if v3 is None:
-                    return None
-                out.append(f"  - {v3}")
     return "\n".join(out) + "\n" if out else None
+
+
+def _nested(name: str, mapping: dict[Any, Any], seen: set[int], out: list[str]) -> bool:
+    """`simple_dump`'s lines for the mapping `name:`; False when it holds anything beyond the subset."""
+    seen.add(id(mapping))
+    out.append(f"{name}:")
+    for key, value in mapping.items():
+        k = _key_out(key)
+        if k is None:
+            return False
+        if type(value) is str:
+            v = _scalar_out(value)
+            if v is None:
+                return False
+            out.append(f"  {k}: {v}")
+            continue
+        if type(value) is not list or not value or id(value) in seen:
+            return False
+        seen.add(id(value))
+        out.append(f"  {k}:")
+        for item in value:
+            v = _scalar_out(item) if type(item) is str else None
+            if v is None:
+                return False
+            out.append(f"  - {v}")
+    return True
