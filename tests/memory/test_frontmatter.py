@@ -144,7 +144,7 @@ _TEXT = st.one_of(st.text(_ALPHABET, max_size=12), st.sampled_from(TEXTS))
 _KEY_TEXT = st.one_of(st.sampled_from([*KEYS, "merged_from", "updated"]), st.text(_ALPHABET, min_size=1, max_size=6))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.dictionaries(_KEY_TEXT, st.one_of(
     _TEXT, st.dictionaries(_KEY_TEXT, st.one_of(_TEXT, st.lists(_TEXT, max_size=3)), max_size=4)), min_size=1, max_size=4))
 def test_dump_gives_pyyaml_s_bytes_or_declines(front: dict[str, Any]) -> None:
@@ -157,7 +157,7 @@ _WORDY_VALUE = st.one_of(_WORDY, st.sampled_from(STAMPS))
 _PLAIN_KEY = st.from_regex(r"[a-z_][a-z0-9_-]{0,8}", fullmatch=True)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.dictionaries(_PLAIN_KEY, st.one_of(_WORDY_VALUE, st.dictionaries(
     _PLAIN_KEY, st.one_of(_WORDY_VALUE, st.lists(_WORDY_VALUE, min_size=1, max_size=3)), min_size=1, max_size=4)),
     min_size=1, max_size=4))
