@@ -85,7 +85,8 @@ def _ingest_pass(conn: Any, home: Home, todo: list[SessionFile], totals: dict[st
     bar = _bar(total) if progress and todo else None
     workers = _workers(todo, total)
     results = (
-        _ingest_parallel(home, todo, sizes, workers, log, None if bar is None else bar.update)
+        _ingest_parallel(home, todo, sizes, workers, log, None if bar is None else bar.update,
+                         known=ledger.known_sessions(conn))  # fmt: skip
         if workers > 1
         else ledger.ingest_many(conn, todo, iso(system_clock()), log)
     )
@@ -154,13 +155,15 @@ def _workers(todo: list[SessionFile], total: int) -> int:
 WORKER_BATCH_BYTES = 16 << 20  # a worker commits once per this much to read
 
 
-def _ingest_batch(home: Home, sfs: list[SessionFile], turn: Any = None) -> list[ledger.IngestResult]:
+def _ingest_batch(home: Home, sfs: list[SessionFile], turn: Any = None,
+                  known: set[tuple[str, str]] | None = None) -> list[ledger.IngestResult]:  # fmt: skip
     """A worker ingests a batch of sessions with its own connection (kept for its next batch), its
-    write transactions in turn with the other workers' (`turn`)."""
+    write transactions in turn with the other workers' (`turn`); `known`, the sessions with a row
+    when the scan began, as the parent found them (`ledger.ingest_many`)."""
     conn = _WORKER_CONN.get(str(home.state_db))
     if conn is None:
         conn = _WORKER_CONN[str(home.state_db)] = state.connect(home.state_db)
-    return list(ledger.ingest_many(conn, sfs, iso(system_clock()), turn=turn))
+    return list(ledger.ingest_many(conn, sfs, iso(system_clock()), turn=turn, known=known))
 
 
 _WORKER_CONN: dict[str, Any] = {}
@@ -210,10 +213,13 @@ def _batches(sizes: list[int], workers: int) -> list[list[int]]:
 
 
 def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], workers: int, log: Any,
-                     on_batch: Callable[[int], None] | None = None) -> list[ledger.IngestResult]:  # fmt: skip
+                     on_batch: Callable[[int], None] | None = None,
+                     known: set[tuple[str, str]] | None = None) -> list[ledger.IngestResult]:  # fmt: skip
     """Sessions spread over `workers` forked processes (`memd.ledger.workers`), in batches, biggest
     first; `on_batch(bytes)` as each batch is done (the progress bar), whatever the order they
-    finish in."""
+    finish in. `known` (the sessions with a row, asked once before the fork) goes to every batch:
+    each session is in one batch only, so a row another worker makes meanwhile is never one of
+    this batch's, and a row another process makes is met by the commit (`commit.Retry`)."""
     from memd.ledger import workers as forked  # noqa: PLC0415 - start-up: only for a parallel first scan
 
     batches = _batches(sizes, workers)
@@ -222,7 +228,7 @@ def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], work
     turns = forked.Turns()
 
     def work(n: int) -> list[ledger.IngestResult]:
-        return _ingest_batch(home, [todo[i] for i in batches[n]], turns)
+        return _ingest_batch(home, [todo[i] for i in batches[n]], turns, known)
 
     def meanwhile() -> None:  # the first transcript of each key: what the scan's next `_outside` reads
         from memd.ledger import outside  # noqa: PLC0415 - start-up

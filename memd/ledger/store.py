@@ -51,7 +51,7 @@ def _session_row(conn: sqlite3.Connection, sf: SessionFile, known: set[tuple[str
     return conn.execute("SELECT * FROM sessions WHERE key=? AND session_id=?", (sf.key, sf.session_id)).fetchone()
 
 
-def _known_sessions(conn: sqlite3.Connection) -> set[tuple[str, str]]:
+def known_sessions(conn: sqlite3.Connection) -> set[tuple[str, str]]:
     """Every session the ledger has a row for, in one query (a first scan of a full home would
     otherwise ask once per session, each a read transaction of its own)."""
     cur = conn.cursor()
@@ -112,15 +112,20 @@ BATCH_SESSIONS = 256  # … or this many sessions
 def ingest_many(
     conn: sqlite3.Connection, sfs: Iterable[SessionFile], now_iso: str, log: Any = None,
     turn: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+    known: set[tuple[str, str]] | None = None,
 ) -> Iterator[IngestResult]:
     """`ingest` over many sessions, their reads committed a batch at a time: a first scan of a full
     home pays one transaction per batch instead of one per session. Each session's counters and
     offsets still go in together; one whose offsets another process moved meanwhile is read again
     on its own. Results come in the order of `sfs`. `turn()`, when given, is held around each
-    batch's write transaction (a parallel scan's workers take turns: `memd.ledger.workers.Turns`)."""
+    batch's write transaction (a parallel scan's workers take turns: `memd.ledger.workers.Turns`).
+    `known`: the sessions that had a row when the scan began (`known_sessions`), when the caller
+    has them: a parallel scan's parent asks once before it forks, where each worker asked again for
+    each of its batches (50-odd queries of up to 1,000 rows over a 500 MB first scan)."""
     batch: list[Read] = []
     size = 0
-    known = _known_sessions(conn)
+    if known is None:
+        known = known_sessions(conn)
     for sf in sfs:
         try:
             read = _read_session(conn, sf, log, known)

@@ -227,3 +227,31 @@ def test_ingest_many_holds_its_turn_around_each_write_transaction(corpus_home: P
         conn.close()
     assert len(results) == len(todo) > 3
     assert seen == [(False, False)] * -(-len(todo) // 3)
+
+
+def test_a_parallel_scan_asks_for_the_known_sessions_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent asks which sessions have a row once, before it forks, and every batch of every
+    worker goes by that answer (each worker asked again for each of its batches); every session is
+    still read and counted once."""
+    home = tmp_path / "home"
+    proj = home / "projects" / "-p"
+    proj.mkdir(parents=True)
+    for i in range(6):
+        line = {"type": "user", "uuid": f"u{i}", "sessionId": f"s{i}", "timestamp": "2026-11-30T00:00:00.000Z",
+                "message": {"role": "user", "content": "hello"}}  # fmt: skip
+        (proj / f"s{i}.jsonl").write_text(json.dumps(line) + "\n")
+    asked = tmp_path / "asked"
+    real = store.known_sessions
+
+    def counting(conn: Any) -> Any:  # forked workers append to the same file
+        fd = os.open(asked, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.close(fd)
+        return real(conn)
+
+    monkeypatch.setattr(store, "known_sessions", counting)
+    monkeypatch.setattr(scan, "MIN_BATCH_BYTES", 1)  # a batch a session
+    monkeypatch.setenv("MEMD_SCAN_WORKERS", "2")
+    totals = scan.scan_home(Home(home))
+    assert (totals["sessions"], totals["read"], totals["records"]) == (6, 6, 6)
+    assert asked.read_text().split() == [str(os.getpid())]
