@@ -121,11 +121,12 @@ def write(conn: sqlite3.Connection, read: Read, now_iso: str) -> None:
         _write_usage(conn, sid, read.book)
 
 
-# A read's tool ids and usage entries go to SQLite as one JSON value each, unpacked by `json_each`
-# in one statement: a first scan of 500 MB writes about 33,000 tool ids and 41,000 usage entries,
-# and a Python tuple plus a bound row for each cost about 0.03 s of its 0.12 s of ledger writes
-# (bench/RESULTS.md, i27i4). SQLite's JSON reads back every string orjson writes as the same text
-# but one holding U+0000: such a value goes row by row (`NUL_ESCAPE` in the JSON sends it there).
+# A read's tool ids go to SQLite as one JSON array, unpacked by `json_each` in one statement: a
+# first scan of 500 MB writes about 33,000 of them, and a bound row each cost 0.034 s against
+# 0.025 s (bench/RESULTS.md, i27i4). Not the usage entries: five numbers taken out of each entry's
+# JSON cost more than binding them (0.080 s against 0.069 s for 41,000). SQLite's JSON reads back
+# every string orjson writes as the same text but one holding U+0000: such ids go row by row
+# (`NUL_ESCAPE` in the JSON sends them there).
 NUL_ESCAPE = b"\\u0000"
 
 
@@ -138,22 +139,11 @@ def _write_tools(conn: sqlite3.Connection, sid: int, tools: list[str]) -> None:
 
 
 def _write_usage(conn: sqlite3.Connection, sid: int, book: UsageBook) -> None:
-    """The book's dirty entries (message id: (priority, (input, output, cache creation, cache read)));
-    `dirty` is a subset of `entries`' keys, so as many means the same ones."""
-    entries, dirty = book.entries, book.dirty
-    data = orjson.dumps(entries if len(dirty) == len(entries) else {m: entries[m] for m in dirty})
-    if NUL_ESCAPE in data:
-        conn.executemany(
-            "INSERT OR REPLACE INTO usage_msgs(session, msg_id, prio, input, output, cache_creation, cache_read) "
-            "VALUES (?,?,?,?,?,?,?)",
-            [(sid, m, p, *v) for m in dirty for p, v in (entries[m],)],
-        )
-        return
-    conn.execute(
+    entries = book.entries
+    conn.executemany(
         "INSERT OR REPLACE INTO usage_msgs(session, msg_id, prio, input, output, cache_creation, cache_read) "
-        "SELECT ?, key, json_extract(value, '$[0]'), json_extract(value, '$[1][0]'), json_extract(value, '$[1][1]'), "
-        "json_extract(value, '$[1][2]'), json_extract(value, '$[1][3]') FROM json_each(?)",
-        (sid, data),
+        "VALUES (?,?,?,?,?,?,?)",
+        [(sid, m, p, *v) for m in book.dirty for p, v in (entries[m],)],
     )
 
 
