@@ -84,9 +84,9 @@ def _ingest_pass(conn: Any, home: Home, todo: list[SessionFile], totals: dict[st
         roomy_heap()
     bar = _bar(total) if progress and todo else None
     workers = _workers(todo, total)
+    on_batch = None if bar is None else bar.update
     results = (
-        _ingest_parallel(home, todo, sizes, workers, log, None if bar is None else bar.update,
-                         known=ledger.known_sessions(conn))  # fmt: skip
+        _ingest_parallel(home, todo, sizes, workers, log, on_batch, known=ledger.known_sessions(conn))
         if workers > 1
         else ledger.ingest_many(conn, todo, iso(system_clock()), log)
     )
