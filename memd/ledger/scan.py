@@ -86,7 +86,7 @@ def _ingest_pass(conn: Any, home: Home, todo: list[SessionFile], totals: dict[st
     workers = _workers(todo, total)
     on_batch = None if bar is None else bar.update
     results = (
-        _ingest_parallel(home, todo, sizes, workers, log, on_batch, known=ledger.known_sessions(conn))
+        _ingest_parallel(home, todo, sizes, workers, log, on_batch, known=ledger.known_sessions(conn), conn=conn)
         if workers > 1
         else ledger.ingest_many(conn, todo, iso(system_clock()), log)
     )
@@ -163,6 +163,7 @@ def _ingest_batch(home: Home, sfs: list[SessionFile], turn: Any = None,
     conn = _WORKER_CONN.get(str(home.state_db))
     if conn is None:
         conn = _WORKER_CONN[str(home.state_db)] = state.connect(home.state_db)
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # the parent checkpoints (`_ingest_parallel`)
     return list(ledger.ingest_many(conn, sfs, iso(system_clock()), turn=turn, known=known))
 
 
@@ -182,6 +183,7 @@ def _decode_results(data: bytes) -> list[ledger.IngestResult]:
     return out
 
 
+CHECKPOINT_BYTES = 48 << 20  # a parallel scan's parent checkpoints after this much read (`_ingest_parallel`)
 SESSION_COST_BYTES = 64 << 10  # a session's reading beyond its bytes (opens, fingerprint, rows): as many bytes' fold
 MIN_BATCH_BYTES = 1 << 20  # the last batches are no smaller: each is a transaction and a trip through the pool
 
@@ -214,12 +216,18 @@ def _batches(sizes: list[int], workers: int) -> list[list[int]]:
 
 def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], workers: int, log: Any,
                      on_batch: Callable[[int], None] | None = None,
-                     known: set[tuple[str, str]] | None = None) -> list[ledger.IngestResult]:  # fmt: skip
+                     known: set[tuple[str, str]] | None = None, conn: Any = None) -> list[ledger.IngestResult]:  # fmt: skip
     """Sessions spread over `workers` forked processes (`memd.ledger.workers`), in batches, biggest
     first; `on_batch(bytes)` as each batch is done (the progress bar), whatever the order they
     finish in. `known` (the sessions with a row, asked once before the fork) goes to every batch:
     each session is in one batch only, so a row another worker makes meanwhile is never one of
-    this batch's, and a row another process makes is met by the commit (`commit.Retry`)."""
+    this batch's, and a row another process makes is met by the commit (`commit.Retry`).
+
+    The workers do not checkpoint the write-ahead log (SQLite's automatic checkpoint ran in the
+    committing worker, inside its turn, copying pages and syncing twice while the other waited);
+    the parent, idle meanwhile, checkpoints on its connection `conn` (PASSIVE: it waits for no
+    reader or writer) after each CHECKPOINT_BYTES of results, which keeps the log as short as
+    before."""
     from memd.ledger import workers as forked  # noqa: PLC0415 - start-up: only for a parallel first scan
 
     batches = _batches(sizes, workers)
@@ -239,11 +247,17 @@ def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], work
                 first[sf.key] = sf.main
         outside.learn_cwds(list(first.values()))
 
+    unchecked = 0  # bytes of results since the parent's last checkpoint
     try:
         for n, results in forked.run(len(batches), workers, work, _encode_results, _decode_results, meanwhile):
             done[n] = results
+            size = sum(sizes[i] for i in batches[n])
             if on_batch is not None:
-                on_batch(sum(sizes[i] for i in batches[n]))
+                on_batch(size)
+            unchecked += size
+            if conn is not None and unchecked >= CHECKPOINT_BYTES:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                unchecked = 0
     finally:
         turns.close()
     out: list[Any] = [None] * len(todo)

@@ -255,3 +255,53 @@ def test_a_parallel_scan_asks_for_the_known_sessions_once(tmp_path: Path, monkey
     totals = scan.scan_home(Home(home))
     assert (totals["sessions"], totals["read"], totals["records"]) == (6, 6, 6)
     assert asked.read_text().split() == [str(os.getpid())]
+
+
+def _small_home(home: Path, sessions: int) -> Home:
+    proj = home / "projects" / "-p"
+    proj.mkdir(parents=True)
+    for i in range(sessions):
+        line = {"type": "user", "uuid": f"u{i}", "sessionId": f"s{i}", "timestamp": "2026-11-30T00:00:00.000Z",
+                "message": {"role": "user", "content": "hello"}}  # fmt: skip
+        (proj / f"s{i}.jsonl").write_text(json.dumps(line) + "\n")
+    return Home(home)
+
+
+def test_a_workers_connection_leaves_checkpoints_to_the_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's commits never checkpoint the write-ahead log (SQLite's automatic checkpoint ran in
+    the committing worker while it held the turn the other waited for)."""
+    h = _small_home(tmp_path / "home", 2)
+    monkeypatch.setattr(scan, "_WORKER_CONN", {})
+    results = scan._ingest_batch(h, list(discover_sessions(h)))
+    conn = scan._WORKER_CONN[str(h.state_db)]
+    try:
+        assert [r.records for r in results] == [1, 1]
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    finally:
+        conn.close()
+
+
+def test_the_parent_of_a_parallel_scan_checkpoints_as_results_come_in(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The parent, idle while its workers read, checkpoints (PASSIVE) after each CHECKPOINT_BYTES of
+    results on its own connection: the log stays as short as when the workers checkpointed."""
+    h = _small_home(tmp_path / "home", 6)
+    statements: list[str] = []
+    real = state.connect
+    parent = os.getpid()
+
+    def connect(path: Path, **kw: Any) -> Any:
+        conn = real(path, **kw)
+        if os.getpid() == parent:
+            conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(scan.state, "connect", connect)
+    monkeypatch.setattr(scan, "MIN_BATCH_BYTES", 1)  # a batch a session
+    monkeypatch.setattr(scan, "CHECKPOINT_BYTES", 1)
+    monkeypatch.setenv("MEMD_SCAN_WORKERS", "2")
+    totals = scan.scan_home(h)
+    assert (totals["sessions"], totals["records"]) == (6, 6)
+    batches = scan._batches([p.stat().st_size for p in (h.projects / "-p").glob("*.jsonl")], 2)
+    assert len(batches) > 1
+    assert sum(s == "PRAGMA wal_checkpoint(PASSIVE)" for s in statements) == len(batches), statements
