@@ -183,7 +183,7 @@ def _decode_results(data: bytes) -> list[ledger.IngestResult]:
     return out
 
 
-CHECKPOINT_BYTES = 48 << 20  # a parallel scan's parent checkpoints after this much read (`_ingest_parallel`)
+CHECKPOINT_BYTES = 16 << 20  # a parallel scan's parent checkpoints after this much read (`_ingest_parallel`)
 SESSION_COST_BYTES = 64 << 10  # a session's reading beyond its bytes (opens, fingerprint, rows): as many bytes' fold
 MIN_BATCH_BYTES = 1 << 20  # the last batches are no smaller: each is a transaction and a trip through the pool
 
