@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -256,7 +257,7 @@ def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], work
                 on_batch(size)
             unchecked += size
             if conn is not None and unchecked >= CHECKPOINT_BYTES:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                _checkpoint(conn)
                 unchecked = 0
     finally:
         turns.close()
@@ -268,6 +269,13 @@ def _ingest_parallel(home: Home, todo: list[SessionFile], sizes: list[int], work
                 for pr in r.problems[:5]:
                     log.warning("transcript.line_skipped", file=pr.path, line=pr.line, reason=pr.reason)
     return out
+
+
+def _checkpoint(conn: Any) -> None:
+    """Copy what the log holds into the database, waiting for no one. A checkpoint that fails leaves the
+    log longer, nothing lost: like SQLite's automatic one, it does not fail the scan."""
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def _size(sf: SessionFile) -> int:

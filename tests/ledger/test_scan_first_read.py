@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -305,3 +306,42 @@ def test_the_parent_of_a_parallel_scan_checkpoints_as_results_come_in(tmp_path: 
     batches = scan._batches([p.stat().st_size for p in (h.projects / "-p").glob("*.jsonl")], 2)
     assert len(batches) > 1
     assert sum(s == "PRAGMA wal_checkpoint(PASSIVE)" for s in statements) == len(batches), statements
+
+
+def test_a_checkpoint_that_fails_does_not_fail_the_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent's checkpoints only keep the log short: one that SQLite refuses leaves it longer and
+    the scan goes on, every session read and kept (as SQLite's automatic checkpoint never failed a
+    commit)."""
+    h = _small_home(tmp_path / "home", 4)
+    real = state.connect
+    parent = os.getpid()
+    refused: list[str] = []
+
+    class Refusing:
+        def __init__(self, conn: Any) -> None:
+            self._conn = conn
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._conn, name)
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            if sql.startswith("PRAGMA wal_checkpoint"):
+                refused.append(sql)
+                raise sqlite3.OperationalError("disk I/O error")
+            return self._conn.execute(sql, *args)
+
+    def connect(path: Path, **kw: Any) -> Any:
+        conn = real(path, **kw)
+        return Refusing(conn) if os.getpid() == parent else conn
+
+    monkeypatch.setattr(scan.state, "connect", connect)
+    monkeypatch.setattr(scan, "MIN_BATCH_BYTES", 1)
+    monkeypatch.setattr(scan, "CHECKPOINT_BYTES", 1)
+    monkeypatch.setenv("MEMD_SCAN_WORKERS", "2")
+    totals = scan.scan_home(h)
+    assert refused and (totals["sessions"], totals["records"]) == (4, 4)
+    conn = real(h.state_db)
+    try:
+        assert conn.execute("SELECT COUNT(*), SUM(records) FROM sessions").fetchone()[:] == (4, 4)
+    finally:
+        conn.close()
