@@ -230,6 +230,9 @@ class Scope:
     # index and in this scope; emptied with the table when the index changes.
     found: dict[str, int] | None = None
     in_scope: dict[str, int] | None = None
+    # The daemon's too: each FTS5 phrase's own part of bm25 for its matches in this scope, on this state of the
+    # index (`phrase_scores`); `ranked` adds them up instead of scoring every match again.
+    scores: dict[str, dict[int, float]] | None = None
 
 
 def scope_of(project_key: str) -> Scope:
@@ -309,6 +312,9 @@ def ranked(search: sqlite3.Connection, query: str, project_key: str, limit: int,
     if limit <= 0 or parsed.error:
         return []
     scope = scope or scope_of(project_key)
+    summed = ranked_by_parts(search, parsed.match, scope, limit)
+    if summed is not None:
+        return summed
     fmt = {"w0": WEIGHTS[0], "w1": WEIGHTS[1], "w2": WEIGHTS[2], "ids": scope.ids}
     top = search.execute(_TOP_SQL.format(**fmt), (parsed.match, *scope.args, limit + TIE_ROOM)).fetchall()
     if not top and parsed.plain:  # query_index's retry with prefixes: a plain query only, as there
@@ -321,6 +327,96 @@ def ranked(search: sqlite3.Connection, query: str, project_key: str, limit: int,
     rank = dict(top)
     rows = search.execute(_BY_ID_SQL.format(ids=",".join(str(int(i)) for i in rank))).fetchall()
     rows.sort(key=lambda r: (rank[r[0]], r[1]))
+    return [Candidate(*row[1:]) for row in rows[:limit]]
+
+
+# FTS5's bm25 of a query of phrases joined by OR is, for each match, `-(0.0 + s1 + s2 + ...)`: one part a phrase,
+# in the query's order, each from that phrase alone (its IDF over the whole index, its weighted count in the row,
+# the row's length against the average; 0.0 for a phrase the row lacks). bm25 of the phrase alone is `-(0.0 + s)`.
+# So the parts, taken once a phrase, scope and state of the index, give every later query that names the phrase
+# the same ranks to the bit (`bm25_adds_up` checks this SQLite adds them so), without scoring thousands of
+# matches again for each prompt that names a common word.
+_PART_SQL = (
+    "SELECT memories_fts.rowid, " + _BM25 + " FROM memories_fts "
+    "WHERE memories_fts MATCH ? AND +memories_fts.rowid IN ({ids})"
+)
+_PHRASE = re.compile(r'"[^"]+"\*?')  # one phrase as `fts_term` writes it: no operator, no column, no group
+_ADDS_UP: list[bool] = []  # `bm25_adds_up`'s answer, once a process
+
+
+def bm25_adds_up() -> bool:
+    """Whether this SQLite's bm25 of `"a" OR "b" OR ...` is, to the bit, minus the sum of each phrase's own part in
+    the query's order (the parts as bm25 of the phrase alone gives them): asked once a process, of a small table
+    in memory whose rows hold the phrases in many counts and lengths. A build that fuses a multiply and an add
+    (one rounding instead of two) sums otherwise; then `ranked` ranks in SQL."""
+    if not _ADDS_UP:
+        _ADDS_UP.append(_check_bm25_parts())
+    return _ADDS_UP[0]
+
+
+def _check_bm25_parts() -> bool:
+    import random  # noqa: PLC0415 - start-up: the daemon's answers only
+
+    from memd.index.search import WEIGHTS  # noqa: PLC0415 - start-up
+
+    rng = random.Random(27)
+    words = [f"w{i}" for i in range(8)]
+    bm25 = _BM25.format(w0=WEIGHTS[0], w1=WEIGHTS[1], w2=WEIGHTS[2])
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE memories_fts USING fts5(name, description, body)")
+        rows = [tuple(" ".join(rng.choices(words, k=rng.randint(1, n))) for n in (4, 12, 60)) for _ in range(300)]
+        conn.executemany("INSERT INTO memories_fts VALUES (?, ?, ?)", rows)
+        phrases = ['"w0"', '"w1"', '"w2"', '"w3"', '"w4"*']
+        sql = f"SELECT rowid, {bm25} FROM memories_fts WHERE memories_fts MATCH ?"
+        whole = dict(conn.execute(sql, (" OR ".join(phrases),)).fetchall())
+        total: dict[int, float] = {}
+        for phrase in phrases:
+            for rowid, rank in conn.execute(sql, (phrase,)):
+                total[rowid] = total.get(rowid, 0.0) - rank
+        return len(whole) > 200 and whole == {rowid: -s for rowid, s in total.items()}
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def phrase_scores(search: sqlite3.Connection, phrase: str, scope: Scope) -> dict[int, float]:
+    """`phrase`'s matches in `scope` (the daemon's: `Scope.scores` set) and its part of each one's bm25, positive
+    (higher is better), taken once a state of the index and kept in `scope.scores`."""
+    assert scope.scores is not None
+    have = scope.scores.get(phrase)
+    if have is None:
+        from memd.index.search import WEIGHTS  # noqa: PLC0415 - start-up
+
+        sql = _PART_SQL.format(w0=WEIGHTS[0], w1=WEIGHTS[1], w2=WEIGHTS[2], ids=scope.ids)
+        have = scope.scores[phrase] = {rowid: -rank for rowid, rank in search.execute(sql, (phrase, *scope.args))}
+    return have
+
+
+def ranked_by_parts(search: sqlite3.Connection, match: str, scope: Scope, limit: int) -> list[Candidate] | None:
+    """`ranked`'s answer for the FTS5 query `match`, its ranks added up from its phrases' parts (`phrase_scores`),
+    in the daemon (`scope.scores` kept); None when it cannot say: no kept scores, a query that is not distinct
+    phrases joined by OR, nothing matched in scope (the SQL's prefix retry), or a SQLite that does not add bm25 up
+    so (`bm25_adds_up`). The same memories in the same order as the SQL: rank, then file."""
+    phrases = match.split(" OR ")
+    if scope.scores is None or len(set(phrases)) != len(phrases) or not all(_PHRASE.fullmatch(p) for p in phrases):
+        return None
+    if not bm25_adds_up():
+        return None
+    total: dict[int, float] = {}
+    for phrase in phrases:  # in the query's order: the sum is FTS5's to the bit
+        for rowid, part in phrase_scores(search, phrase, scope).items():
+            total[rowid] = total.get(rowid, 0.0) + part
+    if not total:
+        return None
+    import heapq  # noqa: PLC0415 - start-up
+
+    rank = {rowid: -s for rowid, s in total.items()}
+    cut = heapq.nsmallest(limit, rank.values())[-1]
+    head = {rowid: r for rowid, r in rank.items() if r <= cut}  # the first `limit` and all that tie with the last
+    rows = search.execute(_BY_ID_SQL.format(ids=",".join(str(int(i)) for i in head))).fetchall()
+    rows.sort(key=lambda r: (head[r[0]], r[1]))
     return [Candidate(*row[1:]) for row in rows[:limit]]
 
 

@@ -91,10 +91,12 @@ class Kept:
     def __init__(self, home: Home) -> None:
         self.home = home
         self._open: dict[str, tuple[sqlite3.Connection, tuple[int, int] | None]] = {}
-        self._scopes: dict[str, tuple[str, int, int, dict[str, int]]] = {}  # project key: (its table, data_version,
-        # size, its terms' counts)
+        self._scopes: dict[str, tuple[str, int, int, dict[str, int], dict[str, dict[int, float]]]] = {}  # project
+        # key: (its table, data_version, size, its terms' counts, its phrases' parts of bm25)
         self._found: tuple[int, dict[str, int]] = (-1, {})  # terms' counts in the whole index, at a data_version
         self._scopes_on: sqlite3.Connection | None = None  # the search connection those tables are on
+        self._lent: Scope | None = None  # the scope `scoped` gave the answer under way
+        self._common: dict[str, None] = {}  # phrases with many matches that prompts named, the latest last (`warm`)
 
     def state(self) -> sqlite3.Connection:
         """The state database, as `_open_state` opens it."""
@@ -142,6 +144,8 @@ class Kept:
         have = self._scopes.get(project_key)
         if have is not None and len(have[3]) > MAX_KEPT_COUNTS:
             have[3].clear()
+        if have is not None and sum(map(len, have[4].values())) > MAX_KEPT_PARTS:
+            have[4].clear()
         if have is None or have[1] != version:
             if have is None and len(self._scopes) >= MAX_KEPT_SCOPES:
                 for table, *_rest in self._scopes.values():
@@ -153,12 +157,31 @@ class Kept:
             conn.execute(f"DELETE FROM temp.{table}")
             conn.execute(f"INSERT INTO temp.{table} {plain.ids}", plain.args)
             size = int(conn.execute(f"SELECT count(*) FROM temp.{table}").fetchone()[0])
-            have = self._scopes[project_key] = (table, version, size, {})
-        return conn, Scope(project_key, f"SELECT id FROM temp.{have[0]}", (), have[2], self._found[1], have[3])
+            have = self._scopes[project_key] = (table, version, size, {}, {})
+        self._lent = Scope(project_key, f"SELECT id FROM temp.{have[0]}", (), have[2], self._found[1], have[3], have[4])
+        return conn, self._lent
+
+    def warm(self, project_key: str) -> None:
+        """The project's scope made ready (`scoped`), with the parts of bm25 (`phrase_scores`) of the phrases
+        with many matches that the latest prompts named (in any project): a prompt that names a common word again
+        then adds up kept parts instead of scoring thousands of matches (`memd.agent.candidates.ranked`). The
+        read stays open: `end_read` ends it."""
+        from memd.agent.candidates import phrase_scores
+
+        conn, scope = self.scoped(project_key)
+        for phrase in list(self._common):
+            phrase_scores(conn, phrase, scope)
 
     def end_read(self) -> None:
         """End the search connection's read transaction (`scope`), keeping its tables; one that cannot be
         committed is rolled back, and its tables are filled again next time."""
+        lent, self._lent = self._lent, None
+        for phrase, parts in (lent.scores or {}).items() if lent is not None else ():
+            if len(parts) >= WARM_MIN_MATCHES:
+                self._common.pop(phrase, None)
+                self._common[phrase] = None
+        while len(self._common) > MAX_WARM_PHRASES:
+            del self._common[next(iter(self._common))]
         have = self._open.get(str(self.home.search_db))
         if have is None or not have[0].in_transaction:
             return
@@ -215,6 +238,9 @@ def _file_id(path: Path) -> tuple[int, int] | None:
 
 MAX_KEPT_SCOPES = 64  # projects whose scope a `Kept` holds in tables; one more, and they are all made again
 MAX_KEPT_COUNTS = 20_000  # terms' counts a `Kept` holds for one scope (and the whole index); more, and they go
+MAX_KEPT_PARTS = 200_000  # phrases' parts of bm25 a `Kept` holds for one scope (a memory and phrase each); more, and they go
+WARM_MIN_MATCHES = 200  # a phrase with this many matches in a scope is kept for `Kept.warm` (scoring them is the cost)
+MAX_WARM_PHRASES = 4  # the latest such phrases `Kept.warm` scores in a project's scope after its SessionStart
 # The daemon's kept connections (`Kept`) while it answers a hook (`respond`); None in a hook process.
 _KEPT: contextvars.ContextVar[Kept | None] = contextvars.ContextVar("memd_hook_kept", default=None)
 
@@ -381,7 +407,7 @@ def prepare(kept: Kept, home: Home, raw: bytes, cwd: str) -> None:
     effort: a failure leaves it to the prompt."""
     try:
         if home.search_db.exists():
-            kept.scope(memory_key(home, Event.parse(raw), cwd))
+            kept.warm(memory_key(home, Event.parse(raw), cwd))
     except Exception:
         pass
     finally:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from memd.agent import candidates as cands
+from memd.agent import hooks as hooks_module
 from memd.agent.candidates import Candidate
 from memd.agent.hooks import Kept
 from memd.index.refresh import refresh_all
@@ -212,3 +213,75 @@ def test_an_answer_reads_through_the_connection_its_scope_is_on_when_the_file_is
         assert conn is kept.search()
     finally:
         kept.close()
+
+
+def test_this_sqlite_adds_bm25_up_phrase_by_phrase() -> None:
+    """The daemon's ranking adds up each phrase's own part of bm25 only where SQLite's bm25 is that sum to the bit
+    (`bm25_adds_up`, asked of a table in memory); on this build it is, so the tests below take that path."""
+    assert cands.bm25_adds_up()
+
+
+def _ranking_statements(conn: sqlite3.Connection) -> list[str]:
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    return seen
+
+
+def test_the_daemons_ranking_adds_kept_parts_and_ranks_as_the_reference(home: Home) -> None:
+    """The daemon's kept scope (`Scope.scores`): each phrase scored once, in scope; every query after that names it
+    adds the parts up instead of scoring its matches in SQL, and picks what the reference picks, ties at the cut
+    (twelve twins, three pairs) ordered by file, for every limit."""
+    plain = open_readonly(home.search_db)
+    kept = Kept(home)
+    try:
+        for key in (KEY, OTHER, "-nowhere"):
+            for query in [*QUERIES, *QUERIES]:  # the second time, every phrase's parts are kept
+                for limit in (1, 3, 5):
+                    conn, scope = kept.scoped(key)
+                    seen = _ranking_statements(conn)
+                    got = cands.offline_pick(conn, query, key, [], limit, scope=scope)
+                    conn.set_trace_callback(None)
+                    assert got == reference_pick(plain, query, key, [], limit), (key, query, limit)
+                    assert not [s for s in seen if "ORDER BY rank" in s], "ranked in SQL"  # added up, never scored
+                    kept.done()
+            conn, scope = kept.scoped(key)
+            for query in ['"zephyr"', '"quokka"', '"code" OR "run"', '"deploy" OR "review"', '"deplo"*']:
+                for limit in (1, 2, 5, 9, 13, 40):
+                    want = [cands.candidate_from_hit(h) for h in query_index(plain, query, project_key=key, limit=limit)]
+                    assert cands.ranked(conn, query, key, limit, scope) == want, (key, query, limit)
+            kept.done()
+    finally:
+        kept.close()
+        plain.close()
+
+
+def test_phrases_with_many_matches_are_scored_ahead_in_the_next_projects_scope(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A phrase with many matches that a prompt named (`WARM_MIN_MATCHES`; 5 here, in this small home) is scored
+    in another project's scope when its SessionStart makes the scope ready (`Kept.warm`): that project's prompt
+    naming it then adds up kept parts (no statement scores it), and picks what the reference picks."""
+    monkeypatch.setattr(hooks_module, "WARM_MIN_MATCHES", 5)
+    h = Home(tmp_path / "home")
+    for key in (KEY, OTHER):
+        for i in range(16):
+            put(h.project_memory(key), f"n-{i:02d}", f"{'deploy' if i % 3 == 0 else 'parser'} note {i}",
+                "deploy " * (i % 2) * (i % 3 == 0) + f"quokka{i % 5}")  # fmt: skip
+    refresh_all(h)
+    plain = open_readonly(h.search_db)
+    kept = Kept(h)
+    try:
+        conn, scope = kept.scoped(KEY)
+        cands.offline_pick(conn, "deploy quokka1", KEY, [], 5, scope=scope)
+        kept.done()
+        kept.warm(OTHER)
+        kept.done()
+        conn, scope = kept.scoped(OTHER)
+        assert scope.scores is not None and set(scope.scores) == {'"deploy"'}  # quokka1: 3 matches
+        seen = _ranking_statements(conn)
+        got = cands.offline_pick(conn, "deploy", OTHER, [], 5, scope=scope)
+        conn.set_trace_callback(None)
+        assert got == reference_pick(plain, "deploy", OTHER, [], 5) and len(got) == 5
+        assert not [s for s in seen if "bm25" in s]
+    finally:
+        kept.close()
+        plain.close()
