@@ -161,15 +161,17 @@ class Kept:
         self._lent = Scope(project_key, f"SELECT id FROM temp.{have[0]}", (), have[2], self._found[1], have[3], have[4])
         return conn, self._lent
 
-    def warm(self, project_key: str) -> None:
+    def warm(self, project_key: str, stop: Callable[[], bool] = lambda: False) -> None:
         """The project's scope made ready (`scoped`), with the parts of bm25 (`phrase_scores`) of the phrases
         with many matches that the latest prompts named (in any project): a prompt that names a common word again
-        then adds up kept parts instead of scoring thousands of matches (`memd.agent.candidates.ranked`). The
-        read stays open: `end_read` ends it."""
+        then adds up kept parts instead of scoring thousands of matches (`memd.agent.candidates.ranked`). Phrase
+        by phrase while `stop()` is false. The read stays open: `end_read` ends it."""
         from memd.agent.candidates import phrase_scores
 
         conn, scope = self.scoped(project_key)
         for phrase in list(self._common):
+            if stop():
+                return
             phrase_scores(conn, phrase, scope)
 
     def end_read(self) -> None:
@@ -401,13 +403,13 @@ def respond(sub: str, home: Home, raw: bytes, *, cwd: str, env: dict[str, str], 
     return Reply(out, "".join(notes), records=tuple(pending))
 
 
-def prepare(kept: Kept, home: Home, raw: bytes, cwd: str) -> None:
+def prepare(kept: Kept, home: Home, raw: bytes, cwd: str, stop: Callable[[], bool] = lambda: False) -> None:
     """After the daemon answered a SessionStart (`raw` its event, `cwd` its process's): the project's scope for
-    recall made ready in `kept` (`Kept.scope`), so that the session's first prompt does not wait for it. Best
-    effort: a failure leaves it to the prompt."""
+    recall made ready in `kept` (`Kept.warm`), so that the session's first prompt does not wait for it; `stop`
+    true (an answer waits for `kept`) ends it at its next step. Best effort: a failure leaves it to the prompt."""
     try:
         if home.search_db.exists():
-            kept.warm(memory_key(home, Event.parse(raw), cwd))
+            kept.warm(memory_key(home, Event.parse(raw), cwd), stop)
     except Exception:
         pass
     finally:

@@ -47,6 +47,7 @@ ANSWER_WAIT_S = 2.0  # what the "ok" grants: the work (~10 ms) and a busy state 
 MODEL_GRACE_S = 0.5  # a recall that may call a model: until its budget ends (from the hook's start), and this
 TAKEN_WAIT_S = 1.0  # from the answer sent to the hook's "taken" line; without it, nothing is recorded here
 START_MARGIN_S = 1.0  # the work starts only with this much of the granted wait left
+PREPARED_WAIT_S = 0.1  # an answer waits this long at most for the connections a SessionStart's `prepare` holds
 SAME_ENV = ("HOME", "TZ")
 MODEL_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
              "http_proxy", "https_proxy", "all_proxy", "no_proxy")  # fmt: skip
@@ -120,7 +121,9 @@ class HookServer(SocketServer):
         self._stall = float(self.environ.get(STALL_ENV) or 0)
         self._slack = hookwire.slack(dict(self.environ))  # tests: the client's slack too (the same environment)
         self._spare: list[Any] = []  # `memd.agent.hooks.Kept` sets not lent now
-        self._spare_lock = threading.Lock()
+        self._spare_lock = threading.Condition()  # notified when a set is given back
+        self._preparing = 0  # sets lent to a SessionStart's `prepare` (after its answer)
+        self._wanted = 0  # answers waiting for one of those
 
     def start(self) -> None:
         """Load the hooks' modules and listen, on a thread (the daemon's start does not wait)."""
@@ -208,14 +211,31 @@ class HookServer(SocketServer):
             self.log.warning("hooks.abandoned", sub=req.sub, reason="started too late: the hook answers itself")
             return
         kept = self._lend()
+        ready = False  # a SessionStart's answer taken: the session's prompts come next
         try:
-            self._answer(conn, req, home, due, kept, settings)
+            ready = self._answer(conn, req, home, due, kept, settings) and req.sub == "context"
         finally:
-            self._give_back(kept)
+            if not ready:
+                self._give_back(kept)
+        if ready:
+            self._prepare(kept, home, req)
 
-    def _answer(self, conn: socket.socket, req: Request, home: Home, due: float, kept: Any, settings: Any) -> None:
+    def _prepare(self, kept: Any, home: Home, req: Request) -> None:
+        """After a SessionStart's answer: its project's scope for recall made ready in `kept`
+        (`memd.agent.hooks.prepare`), then `kept` given back. An answer that wants a set meanwhile waits for this
+        one (`_lend`), and the preparing stops at its next step."""
+        from memd.agent.hooks import prepare  # noqa: PLC0415 - loaded by _run already
+
+        with self._spare_lock:
+            self._preparing += 1
+        try:
+            prepare(kept, home, req.stdin, req.cwd, stop=lambda: self._wanted > 0)
+        finally:
+            self._give_back(kept, prepared=True)
+
+    def _answer(self, conn: socket.socket, req: Request, home: Home, due: float, kept: Any, settings: Any) -> bool:
         """The work once the hook was told "ok": the answer, then (once taken) its records, on `kept`; a recall
-        with the `settings` `_wait` read for it."""
+        with the `settings` `_wait` read for it. Whether the hook took it."""
         from memd.agent.hooks import respond  # noqa: PLC0415 - loaded by _run already
 
         started = min(process_started(pid=req.pid), req.sent)
@@ -224,11 +244,11 @@ class HookServer(SocketServer):
         err = encode(reply.err, req.streams[2], req.streams[3]) or encode(reply.err, req.streams[2], "backslashreplace")
         if time.monotonic() > due:
             self.log.warning("hooks.abandoned", sub=req.sub, reason="answered too late: the hook answers itself")
-            return
+            return False
         conn.sendall(b"%d %d %d\n" % (reply.code, len(out), len(err)) + out + err)
         if not self._taken(conn):
             self.log.warning("hooks.abandoned", sub=req.sub, reason="the hook did not take the answer: it answers itself")
-            return
+            return False
         from memd.agent.hooks import write_records  # noqa: PLC0415 - loaded by _run already
 
         write_records(home, reply.records, kept)  # only now: a hook that gave up records what it answered itself
@@ -236,26 +256,32 @@ class HookServer(SocketServer):
             conn.sendall(b"r\n")  # written: the hook process ends with its records there, as when it answers itself
         except OSError:
             pass
-        if req.sub == "context":  # the session's prompts come next: their recall's scope made ready now
-            from memd.agent.hooks import prepare  # noqa: PLC0415 - loaded by _run already
-
-            prepare(kept, home, req.stdin, req.cwd)
         self.log.debug("hooks.answered", sub=req.sub, bytes=len(out), ms=round((time.monotonic() - req.sent) * 1000, 1))
+        return True
 
     def _lend(self) -> Any:
-        """A set of kept connections no other answer uses now (a new one when all are lent)."""
+        """A set of kept connections no other answer uses now: a spare one; else the one a SessionStart's
+        `_prepare` holds (made ready for this prompt, most likely), waited for `PREPARED_WAIT_S` at most while the
+        preparing stops at its next step; else a new one."""
         with self._spare_lock:
+            if not self._spare and self._preparing:  # the set a SessionStart is making ready: this answer's
+                self._wanted += 1  # (its `prepare` stops at its next step)
+                self._spare_lock.wait_for(lambda: bool(self._spare), PREPARED_WAIT_S)
+                self._wanted -= 1
             if self._spare:
                 return self._spare.pop()
         from memd.agent.hooks import Kept  # noqa: PLC0415 - loaded by _run already
 
         return Kept(self.home)
 
-    def _give_back(self, kept: Any) -> None:
+    def _give_back(self, kept: Any, prepared: bool = False) -> None:
+        """`kept` (lent by `_lend`) free for the next answer; `prepared`: by `_prepare`, which counted it."""
         kept.done()
         with self._spare_lock:
+            self._preparing -= prepared
             if not self._stopped.is_set():
                 self._spare.append(kept)
+                self._spare_lock.notify()
                 return
         kept.close()
 
