@@ -1,6 +1,7 @@
 """What the daemon's Unix sockets share: a socket in the home's private memd directory, one thread a
-connection at a time (kept for the next one), a bounded number at once (the hook socket, memd/daemon/hook_server.py; the nearest-memories
-socket of the `memd[semantic]` extra, memd/daemon/nearest_server.py).
+connection at a time (kept for the next one), a bounded number at once (the hook socket,
+memd/daemon/hook_server.py; the nearest-memories socket of the `memd[semantic]` extra,
+memd/daemon/nearest_server.py).
 
 Invariants: a socket memd did not make is never removed (anything else in its place: a warning and no
 server); the socket is made 0600 in the 0700 memd directory, so only the user reaches it, even in the
@@ -35,7 +36,8 @@ class SocketServer(ABC):
         self._max_clients = max_clients
         self._stopped = threading.Event()
         self._handoff: queue.SimpleQueue[socket.socket | None] = queue.SimpleQueue()  # accepted, for `_work`
-        self._idle = 0  # `_work` threads free for the next connection
+        self._idle = 0  # `_work` threads free for the next connection, less the connections not taken yet
+        self._threads = 0  # `_work` threads made
         self._idle_lock = threading.Lock()
 
     def _clear_stale(self) -> bool:
@@ -83,17 +85,20 @@ class SocketServer(ABC):
                 conn.close()
                 continue
             with self._idle_lock:
-                spawn = self._idle == 0
-                if not spawn:
-                    self._idle -= 1  # one waiting thread is this connection's
+                self._idle -= 1  # a waiting thread is this connection's
+                spawn = self._idle < 0 and self._threads < self._max_clients
+                if spawn:  # none: a new one (with all threads there, one has served its last and comes back)
+                    self._idle += 1
+                    self._threads += 1
             self._handoff.put(conn)
             if spawn:
                 threading.Thread(target=self._work, name=f"memd-{self.name}-client", daemon=True).start()
 
     def _work(self) -> None:
-        """Serve the connections `_accept_loop` hands over, one at a time, until `_close`. Invariant: `_idle` is
-        the threads waiting here (or about to) less the connections handed over and not taken yet, so every
-        connection handed over has a thread; there are never more threads than connections served at once."""
+        """Serve the connections `_accept_loop` hands over, one at a time, until `_close`. Invariants: `_idle` is
+        the threads waiting here (or about to) less the connections handed over and not taken yet; a thread is
+        made only when none is free, and never more than `max_clients` (with a slot taken for the new connection,
+        one of them has released its own and is about to wait here)."""
         while True:
             conn = self._handoff.get()
             if conn is None:
@@ -117,7 +122,7 @@ class SocketServer(ABC):
         for a connection end."""
         self._stopped.set()
         with self._idle_lock:
-            for _ in range(self._idle):
+            for _ in range(max(0, self._idle)):
                 self._handoff.put(None)
             self._idle = 0
         if self._listener is not None:

@@ -112,6 +112,7 @@ def test_connections_at_once_get_a_thread_each_up_to_the_bound_then_are_closed(s
     wait_for(lambda: server._idle == 2)
     assert len(server.threads) == 3
     assert _ask(server, b"x") == b"ok" and len(set(map(id, server.threads))) == 2  # the two threads, again
+    assert server._threads == 2
 
 
 def test_stopping_ends_the_threads_that_wait_for_a_connection(server: Echo) -> None:
