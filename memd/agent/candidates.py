@@ -263,9 +263,15 @@ def scope_doc_freq(search: sqlite3.Connection, form: str, scope: Scope, size: in
     the true one up to one past that share). So `telling_terms` decides on these as on the true counts. A word
     found in at most that share of the whole index is looked for in scope until one is found (a join that stops
     at the first); a more common one is counted against the scope's ids, up to one past the share, without
-    reading `memories`. Counts the scope keeps (`Scope.found`, `Scope.in_scope`) are not taken again."""
+    reading `memories`. Counts the scope keeps (`Scope.found`, `Scope.in_scope`) are not taken again, nor one its
+    kept parts of bm25 give (`Scope.scores`: the true count)."""
     if scope.in_scope is not None and form in scope.in_scope:
         return scope.in_scope[form]
+    if scope.scores is not None and form in scope.scores:  # its parts of bm25 are kept: one a match in scope
+        n = len(scope.scores[form])
+        if scope.in_scope is not None:
+            scope.in_scope[form] = n
+        return n
     found = scope.found.get(form) if scope.found is not None else None
     if found is None:
         found = int(search.execute(_DF_ALL_SQL, (form,)).fetchone()[0])

@@ -20,7 +20,7 @@ import pytest
 
 from memd.agent import candidates as cands
 from memd.agent import hooks as hooks_module
-from memd.agent.candidates import Candidate
+from memd.agent.candidates import Candidate, scope_size
 from memd.agent.hooks import Kept
 from memd.index.refresh import refresh_all
 from memd.index.search import open_readonly, query_index
@@ -282,6 +282,27 @@ def test_phrases_with_many_matches_are_scored_ahead_in_the_next_projects_scope(
         conn.set_trace_callback(None)
         assert got == reference_pick(plain, "deploy", OTHER, [], 5) and len(got) == 5
         assert not [s for s in seen if "bm25" in s]
+    finally:
+        kept.close()
+        plain.close()
+
+
+def test_a_phrases_count_in_scope_is_its_kept_parts(home: Home) -> None:
+    """A phrase whose parts of bm25 the daemon keeps in a scope (`Kept.warm` after a SessionStart) is counted from
+    them: the true count, and no statement runs for it."""
+    plain = open_readonly(home.search_db)
+    kept = Kept(home)
+    try:
+        kept._common = {'"code"': None, '"review"': None, '"zephyr"': None}
+        kept.warm(KEY)
+        conn, scope = kept.scoped(KEY)
+        seen = _ranking_statements(conn)
+        for word in ("code", "review", "zephyr"):
+            form = cands.fts_term(word)
+            exact = int(plain.execute(_OLD_DF, (form, KEY)).fetchone()[0])
+            assert cands.scope_doc_freq(conn, form, scope, scope_size(conn, scope)) == exact > 0, word
+        conn.set_trace_callback(None)
+        assert seen == []
     finally:
         kept.close()
         plain.close()
