@@ -144,8 +144,9 @@ class Kept:
         have = self._scopes.get(project_key)
         if have is not None and len(have[3]) > MAX_KEPT_COUNTS:
             have[3].clear()
-        if have is not None and sum(map(len, have[4].values())) > MAX_KEPT_PARTS:
-            have[4].clear()
+        if sum(len(parts) for kept in self._scopes.values() for parts in kept[4].values()) > MAX_KEPT_PARTS:
+            for kept in self._scopes.values():
+                kept[4].clear()
         if have is None or have[1] != version:
             if have is None and len(self._scopes) >= MAX_KEPT_SCOPES:
                 for table, *_rest in self._scopes.values():
@@ -240,7 +241,8 @@ def _file_id(path: Path) -> tuple[int, int] | None:
 
 MAX_KEPT_SCOPES = 64  # projects whose scope a `Kept` holds in tables; one more, and they are all made again
 MAX_KEPT_COUNTS = 20_000  # terms' counts a `Kept` holds for one scope (and the whole index); more, and they go
-MAX_KEPT_PARTS = 200_000  # phrases' parts of bm25 a `Kept` holds for one scope (a memory and phrase each); more, and they go
+MAX_KEPT_PARTS = 200_000  # phrases' parts of bm25 a `Kept` holds in all its scopes (a float a memory and phrase:
+# ~20 MB); more, and they all go
 WARM_MIN_MATCHES = 200  # a phrase with this many matches in a scope is kept for `Kept.warm` (scoring them is the cost)
 MAX_WARM_PHRASES = 4  # the latest such phrases `Kept.warm` scores in a project's scope after its SessionStart
 # The daemon's kept connections (`Kept`) while it answers a hook (`respond`); None in a hook process.

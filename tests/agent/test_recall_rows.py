@@ -306,3 +306,31 @@ def test_a_phrases_count_in_scope_is_its_kept_parts(home: Home) -> None:
     finally:
         kept.close()
         plain.close()
+
+
+def test_the_kept_parts_are_bounded_in_all_scopes_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `MAX_KEPT_PARTS` parts in all of a `Kept`'s scopes, they all go (the tables stay); the ranking then takes
+    them again, with the same picks."""
+    monkeypatch.setattr(hooks_module, "MAX_KEPT_PARTS", 10)
+    h = Home(tmp_path / "home")
+    for key in (KEY, OTHER):
+        for i in range(16):
+            put(h.project_memory(key), f"n-{i:02d}", f"{'deploy' if i % 3 == 0 else 'parser'} note {i}", f"quokka{i % 5}")
+    refresh_all(h)
+    plain = open_readonly(h.search_db)
+    kept = Kept(h)
+    try:
+        held = []
+        for key in (KEY, OTHER):
+            conn, scope = kept.scoped(key)
+            cands.offline_pick(conn, "deploy", key, [], 5, scope=scope)
+            held.append(sum(map(len, (scope.scores or {}).values())))
+            kept.done()
+        assert held == [6, 6]  # each scope under the bound, the two over it
+        conn, scope = kept.scoped(KEY)
+        assert scope.scores == {} and kept.scope(OTHER).scores == {}
+        got = cands.offline_pick(conn, "deploy", KEY, [], 5, scope=scope)
+        assert got == reference_pick(plain, "deploy", KEY, [], 5) and scope.scores
+    finally:
+        kept.close()
+        plain.close()
