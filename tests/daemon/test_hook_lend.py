@@ -10,8 +10,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memd.agent import candidates as cands
 from memd.agent.hooks import Kept
+from memd.daemon import hook_server
 from memd.daemon.hook_server import HookServer
 from memd.index.refresh import refresh_all
 from memd.memory.file import render_memory, write_memory
@@ -26,7 +29,9 @@ class _Quiet:
         return lambda *a, **k: None
 
 
-def test_a_prompt_waits_for_the_set_a_sessionstart_prepares_and_stops_the_preparing(tmp_path: Path) -> None:
+def test_a_prompt_waits_for_the_set_a_sessionstart_prepares_and_stops_the_preparing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setattr(hook_server, "PREPARED_WAIT_S", 60.0)  # the wait's bound is not what is tested: no timing here
     home = Home(tmp_path / "home")
     home.root.mkdir(parents=True)
     srv = HookServer(home, _Quiet())
