@@ -254,20 +254,26 @@ def _stale_notes(mtimes: list[float], now: float, made: dict[int, str | None]) -
     """`staleness_note(mtime, now)` of each mtime, made once a distinct age in days (`made`: a
     listing of tens of thousands of memories has a few hundred ages). The warning depends on the
     age in whole days only (`staleness.age_days`: the same floor of the same division, here over
-    the whole list in C), or is None within the first day."""
+    the whole list in C), or is None within the first day (ages up to DAY_SECONDS: all of them, or
+    those few, set to None after)."""
     import math
-    from itertools import repeat
-    from operator import sub, truediv
+    from functools import partial
+    from itertools import compress, repeat
+    from operator import ge, sub, truediv
 
-    from memd.index.staleness import DAY_SECONDS, days_note, staleness_note
+    from memd.index.staleness import DAY_SECONDS, days_note
 
     ages = list(map(sub, repeat(now), mtimes))
-    if not ages or min(ages) <= DAY_SECONDS:  # a memory of the first day: each one as it is
-        return [staleness_note(m, now) for m in mtimes]
+    if not ages or max(ages) <= DAY_SECONDS:  # every memory in its first day
+        return [None] * len(ages)
     days = list(map(math.floor, map(truediv, ages, repeat(DAY_SECONDS))))
     for d in set(days).difference(made):
-        made[d] = days_note(d)
-    return list(map(made.__getitem__, days))
+        made[d] = days_note(d) if d >= 1 else None
+    notes = list(map(made.__getitem__, days))
+    if min(ages) <= DAY_SECONDS:  # some in their first day (one exactly a day old has a floor of 1): no note
+        for i in compress(range(len(ages)), map(partial(ge, DAY_SECONDS), ages)):
+            notes[i] = None
+    return notes
 
 
 @command("list")
