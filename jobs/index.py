@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 from pathlib import Path
+from stat import S_ISREG
 
 from memd.discovery import list_memory_dirs
 from memd.fsutil import ensure_private_dir, sweep_stale_temps
@@ -110,8 +111,9 @@ SETTLED_SECONDS = 2.0  # a stat younger than this may hide a second write in the
 
 
 def search_db_stat(path: Path) -> list[list[int] | None] | None:
-    """The identity of the database and its WAL as stat fields (None for an absent WAL); None when
-    the database itself cannot be stat'ed."""
+    """The identity of the database and its WAL as stat fields (None for an absent or empty WAL: a
+    reader such as `memd list` or a hook leaves an empty one at its close, the writer's close removes
+    it, and neither holds a page); None when the database itself cannot be stat'ed."""
     out: list[list[int] | None] = []
     for p in (path, Path(f"{path}-wal")):
         try:
@@ -123,6 +125,9 @@ def search_db_stat(path: Path) -> list[list[int] | None] | None:
             continue
         except OSError:
             return None
+        if p != path and st.st_size == 0 and S_ISREG(st.st_mode):
+            out.append(None)
+            continue
         out.append([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
     return out
 
