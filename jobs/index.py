@@ -78,7 +78,8 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         listed = None  # names went: the refresh lists again
     from memd.history.writes import refresh_recorded  # noqa: PLC0415 - start-up (not memd.write.apply: its classifier's patterns)
     place = Place.memory(key if scope == "project" else None)
-    result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), hold=ctx.hold_index is not None, listing=listed)
+    result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), hold=ctx.hold_index is not None, listing=listed,
+                              index=ctx.search_index())  # fmt: skip
     ctx.index_held(place, result.index_held)
     reported = [*result.problems, *result.notes]  # a file without front matter is a memory, said so (§14)
     record_problems(ctx, str(target), [(str(p.path), p.reason) for p in reported], result.index_warning)
@@ -166,6 +167,7 @@ def _check_search_db(ctx: JobContext) -> None:
         return
     why = problem(ctx.home.search_db)
     if why is not None and not why.startswith(LAYOUT):
+        ctx.drop_search()  # a writer kept open on it would go on writing into the file set aside
         set_aside(ctx.home.search_db, why)
         return
     if why is None and search_db_stat(ctx.home.search_db) == ident:  # every page read just now, the file unchanged since
