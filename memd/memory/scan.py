@@ -284,8 +284,15 @@ _ROW_SIZE, _ROW_MTIME = itemgetter(5), itemgetter(4)
 _ROW_NAME = itemgetter(1)
 _ROW_FILE = itemgetter(0)
 # ASCII whitespace that `" ".join(name.split())` would change, in names joined by NUL: a tab or
-# another separator, two spaces, a space at a name's start or end.
+# another separator, two spaces, a space at a name's start or end (`_uneven_space`).
 _UNEVEN_SPACE = re.compile(r"[\t\n\r\x0b\x0c\x1c-\x1f]|  |^ | $|\0 | \0")
+_UNEVEN_PARTS = ("\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "  ", "\0 ", " \0")
+
+
+def _uneven_space(joined: str) -> bool:
+    """Whether `_UNEVEN_SPACE` finds anything in `joined`, by a dozen substring searches (in C; the
+    regex tries its alternatives at every character: 8 ms over 50,000 names)."""
+    return joined.startswith(" ") or joined.endswith(" ") or any(map(joined.__contains__, _UNEVEN_PARTS))
 
 
 def list_dir(
@@ -376,7 +383,7 @@ def _duplicate_rows(listed: Sequence[IndexedRow], prefix: str) -> list[Problem]:
     and with no uneven space (the common case) are told apart on the names joined by NUL, in C."""
     names = list(map(_ROW_NAME, listed))
     joined = "\0".join(names)
-    if joined.isascii() and joined.count("\0") == len(names) - 1 and _UNEVEN_SPACE.search(joined) is None:
+    if joined.isascii() and joined.count("\0") == len(names) - 1 and not _uneven_space(joined):
         keys = joined.casefold().split("\0") if names else []
         if len(set(keys)) == len(keys):
             return []

@@ -48,3 +48,12 @@ def test_stale_notes_never_call_staleness_note_a_memory(monkeypatch: pytest.Monk
     got = _stale_notes(mixed, NOW, {})
     assert calls == []
     assert got == [real(m, NOW) for m in mixed] and got[:8] == [None] * 8 and got[8] is not None
+
+
+@given(st.lists(st.text(alphabet=" a\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x1b-", max_size=6), max_size=5))
+def test_uneven_space_is_the_regexs_answer(names: list[str]) -> None:
+    """The duplicate-name check's whitespace test by substring searches finds what its regex finds."""
+    from memd.memory.scan import _UNEVEN_SPACE, _uneven_space  # noqa: PLC0415 - what is checked
+
+    joined = "\0".join(names)
+    assert _uneven_space(joined) == (_UNEVEN_SPACE.search(joined) is not None)
