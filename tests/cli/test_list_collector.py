@@ -68,7 +68,7 @@ def test_list_is_made_with_the_collector_paused(tmp_path: Path, monkeypatch: pyt
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)["memories"]) == N
     assert seen and not any(seen) and gc.isenabled()  # the drawer and the project
-    assert len(left) == 1 and left[0] < N  # the listing's objects freed within the pause
+    assert len(left) == 1 and left[0] < 2 * N  # freed within the pause (else 3+ a memory; slack for other threads)
 
 
 def test_the_index_checks_stats_are_taken_with_the_collector_paused(tmp_path: Path,
