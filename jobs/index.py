@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 from pathlib import Path
+from stat import S_ISREG
 
 from memd.discovery import list_memory_dirs
 from memd.fsutil import ensure_private_dir, sweep_stale_temps
@@ -77,7 +78,8 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
         listed = None  # names went: the refresh lists again
     from memd.history.writes import refresh_recorded  # noqa: PLC0415 - start-up (not memd.write.apply: its classifier's patterns)
     place = Place.memory(key if scope == "project" else None)
-    result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), hold=ctx.hold_index is not None, listing=listed)
+    result = refresh_recorded(ctx.home, ctx.settings, place, ctx.now(), hold=ctx.hold_index is not None, listing=listed,
+                              index=ctx.search_index())  # fmt: skip
     ctx.index_held(place, result.index_held)
     reported = [*result.problems, *result.notes]  # a file without front matter is a memory, said so (§14)
     record_problems(ctx, str(target), [(str(p.path), p.reason) for p in reported], result.index_warning)
@@ -110,8 +112,9 @@ SETTLED_SECONDS = 2.0  # a stat younger than this may hide a second write in the
 
 
 def search_db_stat(path: Path) -> list[list[int] | None] | None:
-    """The identity of the database and its WAL as stat fields (None for an absent WAL); None when
-    the database itself cannot be stat'ed."""
+    """The identity of the database and its WAL as stat fields (None for an absent or empty WAL: a
+    reader such as `memd list` or a hook leaves an empty one at its close, the writer's close removes
+    it, and neither holds a page); None when the database itself cannot be stat'ed."""
     out: list[list[int] | None] = []
     for p in (path, Path(f"{path}-wal")):
         try:
@@ -123,6 +126,9 @@ def search_db_stat(path: Path) -> list[list[int] | None] | None:
             continue
         except OSError:
             return None
+        if p != path and st.st_size == 0 and S_ISREG(st.st_mode):
+            out.append(None)
+            continue
         out.append([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
     return out
 
@@ -161,6 +167,7 @@ def _check_search_db(ctx: JobContext) -> None:
         return
     why = problem(ctx.home.search_db)
     if why is not None and not why.startswith(LAYOUT):
+        ctx.drop_search()  # a writer kept open on it would go on writing into the file set aside
         set_aside(ctx.home.search_db, why)
         return
     if why is None and search_db_stat(ctx.home.search_db) == ident:  # every page read just now, the file unchanged since

@@ -99,6 +99,7 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
 
     for job in jobs:
         jctx = make_context(home, s, log=log)
+        jctx.keep_search = True  # one search index writer for all its targets (the index job's scopes)
         try:
             targets = _targets(job, jctx, key=key, session=session, all_=all_, glob=glob, force=force)
             if not targets and not as_json:
@@ -113,7 +114,10 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
                     extra = f" — {r.reason}" if r.reason else ""
                     click.echo(f"{job.NAME} {t}: {r.outcome}{extra}")
         finally:
-            jctx.conn.close()
+            try:
+                jctx.drop_search()
+            finally:
+                jctx.conn.close()
     if as_json:
         json_out(results)
     sys.exit(exit_code_of(results))

@@ -254,20 +254,26 @@ def _stale_notes(mtimes: list[float], now: float, made: dict[int, str | None]) -
     """`staleness_note(mtime, now)` of each mtime, made once a distinct age in days (`made`: a
     listing of tens of thousands of memories has a few hundred ages). The warning depends on the
     age in whole days only (`staleness.age_days`: the same floor of the same division, here over
-    the whole list in C), or is None within the first day."""
+    the whole list in C), or is None within the first day (ages up to DAY_SECONDS: all of them, or
+    those few, set to None after)."""
     import math
-    from itertools import repeat
-    from operator import sub, truediv
+    from functools import partial
+    from itertools import compress, repeat
+    from operator import ge, sub, truediv
 
-    from memd.index.staleness import DAY_SECONDS, days_note, staleness_note
+    from memd.index.staleness import DAY_SECONDS, days_note
 
     ages = list(map(sub, repeat(now), mtimes))
-    if not ages or min(ages) <= DAY_SECONDS:  # a memory of the first day: each one as it is
-        return [staleness_note(m, now) for m in mtimes]
+    if not ages or max(ages) <= DAY_SECONDS:  # every memory in its first day
+        return [None] * len(ages)
     days = list(map(math.floor, map(truediv, ages, repeat(DAY_SECONDS))))
     for d in set(days).difference(made):
-        made[d] = days_note(d)
-    return list(map(made.__getitem__, days))
+        made[d] = days_note(d) if d >= 1 else None
+    notes = list(map(made.__getitem__, days))
+    if min(ages) <= DAY_SECONDS:  # some in their first day (one exactly a day old has a floor of 1): no note
+        for i in compress(range(len(ages)), map(partial(ge, DAY_SECONDS), ages)):
+            notes[i] = None
+    return notes
 
 
 @command("list")
@@ -279,11 +285,22 @@ def _stale_notes(mtimes: list[float], now: float, made: dict[int, str | None]) -
 @click.pass_context
 def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: bool, as_json: bool) -> None:
     """The memories in effect: the global drawer and the project's memory."""
-    from memd.clock import system_clock
-    from memd.ledger.lookup import check_project
+    from memd.collector import paused
 
     home = get_home(ctx)
     pkey = None if everything else resolve_key(key, cwd)
+    # A listing makes a stat, a row and a JSON object a memory (150,000 containers at 50,000 memories) and
+    # no cycle: paused, the collector neither walks them (~7 % of the command) nor finds them all alive
+    # after, as they are gone when `_list_out` returns.
+    with paused():
+        _list_out(home, key, pkey, everything, as_json)
+
+
+def _list_out(home: Any, key: str | None, pkey: str | None, everything: bool, as_json: bool) -> None:
+    """`list`'s output: the memories in effect (JSON, or a table and the problems on stderr)."""
+    from memd.clock import system_clock
+    from memd.ledger.lookup import check_project
+
     groups, problems = _listing(home, pkey, everything)
     if key and not everything and not any(scope == "project" and listed for scope, _k, listed in groups):
         check_project(home, key)  # nothing of its own: a typo is exit 2, a known project just has none yet

@@ -134,19 +134,20 @@ class Recorder:
 
 
 def refresh_recorded(home: Home, settings: Any, place: Place, now: datetime, also: Any = (),
-                     hold: bool = False, listing: list[str] | None = None) -> Any:  # fmt: skip
+                     hold: bool = False, listing: list[str] | None = None, index: Any = None) -> Any:  # fmt: skip
     """`refresh_place`, with a rewrite of a MEMORY.md that holds lines memd did not write (Claude
     Code's auto-memory, `/memory`, a hand edit) kept as a write run of job `index` (SPEC §14):
     `memd undo` brings the file's bytes back. A MEMORY.md that is memd's own output untouched is
     derived from the memory files, whose runs already cover it, and records nothing. `hold` (the
     daemon's jobs): a project's MEMORY.md waits for its agent to go quiet (`memd.index.hold`).
-    `listing`: the directory's names as just listed (`refresh_dir`)."""
+    `listing`: the directory's names as just listed, `index`: an open search index writer to use
+    (`refresh_dir`)."""
     from memd.index.refresh import refresh_place  # noqa: PLC0415 - start-up
 
     rec = Recorder(home, place, "index", "MEMORY.md rebuilt beside lines memd did not write", now)
     try:
         result = refresh_place(home, settings, place, now.date(), record=rec.before, also=also,
-                               hold_at=now if hold else None, listing=listing)  # fmt: skip
+                               hold_at=now if hold else None, listing=listing, index=index)  # fmt: skip
     except BaseException:
         rec.discard()
         raise

@@ -36,6 +36,7 @@ from pathlib import Path
 from stat import S_ISDIR
 from typing import Any
 
+from memd.collector import paused
 from memd.memory.names import INDEX_NAME, candidate_names
 
 # bump when a refresh's outcome starts to depend on something the digest omits (3: the rows are
@@ -98,11 +99,20 @@ def _entries(directory: Path, listing: list[str] | None = None) -> bytes | None:
         return None
     try:
         names = sorted(candidate_names(os.listdir(fd) if listing is None else listing))
-        stats = list(map(partial(os.lstat, dir_fd=fd), names))
+        # A `stat_result` a file and no cycle: paused, the collector neither walks them (~4 % of a check at
+        # 50,000 memories) nor finds them all alive after, as they are gone when `_packed` returns.
+        with paused():
+            return _packed(fd, names)
     except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def _packed(fd: int, names: list[str]) -> bytes:
+    """`_entries`' bytes of `names` (sorted candidates in the directory open as `fd`); OSError when a
+    stat fails."""
+    stats = list(map(partial(os.lstat, dir_fd=fd), names))
     if any(map(S_ISDIR, map(_MODE, stats))):  # a directory named like a memory: rare, not a memory
         kept = [(n, st) for n, st in zip(names, stats, strict=True) if not S_ISDIR(st.st_mode)]
         names, stats = [n for n, _st in kept], [st for _n, st in kept]

@@ -460,17 +460,18 @@ def refresh_all(
 
 def refresh_place(home: Home, settings: Settings, place: Any, today: date, *, record: Record | None = None,
                   also: Sequence[Memory] = (), hold_at: datetime | None = None,
-                  listing: list[str] | None = None) -> Any:  # fmt: skip
+                  listing: list[str] | None = None, index: SearchIndex | None = None) -> Any:  # fmt: skip
     """One memory directory's indexes as the settings want them (§6, §8): the one refresh entry
     (jobs, the history's undo, migrations, sync) and the one place that reads those settings.
     `hold_at` (the daemon's jobs): a project's MEMORY.md waits for its agent to go quiet, as of then.
-    `listing`: the directory's names as the caller just listed them (`refresh_dir`)."""
+    `listing`: the directory's names as the caller just listed them, `index`: an open search index
+    writer to use (`refresh_dir`)."""
     return refresh_dir(
         home, place.kind, place.key, place.memory_dir(home),
         max_bytes_drawer=int(settings.memory.global_.max_bytes), today=today,
         write_index=bool(settings.memory.index_consolidation.enabled),
         write_drawer=bool(settings.memory.global_.enabled), record=record, also=also,
-        hold=None if hold_at is None else agent_hold(home, settings, place, hold_at), listing=listing,
+        hold=None if hold_at is None else agent_hold(home, settings, place, hold_at), listing=listing, index=index,
     )  # fmt: skip
 
 

@@ -279,13 +279,20 @@ class Listed(NamedTuple):
 
 
 _MODE = attrgetter("st_mode")
-_STAT_SIZE_MTIME = attrgetter("st_size", "st_mtime")
-_ROW_SIZE_MTIME = itemgetter(5, 4)
+_STAT_SIZE, _STAT_MTIME = attrgetter("st_size"), attrgetter("st_mtime")
+_ROW_SIZE, _ROW_MTIME = itemgetter(5), itemgetter(4)
 _ROW_NAME = itemgetter(1)
 _ROW_FILE = itemgetter(0)
 # ASCII whitespace that `" ".join(name.split())` would change, in names joined by NUL: a tab or
-# another separator, two spaces, a space at a name's start or end.
+# another separator, two spaces, a space at a name's start or end (`_uneven_space`).
 _UNEVEN_SPACE = re.compile(r"[\t\n\r\x0b\x0c\x1c-\x1f]|  |^ | $|\0 | \0")
+_UNEVEN_PARTS = ("\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "  ", "\0 ", " \0")
+
+
+def _uneven_space(joined: str) -> bool:
+    """Whether `_UNEVEN_SPACE` finds anything in `joined`, by a dozen substring searches (in C; the
+    regex tries its alternatives at every character: 8 ms over 50,000 names)."""
+    return joined.startswith(" ") or joined.endswith(" ") or any(map(joined.__contains__, _UNEVEN_PARTS))
 
 
 def list_dir(
@@ -352,14 +359,21 @@ def list_dir(
 def _rows_if_current(fd: int, names: list[str], rel: str | None, rows: Sequence[IndexedRow]) -> list[IndexedRow] | None:
     """`rows` as the listing of `names` (sorted, in the directory open as `fd`) when they are
     exactly its files, in order, each a regular file whose size and mtime its row holds; else None
-    (and the caller goes file by file). A stat that fails (a file gone since the listing): None."""
-    if rel is None or len(rows) != len(names) or list(map(_ROW_FILE, rows)) != list(map(rel.__add__, names)):
+    (and the caller goes file by file). A stat that fails (a file gone since the listing): None.
+    Compared as whole columns, no object a file: the files as one NUL-joined text (no path holds a
+    NUL), the sizes and the mtimes each as a list of the values the rows and stats already hold."""
+    if rel is None or len(rows) != len(names):
+        return None
+    if not names:
+        return []
+    if "\0".join(map(_ROW_FILE, rows)) != rel + ("\0" + rel).join(names):
         return None
     try:
         stats = list(map(partial(os.lstat, dir_fd=fd), names))
     except OSError:
         return None
-    if not all(map(stat.S_ISREG, map(_MODE, stats))) or list(map(_STAT_SIZE_MTIME, stats)) != list(map(_ROW_SIZE_MTIME, rows)):
+    if (not all(map(stat.S_ISREG, map(_MODE, stats))) or list(map(_STAT_SIZE, stats)) != list(map(_ROW_SIZE, rows))
+            or list(map(_STAT_MTIME, stats)) != list(map(_ROW_MTIME, rows))):  # fmt: skip
         return None
     return list(rows)
 
@@ -369,7 +383,7 @@ def _duplicate_rows(listed: Sequence[IndexedRow], prefix: str) -> list[Problem]:
     and with no uneven space (the common case) are told apart on the names joined by NUL, in C."""
     names = list(map(_ROW_NAME, listed))
     joined = "\0".join(names)
-    if joined.isascii() and joined.count("\0") == len(names) - 1 and _UNEVEN_SPACE.search(joined) is None:
+    if joined.isascii() and joined.count("\0") == len(names) - 1 and not _uneven_space(joined):
         keys = joined.casefold().split("\0") if names else []
         if len(set(keys)) == len(keys):
             return []

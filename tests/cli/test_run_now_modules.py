@@ -8,12 +8,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from memd.memory.file import render_memory
-from tests.procs import modules_loaded
+from tests.procs import memd_env, modules_loaded
 
 WATCHED = ("structlog", "rich", "memd.ledger.scan", "msgspec", "memd.llm.types", "memd.git.commits")
 
@@ -33,6 +35,34 @@ def test_run_now_index_loads_structlog_without_rich(tmp_path: Path) -> None:
     modules_loaded(home, WATCHED, "run-now", "index")
     loaded, out = modules_loaded(home, WATCHED, "run-now", "index")  # nothing changed
     assert loaded == ["structlog"] and "index project:-a: ok" in out
+
+
+def test_run_now_index_loads_structlog_without_asyncio(tmp_path: Path) -> None:
+    """structlog imports asyncio for async methods memd never calls (15-20 ms of start-up): deferred."""
+    home = _home(tmp_path / "h")
+    loaded, out = modules_loaded(home, ("structlog", "asyncio", "ssl"), "run-now", "index")
+    assert loaded == ["structlog"] and "index project:-a: ok" in out
+
+
+def test_structlogs_deferred_asyncio_is_the_real_one_when_used() -> None:
+    """The module structlog holds for asyncio imports the real one at its first use (an async log
+    method works); once structlog is imported, `import asyncio` is the real module."""
+    code = (
+        "import sys\n"
+        "from memd.logs.lazy import import_structlog\n"
+        "structlog = import_structlog()\n"
+        "assert 'asyncio' not in sys.modules\n"
+        "import structlog.stdlib as stdlib\n"
+        "async def main():\n"
+        "    await stdlib.get_logger('t').ainfo('async line')\n"
+        "    return 'done'\n"
+        "import asyncio\n"
+        "assert asyncio.__spec__ is not None and sys.modules['asyncio'] is asyncio\n"
+        "print(asyncio.run(main()))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=memd_env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("done") and "async line" in r.stdout + r.stderr
 
 
 def test_a_hand_edit_in_place_and_a_new_file_are_seen_by_the_next_check(tmp_path: Path) -> None:

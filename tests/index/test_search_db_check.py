@@ -13,6 +13,7 @@ import pytest
 
 import jobs.index as index_job
 from memd.index import schema
+from memd.index.search import open_readonly
 from memd.job.runner import run_job
 from memd.memory.file import render_memory
 from memd.tree import Place
@@ -65,6 +66,13 @@ def test_the_drawer_refresh_checks_an_unchanged_search_db_once(tmp_path: Path, m
     run(10)  # the file the last check saw, unchanged by the nothing-changed refresh
     run(20)
     assert len(checked) == n and n >= 2  # not checked again
+    reader = open_readonly(home / "memd" / "search.sqlite")  # as `memd list` and the hooks read it
+    assert reader.execute("SELECT count(*) FROM memories").fetchone() == (1,)
+    reader.close()
+    wal = home / "memd" / "search.sqlite-wal"
+    assert wal.exists() and wal.stat().st_size == 0  # the reader's empty WAL: no page in it
+    run(25)
+    assert len(checked) == n  # the same database
     db = home / "memd" / "search.sqlite"
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the file itself (this process may hold the WAL open)
