@@ -125,10 +125,16 @@ def test_the_daemon_answers_both_hooks_byte_for_byte_and_records_them_once(
         mine, theirs = itself(home, proj, f"a{i}", which), hook(home, proj, f"b{i}", which)
         assert theirs.by_daemon, theirs.err
         assert theirs.answer == mine.answer
-        assert counts(home, f"hooks:b{i}") == counts(home, f"hooks:a{i}")  # recorded, once
+        # the daemon records after the hook took its answer (`ctx.deferred`): wait for them, once
+        wait_for(lambda i=i: counts(home, f"hooks:b{i}") == counts(home, f"hooks:a{i}"))
         assert theirs.out or which[2].get("prompt") == "nothing memory holds"
-    day = [json.loads(v) for k, v in _kv(home) if k.startswith("hookday:")]
-    assert len(day) == 1 and (day[0]["context"], day[0]["prompts"], day[0]["recalls"]) == (2, 4, 2)
+    assert wait_for(lambda: _day(home) == [(2, 4, 2)])  # once: the day's totals count each hook one time
+    assert counts(home, "hooks:b2") == counts(home, "hooks:a2")
+
+
+def _day(home: Home) -> list[tuple[int, int, int]]:
+    days = [json.loads(v) for k, v in _kv(home) if k.startswith("hookday:")]
+    return [(d["context"], d["prompts"], d["recalls"]) for d in days]
 
 
 def _indexed(home: Home) -> int:
