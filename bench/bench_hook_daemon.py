@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.bench_hook_floor import settle
 from bench.bench_hooks import build_home, event, prompts
 from bench.common import REPO, pct
 from memd.logs.events import cli_defaults
@@ -58,22 +59,6 @@ def hookwire_of(tree: Path, name: str) -> ModuleType:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def settle(home: Home, proc: subprocess.Popen[bytes]) -> None:
-    """Until the daemon's hook socket is there and its log has been quiet for 5 s (its start-up work done)."""
-    log = home.memd_dir / "logs" / "memd.jsonl"
-    last, quiet, t0 = -1, time.monotonic(), time.monotonic()
-    while time.monotonic() - t0 < 600:
-        if proc.poll() is not None:
-            sys.exit(f"memd run exited {proc.returncode}")
-        size = log.stat().st_size if log.exists() else 0
-        if size != last:
-            last, quiet = size, time.monotonic()
-        if (home.memd_dir / "hook.sock").exists() and time.monotonic() - quiet > 5:
-            return
-        time.sleep(0.2)
-    sys.exit("memd run did not settle within 10 min")
 
 
 def measure(trees: dict[str, Path], scripts: dict[str, Path], work: Path, n: int, runs: int) -> dict[str, Any]:

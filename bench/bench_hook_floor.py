@@ -95,6 +95,12 @@ def start_daemon(memd: Path, home: Home) -> subprocess.Popen[bytes]:
     work (the ledger's stat pass, an index run per memory directory) is over: its log quiet for 5 s."""
     proc = subprocess.Popen([str(memd), "--home", str(home.root), "run"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=_env())  # fmt: skip
+    settle(home, proc)
+    return proc
+
+
+def settle(home: Home, proc: subprocess.Popen[bytes]) -> None:
+    """Until the daemon's hook socket is there and its log has been quiet for 5 s (its start-up work done)."""
     log = home.memd_dir / "logs" / "memd.jsonl"
     sock = home.memd_dir / "hook.sock"
     last, quiet_since, t0 = -1, time.monotonic(), time.monotonic()
@@ -105,7 +111,7 @@ def start_daemon(memd: Path, home: Home) -> subprocess.Popen[bytes]:
         if size != last:
             last, quiet_since = size, time.monotonic()
         if sock.exists() and time.monotonic() - quiet_since > 5:
-            return proc
+            return
         time.sleep(0.2)
     proc.kill()
     sys.exit("memd run did not settle within 10 min")

@@ -85,11 +85,17 @@ class SocketServer(ABC):
                 conn.close()
                 continue
             with self._idle_lock:
-                self._idle -= 1  # a waiting thread is this connection's
-                spawn = self._idle < 0 and self._threads < self._max_clients
+                late = self._stopped.is_set()  # `_close` told the waiting threads to end: none would take it
+                if not late:
+                    self._idle -= 1  # a waiting thread is this connection's
+                spawn = not late and self._idle < 0 and self._threads < self._max_clients
                 if spawn:  # none: a new one (with all threads there, one has served its last and comes back)
                     self._idle += 1
                     self._threads += 1
+            if late:  # closed at once: its client falls back now, not at its deadline
+                conn.close()
+                self._slots.release()
+                break
             self._handoff.put(conn)
             if spawn:
                 threading.Thread(target=self._work, name=f"memd-{self.name}-client", daemon=True).start()
@@ -108,7 +114,7 @@ class SocketServer(ABC):
             except Exception:  # `_serve_one` says what went wrong; this thread serves the next one
                 pass
             with self._idle_lock:
-                if self._stopped.is_set():
+                if self._stopped.is_set() and self._idle >= 0:  # none handed over waits for this thread
                     return
                 self._idle += 1
 
@@ -119,12 +125,13 @@ class SocketServer(ABC):
 
     def _close(self) -> None:
         """Stop accepting, close the socket and remove its file (ours: made by `_listen`); the threads waiting
-        for a connection end."""
-        self._stopped.set()
+        for a connection end, and a connection handed over before waits for the thread that comes back for it
+        (every connection accepted is served, or closed at once)."""
         with self._idle_lock:
+            self._stopped.set()
             for _ in range(max(0, self._idle)):
                 self._handoff.put(None)
-            self._idle = 0
+            self._idle = min(0, self._idle)
         if self._listener is not None:
             try:
                 self._listener.shutdown(socket.SHUT_RDWR)

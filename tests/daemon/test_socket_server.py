@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -45,20 +46,35 @@ class Echo(SocketServer):
         finally:
             self._slots.release()
 
+    def unblock(self) -> None:
+        self.release.set()
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Echo]:
-    folder = tmp_path / "memd"
-    folder.mkdir(mode=0o700)
-    srv = Echo(folder / "t.sock")
+
+@contextmanager
+def _serving(srv: Echo) -> Iterator[Echo]:
+    """`srv` listening, its accept loop on a thread; then nothing held, stopped, the loop ended."""
     listener = srv._listen()
     assert listener is not None
     accept = threading.Thread(target=srv._accept_loop, args=(listener,), daemon=True)
     accept.start()
-    yield srv
-    srv.release.set()
-    srv._close()
-    accept.join(30)
+    try:
+        yield srv
+    finally:
+        srv.unblock()
+        srv._close()
+        accept.join(30)
+
+
+def _socket_path(tmp_path: Path) -> Path:
+    folder = tmp_path / "memd"
+    folder.mkdir(mode=0o700)
+    return folder / "t.sock"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Echo]:
+    with _serving(Echo(_socket_path(tmp_path))) as srv:
+        yield srv
 
 
 def _client(srv: Echo, line: bytes) -> socket.socket:
@@ -121,3 +137,82 @@ def test_stopping_ends_the_threads_that_wait_for_a_connection(server: Echo) -> N
     wait_for(lambda: server._idle == 1)  # back to waiting for the next connection
     server._close()
     wait_for(lambda: not worker.is_alive())
+
+
+class Between(Echo):
+    """Echo on one thread at most; once `pause` is set, a thread that answered waits, its slot released, until
+    `resume` (the moment before it waits for the next connection, where a thread switch can hold it)."""
+
+    def __init__(self, path: Path) -> None:
+        SocketServer.__init__(self, path, _Quiet(), name="test", max_clients=1)
+        self.threads = []
+        self.holding, self.release = threading.Event(), threading.Event()
+        self.pause, self.paused, self.resume = threading.Event(), threading.Event(), threading.Event()
+
+    def _serve_one(self, conn: socket.socket) -> None:
+        super()._serve_one(conn)
+        if self.pause.is_set():
+            self.paused.set()
+            self.resume.wait(30)
+
+    def unblock(self) -> None:
+        super().unblock()
+        self.resume.set()
+
+
+def test_a_connection_waiting_for_a_thread_when_the_server_stops_is_served(tmp_path: Path) -> None:
+    """All threads made, the one free about to come back, a connection waits for it; the server stops: that
+    thread still takes it (else the hook waited for its own deadline on a connection nobody holds)."""
+    with _serving(Between(_socket_path(tmp_path))) as srv:
+        srv.pause.set()
+        assert _ask(srv, b"x") == b"ok"
+        wait_for(srv.paused.is_set)  # its slot released, not back yet
+        waiting = _client(srv, b"x")
+        wait_for(lambda: srv._idle == -1)  # handed over, for the thread that comes back
+        srv._close()
+        srv.resume.set()
+        with waiting:
+            assert waiting.recv(16) == b"ok"
+        worker = srv.threads[0]
+        wait_for(lambda: not worker.is_alive())  # and then it ends
+
+class _Gate:
+    """The slots of a server, whose first `acquire` (the accept loop's, a connection just accepted) waits for `go`."""
+
+    def __init__(self, real: threading.BoundedSemaphore) -> None:
+        self.real, self.at, self.go = real, threading.Event(), threading.Event()
+
+    def acquire(self, blocking: bool = True) -> bool:
+        if not self.at.is_set():
+            self.at.set()
+            self.go.wait(30)
+        return self.real.acquire(blocking)
+
+    def release(self) -> None:
+        self.real.release()
+
+
+def test_a_connection_accepted_as_the_server_stops_is_closed_at_once(server: Echo) -> None:
+    """With every thread made and waiting, a connection accepted just before the stop but handed over after it
+    (the waiting threads told to end) is closed: its client falls back at once instead of at its deadline."""
+    held = _client(server, b"hold")
+    wait_for(server.holding.is_set)
+    assert _ask(server, b"x") == b"ok"  # two threads made: the bound
+    server.release.set()
+    assert held.recv(16) == b"ok"
+    held.close()
+    wait_for(lambda: server._idle == 2)
+    gate = _Gate(server._slots)
+    server._slots = gate  # type: ignore[assignment]
+    late = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    late.settimeout(30)
+    late.connect(str(server.path))
+    wait_for(gate.at.is_set)  # accepted
+    server._close()
+    gate.go.set()
+    with late:
+        try:
+            late.sendall(b"x")
+            assert late.recv(16) == b""  # closed, not left to its deadline
+        except (ConnectionResetError, BrokenPipeError):
+            pass
