@@ -127,6 +127,22 @@ def answered_by_daemon(memd: Path, home: Home, proj: Path) -> bool:
     return r.returncode == 0 and bool(r.stdout) and b"memd.agent.hooks" not in r.stderr
 
 
+_HOOK_PROGRAMS: dict[tuple[str, str], list[str]] = {}
+
+
+def hook_program(python: Path, home: Home) -> list[str]:
+    """The hook's command line, sub-command aside, exactly as the install of `python` has `memd connect` write
+    it for `home` (memd.agent.connect.hook_argv), asked once."""
+    key = (str(python), str(home.root))
+    if key not in _HOOK_PROGRAMS:
+        code = "import json, sys; from memd.agent.connect import hook_argv; from memd.tree import Home; " \
+               "print(json.dumps(hook_argv(Home(sys.argv[1]))))"
+        r = subprocess.run([str(python), "-P", "-c", code, str(home.root)], capture_output=True, check=True, env=_env(),
+                           cwd=home.root)  # fmt: skip
+        _HOOK_PROGRAMS[key] = json.loads(r.stdout)
+    return _HOOK_PROGRAMS[key]
+
+
 def measure(scripts: dict[str, Path], home: Home, projects: list[Path], runs: int, python: Path,
             envs: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:  # fmt: skip
     """`runs` rounds of: the two floors, then each install's SessionStart and recall hook (under each of `envs`,
@@ -145,11 +161,14 @@ def measure(scripts: dict[str, Path], home: Home, projects: list[Path], runs: in
         t.run("stdlib", [str(python), "-c", STDLIB])
         if len(envs) > 1:  # --socket: what the `memd` script pip writes costs before memd (it imports `re`)
             t.run("wrapper", [str(python), "-c", PIP_WRAPPER])
-            # the hooks as `memd connect` writes them (memd.agent.connect.hook_argv): no wrapper script
+            # the hooks as `memd connect` writes them (memd.agent.connect.hook_argv): no wrapper script, no `site`
+            hook = hook_program(python, home)
             start = event(home, proj, f"{sid}w", "SessionStart", source="startup")
-            t.run("hook context", [str(python), "-P", "-m", "memd", *args, "context", "--hook"], json.dumps(start).encode())
+            t.run("hook context", [*hook, "context", "--hook"], json.dumps(start).encode())
             ask = event(home, proj, f"{sid}w", "UserPromptSubmit", prompt=prompt)
-            t.run("hook recall", [str(python), "-P", "-m", "memd", *args, "recall", "--hook"], json.dumps(ask).encode())
+            t.run("hook recall", [*hook, "recall", "--hook"], json.dumps(ask).encode())
+            # the program `memd connect` wrote before (`python -P -m memd`, `site` run), for the same-run ratio
+            t.run("hook recall, -m", [str(python), "-P", "-m", "memd", *args, "recall", "--hook"], json.dumps(ask).encode())
         for name, memd in scripts.items():
             for tag, env in envs.items():
                 start = event(home, proj, f"{sid}{'x' if tag else ''}", "SessionStart", source="startup")
@@ -298,8 +317,9 @@ def render_socket(r: dict[str, Any], args: argparse.Namespace) -> str:
              "memd context": "`memd context --hook`, the daemon answers", "memd recall": "`memd recall --hook`, the daemon answers",
              "memd context, itself": "`memd context --hook`, answering itself",
              "wrapper": "`python -c` what pip's `memd` script runs before memd (`import re`, one `re.sub`)",
-             "hook context": "`python -P -m memd … context --hook` as `memd connect` writes it, the daemon answers",
-             "hook recall": "`python -P -m memd … recall --hook` as `memd connect` writes it, the daemon answers",
+             "hook context": "`python -S -P -c <memd's entry> … context --hook` as `memd connect` writes it, the daemon answers",
+             "hook recall, -m": "`python -P -m memd … recall --hook` as `memd connect` wrote it before, the daemon answers",
+             "hook recall": "`python -S -P -c <memd's entry> … recall --hook` as `memd connect` writes it, the daemon answers",
              "memd recall, itself": "`memd recall --hook`, answering itself"}  # fmt: skip
     for h in r["homes"]:
         s, floor = h["stats"], h["stats"]["floor"]

@@ -146,6 +146,7 @@ def main() -> None:
 
     call = hook_call(sys.argv[1:])
     if call is None:
+        _site()
         scan = scan_call(sys.argv[1:])
         code = None if scan is None else scan_command(*scan)
         if code is not None:
@@ -170,9 +171,23 @@ def main() -> None:
             import io
 
             stdin = io.BytesIO(raw)
+    _site()
     from memd.agent import hooks
 
     sys.exit(hooks.command(sub, hooks.find_home(home), stdin=stdin))
+
+
+def _site() -> None:
+    """`site`'s work, when the interpreter started without it (`-S`: the hook program `memd connect` writes,
+    memd.agent.connect.hook_argv): the venv, site-packages and their .pth files, sitecustomize, exactly as a
+    start with `site` does them. Only what memd loads beyond its own hook client needs them; a hook the daemon
+    answers exits before this."""
+    import sys
+
+    if sys.flags.no_site and "site" not in sys.modules:
+        import site
+
+        site.main()
 
 
 def _leave(code: int) -> None:

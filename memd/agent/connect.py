@@ -94,15 +94,32 @@ def memd_argv(home: Home) -> list[str]:
 NEVER_BLOCK = "|| true"
 
 
+# A hook's program (`hook_argv`): the directory memd is imported from, put on the path by hand, then
+# the entry `memd` runs. `{root!r}` is a Python literal of any path (quotes, spaces, non-UTF-8 bytes).
+HOOK_CODE = "import sys; sys.path.append({root!r}); from memd.__main__ import main; main()"
+HOOK_CODE_MARK = "from memd.__main__ import main; main()"  # how `_runs_memd` knows a hook program
+
+
 def hook_argv(home: Home) -> list[str]:
-    """How a hook runs this memd: `python -P -m memd` with the running interpreter, not the console script
-    beside it. The script pip writes runs `import re` and a `re.sub` before memd's first line: 6-8 ms a hook,
-    half of a bare interpreter's start, which a hook pays on every prompt (bench/RESULTS.md, "Hooks near
-    the floor"). -P: never a `memd/` of the agent's working directory. `--home` as in `memd_argv`."""
-    argv = [sys.executable, "-P", "-m", "memd"]
+    """How a hook runs this memd: the running interpreter with `-S -P -c HOOK_CODE`, not the console script
+    beside it nor `-m memd`. The script pip writes runs `import re` and a `re.sub` before memd's first line
+    (6-8 ms a hook, half of a bare interpreter's start, paid on every prompt); `-S` leaves out `site` (the
+    venv's configuration and its .pth files: ~3 ms of a 10-13 ms start), which a hook the daemon answers
+    does not need: it loads four modules of memd's own, from the directory named in the program. A hook
+    that answers itself, or any other command line, runs `site` first (`memd.__main__`), so it has every
+    package it would have had (bench/RESULTS.md, "Hooks near the floor"). -P: never a `memd/` of the
+    agent's working directory. `--home` as in `memd_argv`."""
+    argv = [sys.executable, "-S", "-P", "-c", HOOK_CODE.format(root=_import_root())]
     if Path(home.root) != Path(DEFAULT_HOME).expanduser().absolute():
         argv += ["--home", str(home.root)]
     return argv
+
+
+def _import_root() -> str:
+    """The directory this memd's package is imported from (site-packages, or a checkout's root)."""
+    import memd  # noqa: PLC0415 - loaded already
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(memd.__file__)))
 
 
 def hook_command(home: Home, sub: str) -> str:
@@ -119,7 +136,7 @@ def _runs_memd(argv: list[str]) -> bool:
         return False
     if os.path.basename(argv[0]) == "memd":
         return True
-    return any(a == "-m" and b == "memd" for a, b in itertools.pairwise(argv))
+    return any((a == "-m" and b == "memd") or (a == "-c" and HOOK_CODE_MARK in b) for a, b in itertools.pairwise(argv))
 
 
 def is_memd_hook(entry: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shlex
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import memd
 from memd.agent import connect
 from memd.tree import Home
 from tests.procs import memd_env, run_memd
@@ -150,11 +152,25 @@ def test_hook_commands_name_this_memd_and_the_home_only_when_not_the_default(tmp
     assert "--home" not in connect.hook_command(default, "recall")
     other = connect.hook_command(Home(tmp_path / "my home"), "recall")
     argv = shlex.split(other)
-    assert argv[4:6] == ["--home", str(tmp_path / "my home")] and argv[-4:] == ["recall", "--hook", "||", "true"]
-    # this interpreter, not the console script: pip's wrapper costs a hook 6-8 ms before memd's first line
-    assert argv[:4] == [sys.executable, "-P", "-m", "memd"] and connect.is_memd_hook({"type": "command", "command": other})
+    assert argv[5:7] == ["--home", str(tmp_path / "my home")] and argv[-4:] == ["recall", "--hook", "||", "true"]
+    # this interpreter, not the console script (pip's wrapper costs a hook 6-8 ms before memd's first line), and
+    # without `site` (-S): the program names the directory memd is imported from
+    assert argv[:4] == [sys.executable, "-S", "-P", "-c"] and connect.is_memd_hook({"type": "command", "command": other})
+    root = os.path.dirname(os.path.dirname(os.path.abspath(memd.__file__)))  # site-packages, or this checkout
+    assert argv[4] == connect.HOOK_CODE.format(root=root)
     assert not connect.is_memd_hook({"type": "command", "command": "echo memd recall --hook"})
+    assert not connect.is_memd_hook({"type": "command", "command": "python3 -c 'print(1)' recall --hook"})
+    # what connect wrote before: still memd's, so a new connect replaces it and disconnect removes it
     assert connect.is_memd_hook({"type": "command", "command": "/usr/bin/python3 -P -m memd recall --hook"})
+
+
+def test_a_hook_program_names_any_directory_as_a_python_literal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for odd in ("it's \"here\" \\ ünï", "a b\nc", "/x/\udcff/y"):
+        monkeypatch.setattr(connect, "_import_root", lambda odd=odd: odd)
+        command = connect.hook_command(Home(tmp_path / "h"), "context")
+        code = shlex.split(command)[4]
+        assert connect.is_memd_hook({"type": "command", "command": command})
+        assert code.startswith("import sys; sys.path.append(") and ast.literal_eval(code[len("import sys; sys.path.append("):code.index("); from")]) == odd
 
 
 def test_mcp_print_and_agents_without_a_configuration(home: Home) -> None:

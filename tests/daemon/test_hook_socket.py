@@ -191,6 +191,40 @@ def test_a_hook_the_daemon_answers_loads_no_sqlite_no_settings_no_hook_module(
         assert ran.out and ran.modules <= CLIENT_MODULES, sorted(ran.modules - CLIENT_MODULES)
 
 
+def connect_hook(home: Home, proj: Path, sid: str, which: tuple[str, str, dict[str, Any]], **extra_env: str) -> Ran:
+    """The hook exactly as `memd connect` writes it into Claude Code's settings (memd.agent.connect.hook_command),
+    run through the shell as Claude Code runs it; its imports listed by PYTHONPROFILEIMPORTTIME (from the
+    interpreter's start: `-S` leaves `site` out, so nothing comes before memd's)."""
+    from memd.agent.connect import hook_command  # noqa: PLC0415 - this test's only
+
+    sub, name, extra = which
+    r = subprocess.run(hook_command(home, sub), shell=True, input=event(home, proj, sid, name, **extra),
+                       capture_output=True, env=memd_env(PYTHONPROFILEIMPORTTIME="1", **extra_env), cwd=proj,
+                       timeout=120)  # fmt: skip
+    ran = Ran(r)
+    lines = r.stderr.decode().splitlines()
+    ran.modules = {ln.rsplit("|", 1)[-1].strip() for ln in lines if ln.startswith("import time:")}
+    return ran
+
+
+def test_the_hook_connect_writes_leaves_site_out_when_the_daemon_answers_and_runs_it_when_not(
+    world: tuple[Home, Path], daemon: DaemonProc
+) -> None:
+    """`-S`: a hook the daemon answers loads no `site` (the venv's configuration, .pth files) and answers as the
+    `memd` entry does; one that answers itself runs `site` first and answers as the entry does too."""
+    home, proj = world
+    for which in (START, PROMPT):
+        mine, theirs = itself(home, proj, "c1", which), connect_hook(home, proj, "c2", which)
+        assert theirs.code == 0 and theirs.out, theirs.err
+        assert "site" not in theirs.modules and "memd.agent.hooks" not in theirs.modules, sorted(theirs.modules)
+        assert theirs.answer == mine.answer
+        alone = connect_hook(home, proj, "c3", which, MEMD_HOOK_SOCKET="off")
+        assert {"site", "memd.agent.hooks"} <= alone.modules, sorted(alone.modules)
+        assert alone.answer == itself(home, proj, "c4", which).answer
+    pre = connect_hook(home, proj, "c5", ("precompact", "PreCompact", {"trigger": "auto"}))
+    assert pre.code == 0 and "site" in pre.modules, pre.err
+
+
 def test_killed_mid_answer_the_hook_answers_itself_and_records_once(world: tuple[Home, Path]) -> None:
     home, proj = world
     want = itself(home, proj, "a", START)
