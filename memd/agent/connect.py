@@ -96,7 +96,11 @@ NEVER_BLOCK = "|| true"
 
 # A hook's program (`hook_argv`): the directory memd is imported from, put on the path by hand, then
 # the entry `memd` runs. `{root!r}` is a Python literal of any path (quotes, spaces, non-UTF-8 bytes).
-HOOK_CODE = "import sys; sys.path.append({root!r}); from memd.__main__ import main; main()"
+# When that directory holds no memd any more (memd reinstalled for the same interpreter path: a venv or
+# `pipx reinstall` on a newer Python moves lib/python3.X), `site` runs first and finds the memd the
+# interpreter has now, as `python -P -m memd` did; one stat on the path a hook pays anyway.
+HOOK_CODE = ("import os, sys; d = {root!r}; os.path.isdir(d + '/memd') or __import__('site').main(); "
+             "sys.path.append(d); from memd.__main__ import main; main()")
 HOOK_CODE_MARK = "from memd.__main__ import main; main()"  # how `_runs_memd` knows a hook program
 
 

@@ -170,7 +170,7 @@ def test_a_hook_program_names_any_directory_as_a_python_literal(tmp_path: Path, 
         command = connect.hook_command(Home(tmp_path / "h"), "context")
         code = shlex.split(command)[4]
         assert connect.is_memd_hook({"type": "command", "command": command})
-        assert code.startswith("import sys; sys.path.append(") and ast.literal_eval(code[len("import sys; sys.path.append("):code.index("); from")]) == odd
+        assert code.startswith("import os, sys; d = ") and ast.literal_eval(code[len("import os, sys; d = "):code.index("; os.path")]) == odd
 
 
 def test_mcp_print_and_agents_without_a_configuration(home: Home) -> None:

@@ -316,3 +316,22 @@ def test_pre_compact_does_not_wait_past_its_bound(world: tuple[Home, Path]) -> N
     agent's compaction is not held up by a slow model."""
     home, proj = world
     assert summarise_now(home, cwd_key(proj), SID, wait=0.0001) is None
+
+
+def test_a_hook_whose_import_directory_went_still_runs_this_interpreters_memd(world: tuple[Home, Path],
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The directory a hook's program names goes when memd is reinstalled for the same interpreter path — a venv
+    or `pipx reinstall` on a newer Python (lib/python3.11 → lib/python3.12): the hook must still run the memd that
+    interpreter has, as `python -P -m memd` did, not die on an ImportError that `|| true` hides for good."""
+    import memd.agent.connect as connect  # noqa: PLC0415 - this test's only
+
+    home, proj = world
+    monkeypatch.setattr(connect, "_import_root", lambda: str(home.root.parent / "venv/lib/python3.99/site-packages"))
+    ev = json.dumps(event(proj, home, "SessionStart", source="startup"))
+    for sub in ("context", "precompact"):
+        r = subprocess.run(["/bin/sh", "-c", connect.hook_command(home, sub)], input=ev if sub == "context" else
+                           json.dumps(event(proj, home, "PreCompact", trigger="manual")), capture_output=True, text=True,
+                           env={k: v for k, v in memd_env().items() if k != "PYTHONPATH"}, timeout=60)  # fmt: skip
+        assert r.returncode == 0 and "Error" not in r.stderr, (sub, r.stderr)
+        if sub == "context":
+            assert "Tabs, never spaces." in context_of(r.stdout, "SessionStart")
