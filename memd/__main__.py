@@ -181,13 +181,24 @@ def _site() -> None:
     """`site`'s work, when the interpreter started without it (`-S`: the hook program `memd connect` writes,
     memd.agent.connect.hook_argv): the venv, site-packages and their .pth files, sitecustomize, exactly as a
     start with `site` does them. Only what memd loads beyond its own hook client needs them; a hook the daemon
-    answers exits before this."""
+    answers exits before this. The directory the hook program appended (memd's, last on the path) is taken off
+    first and `site` puts it where a plain start has it: a site directory that comes before it (the user site
+    before the system's dist-packages, a venv's own before its base's) keeps its packages first."""
     import sys
 
     if sys.flags.no_site and "site" not in sys.modules:
+        import os
         import site
 
+        memd = sys.modules.get("memd")
+        here = getattr(memd, "__file__", None)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(here))) if here else None
+        appended = root is not None and sys.path[-1:] == [root]
+        if appended:
+            sys.path.pop()
         site.main()
+        if appended and root is not None and root not in sys.path:  # not a site directory (a checkout): where the program had it
+            sys.path.append(root)
 
 
 def _leave(code: int) -> None:

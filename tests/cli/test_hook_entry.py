@@ -167,3 +167,29 @@ def test_malformed_hook_input_is_one_line_and_exit_0(world: tuple[Home, Path]) -
     malformed = run(ENTRY, ["--home", str(home.root), "recall", "--hook"], b"{", proj)
     assert malformed.returncode == 0 and malformed.stdout == b"" and malformed.stderr.decode().count("\n") == 1
     assert malformed.stderr.startswith(b"memd: hook skipped: JSONDecodeError")
+
+
+def test_site_after_a_hook_program_puts_every_directory_where_a_plain_start_does(tmp_path: Path) -> None:
+    """A hook program (memd.agent.connect.HOOK_CODE) appends memd's directory before `site` runs; `_site` must
+    still leave sys.path as a plain start orders it, or a package of a site directory `site` puts first (the user
+    site before the system's dist-packages; a venv's own before its base's) loses to one beside memd in a hook that
+    answers itself. Here: a venv with the system's packages and a user site; memd in the later of the two."""
+    from memd.agent.connect import HOOK_CODE  # noqa: PLC0415 - this test's only
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    py = str(venv / "bin" / "python")
+    env = memd_env(PYTHONUSERBASE=str(tmp_path / "user"))
+    env.pop("PYTHONPATH", None)
+
+    def path_of(*args: str) -> list[str]:
+        out = subprocess.run([py, *args], capture_output=True, text=True, env=env, check=True).stdout
+        return list(json.loads(out))
+
+    user, own = path_of("-c", "import json, site; print(json.dumps([site.getusersitepackages(), site.getsitepackages()[0]]))")
+    Path(user).mkdir(parents=True)
+    plain = path_of("-P", "-c", "import json, sys; print(json.dumps(sys.path))")
+    later = max((user, own), key=plain.index)
+    (Path(later) / "memd").symlink_to(Path(__file__).resolve().parents[2] / "memd")
+    program = HOOK_CODE.format(root=later).replace("import main; main()", "import _site; _site(); print(json.dumps(sys.path))")
+    assert path_of("-S", "-P", "-c", "import json; " + program) == plain
