@@ -743,10 +743,11 @@ def pre_compact(home: Home, event: Event, *, now: Callable[[], datetime] | None 
 
 def summarise_now(home: Home, key: str, session_id: str, wait: float) -> int | None:
     """Run the session's summary job in a detached process; its exit code, or None when it is still
-    running after `wait` seconds (it goes on; nothing waits for it)."""
+    running after `wait` seconds (it goes on; nothing waits for it). `-P`: the hook runs in the agent's project,
+    and `-m` would put it first on the path, so a project's own `memd/` would run instead of this memd."""
     import subprocess
 
-    cmd = [sys.executable, "-m", "memd", "--home", str(home.root), "run-now", "summary", "--project", key,
+    cmd = [sys.executable, "-P", "-m", "memd", "--home", str(home.root), "run-now", "summary", "--project", key,
            "--session", session_id, "--force", "--no-wait"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip

@@ -304,7 +304,10 @@ def test_pre_compact_makes_the_summary_current_before_the_compacted_session_star
     transcript.write_text("".join(json.dumps(x) + "\n" for x in lines))
     summary = home.summary_file(cwd_key(proj), SID)
     assert not summary.exists()
-    rc, out, err = hook(home, "precompact", "--hook", stdin=json.dumps(event(proj, home, "PreCompact", trigger="auto")))
+    (proj / "memd").mkdir()  # a project of its own called memd (Claude Code runs hooks in the project): the
+    (proj / "memd" / "__init__.py").write_text("raise SystemExit(3)\n")  # summary's process must not import it
+    rc, out, err = hook(home, "precompact", "--hook", stdin=json.dumps(event(proj, home, "PreCompact", trigger="auto")),
+                        cwd=proj)  # fmt: skip
     assert (rc, out) == (0, ""), err
     assert "Friday deploy" in summary.read_text()
     rc, out, err = hook(home, "context", "--hook", stdin=json.dumps(event(proj, home, "SessionStart", source="compact")))
