@@ -51,7 +51,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 def test_a_big_scan_keeps_the_heap_it_frees(tmp_path: Path) -> None:
     """Over a big read, the chunks and batches freed and taken again are not given back to the kernel
     to be faulted in again page by page: 18 MB of transcripts read as a big scan cost less than 0.75 of
-    the page faults they cost read as a small one (0.21 where measured: 352 against 1,682).
+    the page faults they cost read as a small one (0.28 where measured: 294 against 1,061).
 
     The transcripts are made here, each line ~5 KB: a line over glibc's mmap threshold (128 KiB), as the
     corpus has, raises the thresholds by itself when its objects are freed, so a small scan of the corpus
