@@ -25,10 +25,12 @@ installed memd is (a child with PYTHONDONTWRITEBYTECODE set compiles every modul
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -266,15 +268,28 @@ SESSION_COMMANDS: dict[str, list[str]] = {
 }
 
 
+@functools.cache
+def script_entry(tree: Path) -> str:
+    """The `module:function` the tree's own `memd` script runs (`[project.scripts]` of its pyproject.toml:
+    `memd.cli:main` at a06201f, `memd.__main__:main` since), so each side is timed as its user runs it."""
+    import tomllib  # noqa: PLC0415 - only for the growth table
+
+    ref = None if tree == REPO else BASE
+    text = (tree / "pyproject.toml").read_text() if ref is None else subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{ref}:pyproject.toml"], check=True, capture_output=True, text=True).stdout
+    return str(tomllib.loads(text)["project"]["scripts"]["memd"])
+
+
 def process_cpu(tree: Path, home: Path, args: list[str]) -> float:
-    code = "import sys; from memd.cli import main; sys.argv = ['memd'] + sys.argv[1:]; main()"
-    before = os.times()
+    module, _, function = script_entry(tree).partition(":")
+    code = f"import sys; from {module} import {function} as main; sys.argv = ['memd'] + sys.argv[1:]; main()"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)  # microseconds (os.times counts 10 ms ticks)
     r = subprocess.run([sys.executable, "-c", code, "--home", str(home), *args], capture_output=True,
                        env=child_env(tree), cwd=tree)  # fmt: skip
-    after = os.times()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode not in (0, 1):
         raise SystemExit(f"{args} on {tree}: {r.stderr[-2000:]!r}")
-    return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def growth_table(root: Path, main_tree: Path, memory_sizes: list[int], session_sizes: list[int], repeat: int,

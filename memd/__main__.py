@@ -11,7 +11,9 @@ like an option. Invariant: for every argv `hook_call` accepts, the output, side 
 code are those of the click command (tests/cli/test_hook_entry.py runs both).
 
 `memd [--home H] scan [--json]` runs without click the same way (`scan_call`, then
-`memd.ledger.scan.command`, the code of the click command; tests/cli/test_scan_entry.py runs both).
+`memd.ledger.scan.command`, the code of the click command; tests/cli/test_scan_entry.py runs both), and
+so does `memd [--home H] list [--all] --json` (`list_call`, then `memd.index.listing`, the document the
+click command writes; tests/cli/test_list_entry.py runs both).
 
 Before that, `context` and `recall` ask the running daemon (`memd.agent.hookwire`): when it answers, the
 process writes the answer and exits without loading the hooks' modules; when not, it answers itself.
@@ -25,6 +27,7 @@ HOOK_COMMANDS = frozenset({"context", "recall", "precompact"})  # memd.agent.con
 
 
 _SCAN = frozenset({"scan"})
+_LIST = frozenset({"list"})
 
 
 def _usable_home_value(value: str) -> bool:
@@ -90,6 +93,54 @@ def scan_call(args: list[str]) -> tuple[str | None, bool] | None:
     return None if call is None else (call[1], call[2]["--json"] > 0)
 
 
+def list_call(args: list[str]) -> tuple[str | None, bool] | None:
+    """(`--home` value or None, whether `--all`) when `args` is `memd list`'s plain JSON command line —
+    `--home` options, `list`, then `--json` (at least once), `--all` and `--home` options in any order —,
+    else None: click runs it (the table, `--project`, `--cwd`, `--help`, a `--home` click refuses …)."""
+    call = _plain_call(args, _LIST, ("--all", "--json"))
+    return None if call is None or not call[2]["--json"] else (call[1], call[2]["--all"] > 0)
+
+
+def list_command(home_value: str | None, everything: bool) -> int | None:
+    """`memd [--home H] list [--all] --json` without click (`memd.index.listing`, the document the click
+    command writes, and written as `memd.cli.json_out` writes it): click and `memd.cli` are about a
+    third of a listing's start-up. None leaves the command line to click, which answers it whole: a
+    home that is missing or not a directory, or any error met before a byte is written (a listing
+    only reads)."""
+    import sys
+
+    import orjson
+
+    from memd.clock import system_clock
+    from memd.collector import paused
+    from memd.index.listing import listing_document
+    from memd.keys import project_key
+    from memd.tree import Home, resolve_home
+
+    root = resolve_home(home_value)
+    if not root.is_dir():
+        return None
+    with paused():  # as the click command: a listing's objects hold no cycle (`listing_document`)
+        try:
+            pkey = None if everything else project_key(".")
+            doc = listing_document(Home(root), pkey, everything, system_clock().timestamp())
+            out = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        except KeyboardInterrupt:  # as click's standalone mode answers it
+            sys.stderr.write("\nAborted!\n")
+            return 1
+        except Exception:
+            return None
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is None:  # a text-only stdout: click's `json_out` knows that one
+            return None
+        try:
+            buffer.write(out)
+            buffer.flush()
+        except BrokenPipeError:  # the reader gone before the first byte: click's standalone mode exits 1, silently
+            return 1
+    return 0
+
+
 def scan_command(home_value: str | None, as_json: bool) -> int | None:
     """`memd [--home H] scan [--json]` without click (a first scan is timed against tools that start
     in 40 ms; click and `memd.cli` are 17 more): the click command's work and output on an existing
@@ -140,7 +191,7 @@ def _plain_scan(home_value: str | None, as_json: bool) -> int | None:
 
 
 def main() -> None:
-    """Run `memd` with `sys.argv`: a hook, or a plain `memd scan`, without click; anything else
+    """Run `memd` with `sys.argv`: a hook, a plain `memd scan` or `memd list --json`, without click; anything else
     through click."""
     import sys
 
@@ -149,6 +200,8 @@ def main() -> None:
         _site()
         scan = scan_call(sys.argv[1:])
         code = None if scan is None else scan_command(*scan)
+        if code is None and (listed := list_call(sys.argv[1:])) is not None:
+            code = list_command(*listed)
         if code is not None:
             _leave(code)
         from memd.cli import main as cli
@@ -202,8 +255,8 @@ def _site() -> None:
 
 
 def _leave(code: int) -> None:
-    """End a plain `memd scan` with `code`. Its output is flushed and its ledger committed and closed by
-    now, so unless it set logging up (a warning: logging's handlers flush at exit) the process ends
+    """End a plain `memd scan` or `memd list --json` with `code`. Its output is flushed (and a scan's
+    ledger committed and closed) by now, so unless it set logging up (a warning: logging's handlers flush at exit) the process ends
     without the interpreter's finalisation: freeing every object and module of a scan's process took
     15–20 ms after a first scan of 100 MB, more than the plain orjson loop's whole start."""
     import os

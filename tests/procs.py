@@ -38,14 +38,21 @@ KILL_SCALE = float(os.environ.get("MEMD_TEST_KILL_SCALE", "1") or 1)
 
 
 _MODULES_PROBE = """
-import json, runpy, sys
+import json, os, runpy, sys
 watched = set(json.loads(sys.argv.pop(1)))
 sys.argv = ["memd", *sys.argv[1:]]
+def report():
+    print(json.dumps(sorted(m for m in sys.modules if m in watched)), file=sys.stderr, flush=True)
+leave = os._exit
+def reported_exit(code):  # a plain `memd scan` or `memd list --json` ends through os._exit (memd.__main__._leave)
+    report()
+    leave(code)
+os._exit = reported_exit
 try:
     runpy.run_module("memd", run_name="__main__")
 except SystemExit as exc:
     code = exc.code
-print(json.dumps(sorted(m for m in sys.modules if m in watched)), file=sys.stderr)
+report()
 """
 
 

@@ -154,79 +154,17 @@ def search_cmd(
             click.echo(f"    ⚠ {r['stale']}")
 
 
-def _scopes(home: Any, pkey: str | None, everything: bool) -> list[tuple[str, str | None, Any]]:
-    from memd.discovery import list_memory_dirs
-
-    dirs = list_memory_dirs(home)
-    if everything:
-        return dirs
-    return [d for d in dirs if d[0] == "global" or d[1] == pkey]
-
-
-def _indexed(home: Any, scopes: list[tuple[str, str | None, Any]]) -> dict[tuple[str, str | None], list[Any]]:
-    """search.sqlite's rows of each directory in file order, as `scan.Listed`'s fields (file,
-    name, description, type, mtime, size; file home-relative): `list_dir` takes a row whose file's
-    size and mtime still match (one stat) instead of reading and parsing the file, and parses the
-    rest (new, changed, unindexed). An absent or unreadable database: nothing known, every file
-    parsed. Read-only: listing never creates or repairs the index. A directory's rows are one
-    fetch, no Python step a row; in file order (SQLite's BINARY order of UTF-8 text is Python's
-    order of the names: `list_dir` compares the two lists as they are)."""
-    import sqlite3
-
-    from memd.index.search import open_readonly
-
-    out: dict[tuple[str, str | None], list[Any]] = {}
-    try:
-        conn = open_readonly(home.search_db)
-    except sqlite3.Error:
-        return out
-    try:
-        for scope, key, _path in scopes:  # the body: `list` shows none
-            out[(scope, key)] = conn.execute("SELECT file, name, description, type, mtime, size FROM memories "
-                                             "WHERE scope = ? AND project_key IS ? ORDER BY file", (scope, key)).fetchall()  # fmt: skip
-    except sqlite3.Error:
-        return {}
-    finally:
-        conn.close()
-    return out
-
-
 def _memories(home: Any, pkey: str | None, everything: bool) -> tuple[list[Any], list[Any]]:
     """The memories in effect and the files that are not."""
+    from memd.index.listing import memory_scopes
     from memd.memory.scan import scan_dir
 
     mems, problems = [], []
-    for scope, k, path in _scopes(home, pkey, everything):
+    for scope, k, path in memory_scopes(home, pkey, everything):
         r = scan_dir(path, scope, k)
         mems.extend(r.memories)
         problems.extend(r.problems)
     return mems, problems
-
-
-def _listing(home: Any, pkey: str | None, everything: bool) -> tuple[list[tuple[str, str | None, list[Any]]], list[Any]]:
-    """What `list` shows: each directory's (scope, project key, `scan.list_dir` entries) in `list`'s
-    order, and the files that are not memories in effect; those search.sqlite still matches are
-    taken from it (`scan.list_dir`)."""
-    from operator import itemgetter
-
-    from memd.memory.scan import list_dir
-
-    groups: list[tuple[str, str | None, list[Any]]] = []
-    problems: list[Any] = []
-    scopes = _scopes(home, pkey, everything)
-    known = _indexed(home, scopes)
-    by_order = itemgetter(3, 1)  # (type, name) of a `Listed` or its row
-    by_dir: dict[tuple[str, str | None], list[Any]] = {}
-    for scope, k, path in scopes:  # the problems in the directories' order, as always
-        listed, bad = list_dir(path, scope, k, known.get((scope, k), []), home.root)
-        listed.sort(key=by_order)
-        by_dir.setdefault((scope, k), []).extend(listed)
-        problems.extend(bad)
-    # `list`'s order, (global first, project key, type, name), a directory at a time: the
-    # directories in that order, each one's memories sorted by (type, name) (stable: as one sort).
-    for scope, k in sorted(by_dir, key=lambda d: (d[0] != "global", d[1] or "")):
-        groups.append((scope, k, by_dir[(scope, k)]))
-    return groups, problems
 
 
 def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
@@ -237,43 +175,6 @@ def memory_json(m: Any, home: Any, now: Any) -> dict[str, Any]:
         "name": m.name, "description": m.description, "type": m.type, "mtime": m.mtime, "size": m.size,
         "stale": staleness_note(m.mtime, now),
     }  # fmt: skip
-
-
-def _listed_json(scope: str, key: str | None, listed: list[Any], now: float,
-                 notes: dict[int, str | None]) -> list[dict[str, Any]]:  # fmt: skip
-    """`memory_json` of a directory's listed memories (same keys, same order), each a `Listed` or
-    its row; the staleness notes taken from `_stale_notes`."""
-    from operator import itemgetter
-
-    stale = _stale_notes(list(map(itemgetter(4), listed)), now, notes)
-    return [{"scope": scope, "project_key": key, "file": f, "name": n, "description": d, "type": t, "mtime": m,
-             "size": s, "stale": note} for (f, n, d, t, m, s), note in zip(listed, stale, strict=True)]  # fmt: skip
-
-
-def _stale_notes(mtimes: list[float], now: float, made: dict[int, str | None]) -> list[str | None]:
-    """`staleness_note(mtime, now)` of each mtime, made once a distinct age in days (`made`: a
-    listing of tens of thousands of memories has a few hundred ages). The warning depends on the
-    age in whole days only (`staleness.age_days`: the same floor of the same division, here over
-    the whole list in C), or is None within the first day (ages up to DAY_SECONDS: all of them, or
-    those few, set to None after)."""
-    import math
-    from functools import partial
-    from itertools import compress, repeat
-    from operator import ge, sub, truediv
-
-    from memd.index.staleness import DAY_SECONDS, days_note
-
-    ages = list(map(sub, repeat(now), mtimes))
-    if not ages or max(ages) <= DAY_SECONDS:  # every memory in its first day
-        return [None] * len(ages)
-    days = list(map(math.floor, map(truediv, ages, repeat(DAY_SECONDS))))
-    for d in set(days).difference(made):
-        made[d] = days_note(d) if d >= 1 else None
-    notes = list(map(made.__getitem__, days))
-    if min(ages) <= DAY_SECONDS:  # some in their first day (one exactly a day old has a floor of 1): no note
-        for i in compress(range(len(ages)), map(partial(ge, DAY_SECONDS), ages)):
-            notes[i] = None
-    return notes
 
 
 @command("list")
@@ -299,26 +200,23 @@ def list_cmd(ctx: click.Context, key: str | None, cwd: str | None, everything: b
 def _list_out(home: Any, key: str | None, pkey: str | None, everything: bool, as_json: bool) -> None:
     """`list`'s output: the memories in effect (JSON, or a table and the problems on stderr)."""
     from memd.clock import system_clock
+    from memd.index.listing import listing_document
     from memd.ledger.lookup import check_project
 
-    groups, problems = _listing(home, pkey, everything)
-    if key and not everything and not any(scope == "project" and listed for scope, _k, listed in groups):
+    doc = listing_document(home, pkey, everything, system_clock().timestamp())
+    rows = doc["memories"]
+    if key and not everything and not any(r["scope"] == "project" for r in rows):
         check_project(home, key)  # nothing of its own: a typo is exit 2, a known project just has none yet
-    now = system_clock().timestamp()
-    notes: dict[int, str | None] = {}
-    rows: list[dict[str, Any]] = []
-    for scope, k, listed in groups:
-        rows += _listed_json(scope, k, listed, now, notes)
     if as_json:
-        json_out({"memories": rows, "problems": [{"file": str(p.path), "reason": p.reason} for p in problems]})
+        json_out(doc)
         return
     from memd.table import render
 
     table = [[r["type"], r["name"], "global" if r["scope"] == "global" else r["project_key"], r["description"]] for r in rows]
     for line in render(["TYPE", "NAME", "SCOPE", "DESCRIPTION"], table) if rows else []:
         echo(line)
-    for p in problems:
-        echo(f"problem: {p.path}: {p.reason}", err=True)
+    for p in doc["problems"]:
+        echo(f"problem: {p['file']}: {p['reason']}", err=True)
     if not rows:
         click.echo("no memories yet")
 

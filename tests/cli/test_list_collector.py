@@ -48,20 +48,20 @@ def _watched(real: Any, left: list[int]) -> Any:
 
 def test_list_is_made_with_the_collector_paused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import memd.collector as collector  # noqa: PLC0415 - patched below
-    import memd.memory.scan as scan  # noqa: PLC0415 - patched below
+    import memd.index.listing as listing  # noqa: PLC0415 - patched below
 
     home = _scope(tmp_path)
     args = ["--home", str(home.root), "list", "--all", "--json"]
     assert invoke(args).returncode == 0  # its modules imported first (they stay, rightly)
     seen: list[bool] = []
-    real_list_dir = scan.list_dir
+    real_list_dir = listing.list_dir
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(gc.isenabled())
         return real_list_dir(*args, **kwargs)
 
     left: list[int] = []
-    monkeypatch.setattr(scan, "list_dir", spy)
+    monkeypatch.setattr(listing, "list_dir", spy)
     monkeypatch.setattr(collector, "paused", _watched(collector.paused, left))
     assert gc.isenabled()
     r = invoke(args)

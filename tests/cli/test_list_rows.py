@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memd.cli.memories import _stale_notes
+from memd.index.listing import stale_notes as _stale_notes
 from memd.index.staleness import DAY_SECONDS, staleness_note
 
 NOW = 1_796_200_000.123456
