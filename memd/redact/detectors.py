@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from memd.redact.lazyre import lazy
+
 __all__ = [
     "AfterRule",
     "Detector",
@@ -121,7 +123,7 @@ def rule(
     return Rule(name, regex, groups, hints, boundary, accept, ci)
 
 
-_SECRET_GROUP = re.compile(r"\(\?P<(secret\w*)>")
+_SECRET_GROUP = lazy(r"\(\?P<(secret\w*)>")
 
 
 @functools.cache
@@ -129,7 +131,7 @@ def _compiled(regex: str, flags: int) -> re.Pattern[str]:
     return re.compile(regex, flags)
 
 
-_LITERAL = re.compile(r"(?:[A-Za-z0-9_~\-]|\\[.\-])+")
+_LITERAL = lazy(r"(?:[A-Za-z0-9_~\-]|\\[.\-])+")
 
 
 def token(name: str, regex: str, *hints: str, boundary: bool = True) -> Rule:
@@ -237,7 +239,7 @@ class KeywordRule:
 
 _ENV_ROOTS = ("KEY", "SECRET", "TOKEN", "PASS", "PWD", "CREDENTIAL")
 _ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-_ENV_RUN = re.compile(r"[A-Z0-9_]*")
+_ENV_RUN = lazy(r"[A-Z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -310,11 +312,11 @@ class HeadRule:
                 yield h.start(), m.end()
 
 
-_PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END = re.compile(r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_BEGIN = lazy(r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = lazy(r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 # A block cut short (a truncated paste, a `head` of the file) still leaks its body:
 # take what looks like base64 and headers after BEGIN, real or JSON-escaped newlines.
-_PEM_TAIL = re.compile(r"(?:[A-Za-z0-9+/=\s:,\-]|\\[nr])*")
+_PEM_TAIL = lazy(r"(?:[A-Za-z0-9+/=\s:,\-]|\\[nr])*")
 _PEM_MAX = 65536
 
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 import re
 
 from memd.redact.detectors import Hits, KeywordRule, same_length_lower
+from memd.redact.lazyre import lazy
 from memd.redact.rules import RULES
 from memd.redact.views import base64_spans, decoded_view
 from memd.redact.words import WordRule
@@ -61,7 +62,7 @@ __all__ = [
     "redact",
 ]
 
-_PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9-]{1,40}\]")
+_PLACEHOLDER = lazy(r"\[REDACTED:[a-z0-9-]{1,40}\]")
 
 
 def _applicable(rule: object, text: str, lowered: str) -> bool:
@@ -173,7 +174,7 @@ def redact(text: str) -> str:
 # Something every rule needs: a run of 16 token characters (every token format, base64 blocks),
 # or a keyword or marker that a context rule starts from. Checked by `may_hold_secret`, and
 # tests/redact/test_redact.py keeps it an over-approximation of `find_secrets`.
-_MAYBE = re.compile(
+_MAYBE = lazy(
     r"[A-Za-z0-9_+/=.~\-]{16}|pass|pwd|secret|token|key|auth|cred|sig|bearer|basic|private|machine|://|-[pu]"
     # escapes and control sequences (decoded before matching), wrapped prefixes, other languages' words
     r"|\x1b|\\u|\\x|gh[pousr]_|gl[a-z]{1,5}-|sk-|k_|xox|npm_|hf_|hvs\.|nra|akia|session|sessid|\.sid="

@@ -35,6 +35,7 @@ from memd.redact.detectors import (
     token,
     tokens,
 )
+from memd.redact.lazyre import lazy
 from memd.redact.shapes import has_token
 from memd.redact.vetting import (
     after_scheme,
@@ -58,33 +59,33 @@ __all__ = ["RULES"]
 # "key" is too common (sort_key, primary_key) to count: it needs a qualifier before
 # it (api_key, secretKey, DD-APPLICATION-KEY); plural "tokens" is a count.
 _ROOTS = ("pass", "pwd", "secret", "token", "credential", "key")  # found once, shared by the keyword rules
-_ASSIGN_KEYWORD = re.compile(r"pass(?:word|wd|phrase)|pwd|secret|token|credentials?|key")
-_KEY_QUALIFIER = re.compile(
+_ASSIGN_KEYWORD = lazy(r"pass(?:word|wd|phrase)|pwd|secret|token|credentials?|key")
+_KEY_QUALIFIER = lazy(
     r"(?:api|access|secret|private|auth|app|application|account|master|signing|encryption|client)[_\-]?$"
 )
-_ASSIGN_TAIL = re.compile(
+_ASSIGN_TAIL = lazy(
     # The name ends here: an optional closing quote (JSON-escaped or not), the separator.
     r"(?P<q>\\?[\"']?)[ \t]*(?P<sep>:=|=>|=|:)[ \t]*"
     # A quoted value (up to its closing quote on the line) or a bare one.
     r"(?:(?P<open>\\?[\"'`])(?P<quoted>[^\"'`\r\n\\]{1,1024})|(?P<bare>[^\s\"'`<>\\,;(){}\[\]]{1,1024}))"
 )
-_URL_KEYWORD = re.compile(r"(?:pass(?:word|wd)|pwd|secret|token|key)=")
-_URL_VALUE = re.compile(r"(?P<secret>[a-z0-9%+/=_.~\-]{8,2048})")
+_URL_KEYWORD = lazy(r"(?:pass(?:word|wd)|pwd|secret|token|key)=")
+_URL_VALUE = lazy(r"(?P<secret>[a-z0-9%+/=_.~\-]{8,2048})")
 # Prose: "the staging db password is Abc…", "its secret is …", "api key: …", "secret key …".
-_PROSE_KEYWORD = re.compile(r"pass(?:word|phrase|wd|code)|secret|token|key")
-_PROSE_QUALIFIER = re.compile(
+_PROSE_KEYWORD = lazy(r"pass(?:word|phrase|wd|code)|secret|token|key")
+_PROSE_QUALIFIER = lazy(
     r"(?:api|access|secret|private|auth|app|application|signing|encryption|master|account|license|admin|"
     r"service|client|bot|deploy|developer)[ _\-]?$"
 )
-_PROSE_TAIL = re.compile(
+_PROSE_TAIL = lazy(
     # A gap or a separator after the keyword ("secret-not-for-production" is one word, not a secret).
     r"(?:[ \t]+(?:(?:is|was|=|:|->|=>)[ \t]+)?|[ \t]*[:=][ \t]*)\\?[`\"']?"
     r"(?P<secret>[a-z0-9+/=_.!@#$%^&*~\-]{8,256})"
 )
 # Command lines: a password as an option's argument.
 _CLI_VALUE = r"(?:\\?\"(?P<secret>[^\"\s\\]{1,256})\\?\"|'(?P<secret_sq>[^'\s]{1,256})'|(?P<secret_bare>[^\s\"'\\;|&]{1,256}))"
-_P_COMMANDS = re.compile(r"\b(?:mysql[a-z]{0,6}|mariadb[a-z\-]{0,6}|sshpass)\b")
-_LOGIN_COMMANDS = re.compile(r"\b(?:sshpass|(?:docker|podman|buildah|helm|oras|nerdctl)\b.{0,80}\blogin)\b")
+_P_COMMANDS = lazy(r"\b(?:mysql[a-z]{0,6}|mariadb[a-z\-]{0,6}|sshpass)\b")
+_LOGIN_COMMANDS = lazy(r"\b(?:sshpass|(?:docker|podman|buildah|helm|oras|nerdctl)\b.{0,80}\blogin)\b")
 # Words after `--password` or `secret:` in documentation, not values.
 _PROSE_WORDS = frozenset({
     "option", "options", "flag", "flags", "argument", "arguments", "arg", "args", "parameter", "parameters",
@@ -192,8 +193,8 @@ RULES: tuple[Detector | WordRule, ...] = (
     token("shopify", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", "shp"),  # (gitleaks: shopify-*)
     HeadRule(  # base64 of the bot's numeric id, a timestamp, an HMAC: found from its first dot
         "discord-bot-token",
-        re.compile(r"\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}(?![A-Za-z0-9_\-])"),
-        re.compile(r"[MNO][A-Za-z0-9]{23,27}$"),
+        lazy(r"\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}(?![A-Za-z0-9_\-])"),
+        lazy(r"[MNO][A-Za-z0-9]{23,27}$"),
         28,
     ),
     rule(
@@ -328,7 +329,7 @@ RULES: tuple[Detector | WordRule, ...] = (
         "env-assignment",
         # NAME=value, NAME: value, export NAME="value", "NAME": "value"; not NAME=$OTHER.
         # Quotes may arrive JSON-escaped (\\"); the name may follow a JSON \\n.
-        re.compile(
+        lazy(
             r"(?:(?<![A-Za-z0-9_])|(?<=\\[ntr]))(?P<name>[A-Z0-9_]{1,128})\b\\?[\"']?[ \t]*[=:][ \t]*(?!\$)"
             # A quoted secret ends before an escaping backslash, so `\\"` survives intact.
             r"(?:\\?\"(?!\$)(?P<secret>[^\"\r\n]{0,4095}[^\"\r\n\\])\\?\""
@@ -393,7 +394,7 @@ RULES: tuple[Detector | WordRule, ...] = (
     AfterRule(  # `heroku auth:token` prints the API key as a bare UUID, at the start of a line a few lines on
         "heroku",
         "auth:token",
-        re.compile(r"(?:\n|\\n)[ \t]{0,8}(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-f\-])"),
+        lazy(r"(?:\n|\\n)[ \t]{0,8}(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-f\-])"),
         400,
     ),
 )

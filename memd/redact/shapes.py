@@ -18,12 +18,12 @@ A run of letters and digits is token-shaped when it is
 
 from __future__ import annotations
 
-import re
+from memd.redact.lazyre import lazy
 
 __all__ = ["has_token", "is_token_shaped", "mask_tokens"]
 
-_RUN = re.compile(r"[A-Za-z0-9]+")
-_LOWER_RUN = re.compile(r"[a-z]+")
+_RUN = lazy(r"[A-Za-z0-9]+")
+_LOWER_RUN = lazy(r"[a-z]+")
 
 
 def is_token_shaped(run: str) -> bool:

@@ -16,6 +16,7 @@ import binascii
 import re
 
 from memd.redact.detectors import starts_word
+from memd.redact.lazyre import lazy
 
 __all__ = [
     "after_scheme",
@@ -35,7 +36,7 @@ __all__ = [
 
 # --- placeholders --------------------------------------------------------------------------
 
-_MASK = re.compile(r"[xX*.•…#?_\-]+")
+_MASK = lazy(r"[xX*.•…#?_\-]+")
 _DUMMIES = frozenset({
     "changeme", "change_me", "change-me", "changeit", "password", "passwd", "secret", "token",
     "apikey", "api_key", "api-key", "example", "sample", "dummy", "placeholder", "redacted",
@@ -43,9 +44,9 @@ _DUMMIES = frozenset({
     "foo", "bar", "foobar", "test", "testing", "required", "optional", "string", "str", "pass", "pw",
 })
 # A value naming where a secret lives: ANTHROPIC_AUTH_TOKEN, "challengePassword", privateKeyUsagePeriod.
-_ENV_REF = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
-_NAMES_A_SECRET = re.compile(r"key|token|secret|passw|credential", re.IGNORECASE)
-_DUMMY_PARTS = re.compile(r"your|here\b|_here|-here|replace|placeholder|changeme|change[_-]me|redacted|\.\.\.|…")
+_ENV_REF = lazy(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_NAMES_A_SECRET = lazy(r"key|token|secret|passw|credential", re.IGNORECASE)
+_DUMMY_PARTS = lazy(r"your|here\b|_here|-here|replace|placeholder|changeme|change[_-]me|redacted|\.\.\.|…")
 
 
 def is_placeholder(value: str) -> bool:
@@ -80,11 +81,11 @@ def is_placeholder(value: str) -> bool:
 # KEYBOARD_LAYOUT and SECRETARY do not. Checked in Python on a bounded name, because
 # as one regex the prefix and the trailing segments compete and a long
 # KEY_KEY_KEY… word backtracks quadratically.
-_ENV_NAME = re.compile(
+_ENV_NAME = lazy(
     r"[A-Z0-9_]*(?:KEY|SECRET|TOKEN|PASSWORD|PASSWD|PWD|CREDENTIAL)S?(?:_[A-Z0-9]+)*"
 )
 _NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})  # the shell's working directories
-_KEYWORD_LAST = re.compile(r"(?:KEY|SECRET|TOKEN|PASSWORD|PASSWD|PWD|CREDENTIAL)S?$")
+_KEYWORD_LAST = lazy(r"(?:KEY|SECRET|TOKEN|PASSWORD|PASSWD|PWD|CREDENTIAL)S?$")
 # KEY alone names a credential only after a qualifier (API_KEY, SECRET_KEY, OPENAI_APIKEY);
 # STORAGE_KEY, SORT_KEY, HOTKEY name keys of a map, a sort, a keyboard.
 _KEY_QUALIFIERS = frozenset({
@@ -152,7 +153,7 @@ def after_scheme(text: str, m: re.Match[str]) -> bool:
 
 
 # The name before a keyword, read back: the lookbehind makes every start but the run's first fail at once.
-_NAME_CHARS = re.compile(r"(?<![a-z0-9_.\-])[a-z0-9_.\-]{0,64}$")
+_NAME_CHARS = lazy(r"(?<![a-z0-9_.\-])[a-z0-9_.\-]{0,64}$")
 # Names ending in a keyword that are not secrets.
 _NOT_SECRET_PREFIXES = frozenset({"page", "next", "nextpage", "next_page", "continuation", "pagination", "csrf",
                                    "xsrf", "cancellation", "cancel", "sync", "resume", "public", "publishable", "max",
@@ -162,10 +163,10 @@ _TYPE_WORDS = frozenset({
     "false", "yes", "no", "on", "off", "optional", "secretstr", "object", "number", "required", "prompt",
     "stdin", "env", "file", "inherit", "text", "password", "secret", "token", "hidden", "masked",
 })
-_DOTTED_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_CAMEL_TYPE = re.compile(r"(?:[A-Z][a-z]+)+")
-_PATH_LIKE = re.compile(r"(?:/|~/|\./|\.\./|[A-Za-z]:\\|[a-z][a-z0-9+.\-]*://)")
+_DOTTED_IDENT = lazy(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+")
+_IDENT = lazy(r"[A-Za-z_][A-Za-z0-9_]*")
+_CAMEL_TYPE = lazy(r"(?:[A-Z][a-z]+)+")
+_PATH_LIKE = lazy(r"(?:/|~/|\./|\.\./|[A-Za-z]:\\|[a-z][a-z0-9+.\-]*://)")
 
 
 def _bare_value_is_secret(value: str, sep: str, name: str, after: str) -> bool:
@@ -192,10 +193,10 @@ def _bare_value_is_secret(value: str, sep: str, name: str, after: str) -> bool:
     return True
 
 
-_VERSION = re.compile(r"[\^~<>=v]{0,3}\d+(?:\.[\dx*]+){1,3}(?:[\-+][0-9A-Za-z.\-]+)?")
+_VERSION = lazy(r"[\^~<>=v]{0,3}\d+(?:\.[\dx*]+){1,3}(?:[\-+][0-9A-Za-z.\-]+)?")
 
 
-_COLOR = re.compile(r"#(?:[0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})")
+_COLOR = lazy(r"#(?:[0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})")
 
 
 def _quoted_value_is_secret(value: str, name: str) -> bool:
@@ -236,7 +237,7 @@ def vet_assignment(text: str, low: str, start: int, end: int, m: re.Match[str]) 
     return (s, s + len(value)) if _bare_value_is_secret(value, m.group("sep"), name, after) else None
 
 
-_URL_PARAM = re.compile(
+_URL_PARAM = lazy(
     r"[?&](?:access_|refresh_|id_|auth_|client_)?(?:token|api_?key|api-key|apikey|secret|password|passwd|pwd)=$"
 )
 
@@ -248,7 +249,7 @@ def vet_url_param(text: str, low: str, start: int, end: int, m: re.Match[str]) -
     return None if is_placeholder(text[s:e]) else (s, e)
 
 
-_FILE_LIKE = re.compile(r"id_(?:rsa|dsa|ecdsa|ed25519)\b|\.(?:pem|key|json|txt|pub|p12|pfx|env|ya?ml|crt|py|js|ts)$")
+_FILE_LIKE = lazy(r"id_(?:rsa|dsa|ecdsa|ed25519)\b|\.(?:pem|key|json|txt|pub|p12|pfx|env|ya?ml|crt|py|js|ts)$")
 
 
 def vet_prose(text: str, low: str, start: int, end: int, m: re.Match[str]) -> tuple[int, int] | None:
@@ -299,7 +300,7 @@ def _command_start(text: str, i: int, reach: int = 300) -> int:
     return max(lo, *(text.rfind(sep, lo, i) for sep in ("\n", "\\n", "|", ";", "&")))
 
 
-_CURL = re.compile(r"\b(?:curl|wget)\b")
+_CURL = lazy(r"\b(?:curl|wget)\b")
 
 
 def cli_p_is_password(text: str, m: re.Match[str], commands: re.Pattern[str]) -> bool:

@@ -22,16 +22,17 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+from memd.redact.lazyre import lazy
 
 __all__ = ["View", "base64_spans", "decoded_view"]
 
 # A JSON or C escape of one character, or a terminal control sequence (CSI, OSC, two-character ESC),
 # raw or with its ESC JSON-escaped. Sequences are bounded: a stray ESC costs nothing.
 _ESC = r"(?:\x1b|\\{1,2}u001[bB])"
-_ESCAPE = re.compile(
+_ESCAPE = lazy(
     _ESC + r"(?:\[[0-?]{0,32}[ -/]{0,8}[@-~]|\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\|\\{1,2}u0007)|[@-Z\\^_])"
     r"|\\{1,2}u(?P<u>[0-9a-fA-F]{4})|\\x(?P<x>[0-9a-fA-F]{2})|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
 )
@@ -40,7 +41,7 @@ _MARKERS = ("\\u", "\\x", "\x1b", "\x07", "\x08", "\x0f", "\x0e")
 # the next line. Literal-first, one family a pattern, so each scan skips ahead like the token rules.
 _BREAK = r"(?P<br>\r?\n|\\r\\n|\\n)(?P<cont>[A-Za-z0-9_\-]{1,300})"
 _WRAPPED = tuple(
-    re.compile(p + _BREAK)
+    lazy(p + _BREAK)
     for p in (
         r"gh[pousr]_[A-Za-z0-9]{0,254}",
         r"github_pat_[A-Za-z0-9_]{0,254}",

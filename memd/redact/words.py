@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memd.redact.detectors import Hits, same_length_lower
+from memd.redact.lazyre import lazy
 from memd.redact.vetting import is_placeholder, value_is_secret_shaped
 
 __all__ = ["ASCII_WORDS", "WordRule"]
@@ -28,14 +29,14 @@ __all__ = ["ASCII_WORDS", "WordRule"]
 # English is `memd.redact.rules`' prose and assignment rules: code (`password = os.environ[…]`) is theirs to judge.
 ASCII_WORDS = ("pass", "senha", "wachtwoord", "kennwort", "contrase", "hasło", "lösenord")
 # Keywords starting with a non-ASCII character (CJK, Japanese, Korean, Cyrillic, Greek, Turkish, …).
-_OTHER_FIRST = re.compile("[密口令秘凭憑授パト暗シ비패암토птксглşκסร]")
-_OTHER_WORDS = re.compile(
+_OTHER_FIRST = lazy("[密口令秘凭憑授パト暗シ비패암토птксглşκסร]")
+_OTHER_WORDS = lazy(
     "密码|密碼|口令|密钥|密鑰|秘钥|秘鑰|令牌|凭证|憑證|授权码|パスワード|トークン|暗証番号|秘密鍵|シークレット|"
     "비밀번호|패스워드|암호|토큰|парол|токен|ключ|секрет|гасло|лозинк|şifre|κωδικ|סיסמ|รหัสผ่าน"
 )
 _PASS_FORMS = ("passwort", "passord", "passe")
 # What a root found by `find` must read as: pass → passwort, passord, (mot de) passe.
-_ASCII_KEYWORD = re.compile(
+_ASCII_KEYWORD = lazy(
     r"pass(?:wort|ord|e(?![a-z]))|senha|wachtwoord|kennwort|contrase[ñn]a|hasło|lösenord"
 )
 # After the keyword (and, for an alphabetic script, at most 3 more letters: an inflection such as пароля,
@@ -44,17 +45,17 @@ _ASCII_KEYWORD = re.compile(
 # then matched there: a lazy gap in the regex would retry every separator at every gap length.
 _VALUE = r"(?P<open>[\"'`「『“‘«]?)(?P<value>[A-Za-z0-9!#$%&*+\-./:=?@^_~|]{6,256})"
 _COPULAS = "is|was|are|est|es|era|ist|lautet|é|è|e|är|er|on|jest|to|je|zijn|sind|son|sont|são"
-_SEP_START = re.compile(rf"[:：=＝\-是为為はが는은이가]|[ \t](?:{_COPULAS})[ \t]")
-_SEP_VALUE = re.compile(
+_SEP_START = lazy(rf"[:：=＝\-是为為はが는은이가]|[ \t](?:{_COPULAS})[ \t]")
+_SEP_VALUE = lazy(
     r"(?:[:：=＝]|->|=>|是|为|為|は|が|는|은|이|가)[ \t]*[:：]?[ \t]*"
     rf"|[ \t](?:{_COPULAS})[ \t]*[:：]?[ \t]+"
 )
-_AFTER_SEP = re.compile(_VALUE)
+_AFTER_SEP = lazy(_VALUE)
 # Or the value right after the keyword and a gap (`密码 xq7…`).
-_BARE = re.compile(r"[ \t]+" + _VALUE)
+_BARE = lazy(r"[ \t]+" + _VALUE)
 _GAP = 48
 _DENSE = 16
-_GAP_END = re.compile(r"[\n\r.;!?。！？；，\"'`]")
+_GAP_END = lazy(r"[\n\r.;!?。！？；，\"'`]")
 _TRAILING = ".,;:!?)]}>\"'`"
 
 
