@@ -27,10 +27,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from array import array
+import struct
 from collections.abc import Iterable
 from functools import partial
-from itertools import chain
+from itertools import starmap
 from operator import attrgetter
 from pathlib import Path
 from stat import S_ISDIR
@@ -43,6 +43,10 @@ from memd.memory.names import INDEX_NAME, candidate_names
 # vouched for by the triggers and their count, not digested; the entries packed as bytes)
 RECORD_VERSION = 3
 _SIG_FIELDS = attrgetter("st_mode", "st_ino", "st_size", "st_mtime_ns")
+# The four fields as native 64-bit integers: the bytes `array("q", …)` wrote for records version 3, packed
+# by struct with no per-item format parsing (array's `q` items go through PyArg_Parse: 187 → 108 M
+# instructions for 50,000 files).
+_PACK_SIG = struct.Struct("4q").pack
 _MODE = attrgetter("st_mode")
 
 
@@ -90,7 +94,7 @@ def _entries(directory: Path, listing: list[str] | None = None) -> bytes | None:
     integers; b"absent" for a missing directory; None when listing or a stat failed (an entry gone
     meanwhile). One `listdir` (or the caller's listing) and one `lstat` a candidate relative to the
     directory's descriptor (no path built a file); the fields taken and packed in C (`attrgetter`,
-    `array`), not a Python step a file."""
+    `struct`), not a Python step a file."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except (FileNotFoundError, NotADirectoryError):
@@ -118,8 +122,8 @@ def _packed(fd: int, names: list[str]) -> bytes:
         names, stats = [n for n, _st in kept], [st for _n, st in kept]
     head = f"{len(names)}\0".encode() + "\0".join(names).encode("utf-8", "surrogateescape") + b"\0"
     try:
-        return head + array("q", chain.from_iterable(map(_SIG_FIELDS, stats))).tobytes()
-    except OverflowError:  # an inode number past 2**63 (some file systems): the same fields as text
+        return head + b"".join(starmap(_PACK_SIG, map(_SIG_FIELDS, stats)))
+    except struct.error:  # an inode number past 2**63 (some file systems): the same fields as text
         return head + repr(list(map(_SIG_FIELDS, stats))).encode()
 
 
