@@ -145,3 +145,13 @@ def test_a_reader_gone_before_the_output_ends_the_list_as_it_ends_the_click_comm
             os.close(w)
         got.append((p.returncode, p.stderr))
     assert got[0] == got[1] and got[0][0] == 1, got
+
+
+def test_a_plain_list_of_a_home_without_an_index_parses_every_file_as_click_does(tmp_path: Path) -> None:
+    h = _home(tmp_path / "h", tmp_path).root
+    for suffix in ("", "-wal", "-shm"):
+        (h / "memd" / f"search.sqlite{suffix}").unlink(missing_ok=True)
+    args = ["--home", str(h), "list", "--all", "--json"]
+    got, want = _run(ENTRY, args, tmp_path), _run(CLICK, args, tmp_path)
+    assert got == want and got[0] == 0 and b'"note-2-3"' in got[1]
+    assert not (h / "memd" / "search.sqlite").exists()  # a listing never creates the index
