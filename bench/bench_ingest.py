@@ -22,7 +22,8 @@ was a chunked split loop about a quarter slower, which flattered memd.
 once across the home by its ids), then alternates, round by round, each as its own process: `memd
 scan` from a fresh ledger with MEMD_SCAN_WORKERS=1, PLAIN_LOOP and ccusage 20, all three under
 `taskset -c CORE`; then `memd scan` with its workers and ccusage 20 with its threads. Ratios are
-per round (the other's time over memd's), medians reported with the 1-minute load; after the first
+per round (the other's time over memd's), medians reported with the 1-minute load, and each round's
+wall ratio, the smallest and the rounds memd won (`rounds_won`: issue 27 asks for every round); after the first
 scan of each kind every session's ledger row is checked against tests/reference.py's independent
 count of its corpus file. ccusage comes from npm into ~/.cache (MEMD_CCUSAGE20 / MEMD_CCUSAGE18
 override the paths): `npm install ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.0.24` in
@@ -343,8 +344,17 @@ def anchors_bench(work: Path, mb: int, rounds: int, core: int, with_18: bool) ->
         runs["ccusage18"] = [_run([str(CCUSAGE18), "daily", "--json", "--offline"], cc_env)]
     med = statistics.median
 
+    def each(other: str, mine: str, i: int) -> list[float]:
+        return [a[i] / b[i] for a, b in zip(runs[other], runs[mine])]
+
     def ratio(other: str, mine: str, i: int) -> float:
-        return med(a[i] / b[i] for a, b in zip(runs[other], runs[mine]))
+        return med(each(other, mine, i))
+
+    pairs = {
+        "orjson_loop/memd_1core": ("orjson_loop_1core", "memd_1core"),
+        "ccusage20_1core/memd_1core": ("ccusage20_1core", "memd_1core"),
+        "ccusage20_threads/memd_workers": ("ccusage20_threads", "memd_workers"),
+    }
 
     return {
         "bytes": total,
@@ -359,6 +369,10 @@ def anchors_bench(work: Path, mb: int, rounds: int, core: int, with_18: bool) ->
                        "ccusage20_threads/memd_workers": ratio("ccusage20_threads", "memd_workers", 0)},
         "ratio_cpu": {"orjson_loop/memd_1core": ratio("orjson_loop_1core", "memd_1core", 1),
                       "ccusage20_1core/memd_1core": ratio("ccusage20_1core", "memd_1core", 1)},
+        # "ahead in every round" (issue 27 point 1): each round's wall ratio, the worst, and the rounds memd won
+        "ratio_wall_each": {k: [round(x, 3) for x in each(*v, 0)] for k, v in pairs.items()},
+        "ratio_wall_min": {k: round(min(each(*v, 0)), 3) for k, v in pairs.items()},
+        "rounds_won": {k: f"{sum(x > 1 for x in each(*v, 0))}/{rounds}" for k, v in pairs.items()},
     }  # fmt: skip
 
 
