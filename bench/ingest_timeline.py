@@ -22,7 +22,8 @@ one. Each round is a fresh process. Phases, in ms from the launch:
   decode, the parent's last checkpoint);
 - `after`: `_ingest_parallel` → `scan_home` returned (the pass for projects the sessions named, the
   count, the ledger's close and its checkpoint);
-- `exit`: `scan_home` → the process gone (output, `_leave`).
+- `exit`: `scan_home` → the process gone (output, `_leave`);
+- `scan_cpu`: the CPU of `scan_home`, start to return, in the parent and every worker.
 
 `--pre` runs variants alternated round by round (a module constant changed before the scan, say),
 with the medians of each at the end. Run `python -m compileall memd` first when PYTHONDONTWRITEBYTECODE
@@ -84,7 +85,7 @@ def flush(conn, batch, now, log, turn=None):
 def par(*a, **k):
     r = real_par(*a, **k); mark("parallel_end", 0, f"{cpu():.1f}"); return r
 def scan(*a, **k):
-    mark("scan_start"); r = real_scan(*a, **k); mark("scan_end"); return r
+    mark("scan_start", 0, f"{cpu():.1f}"); r = real_scan(*a, **k); mark("scan_end", 0, f"{cpu():.1f}"); return r
 def run(*a, **k):
     mark("fork", 0, f"{cpu():.1f}"); yield from real_run(*a, **k)
 def child(*a, **k):
@@ -147,12 +148,17 @@ def phases(evs: list[tuple[float, int, str, float, str]], gone: float) -> dict[s
             w["busy"] += at - w["open"]
             w["end"] = at
             w["cpu1"], w["delay1"], w["flt1"], w["sys1"] = map(float, extra.split())
-        elif what in ("fork", "parallel_end"):
+        elif what in ("fork", "parallel_end", "scan_start", "scan_end"):
             w[f"{what}_cpu"] = float(extra)
         elif what == "result":
             first["last_result"] = at
     out: dict[str, Any] = {"wall": gone, "start": first["scan_start"]}
     kids = {pid: w for pid, w in per.items() if "start" in w}
+    parent = next(w for w in per.values() if "scan_start_cpu" in w)
+    # the scan's CPU, scan_home's start to its return: the parent's and every worker's
+    out["scan_cpu"] = (
+        parent["scan_end_cpu"] - parent["scan_start_cpu"] + sum(w["cpu1"] - w["cpu0"] for w in kids.values())
+    )
     if "fork" not in first or not kids:
         out["after"] = first["scan_end"] - first["scan_start"]
         out["exit"] = gone - first["scan_end"]
@@ -168,7 +174,6 @@ def phases(evs: list[tuple[float, int, str, float, str]], gone: float) -> dict[s
     ]  # fmt: skip
     out["imbalance"] = ends[-1] - ends[0]
     out["collect"] = first["parallel_end"] - ends[-1]
-    parent = next(w for pid, w in per.items() if "fork_cpu" in w)
     out["parent_cpu_in_parallel"] = parent["parallel_end_cpu"] - parent["fork_cpu"]
     out["meanwhile"] = parent["meanwhile"]
     out["checkpoints"] = parent["checkpoints"]
@@ -191,7 +196,7 @@ def show(r: dict[str, Any]) -> str:
     if "before_fork" in r:
         head += [f"before_fork {r['before_fork']:.0f}", f"parallel {r['parallel']:.0f}",
                  f"imbalance {r['imbalance']:.0f}", f"collect {r['collect']:.0f}"]  # fmt: skip
-    head += [f"after {r['after']:.0f}", f"exit {r['exit']:.0f}"]
+    head += [f"after {r['after']:.0f}", f"exit {r['exit']:.0f}", f"scan_cpu {r['scan_cpu']:.0f}"]
     lines.append(" | ".join(head) + f" | load {os.getloadavg()[0]:.2f}")
     for w in r.get("workers", []):
         lines.append("  worker " + ", ".join(f"{k} {v:.0f}" for k, v in w.items()))
@@ -227,7 +232,7 @@ def main() -> None:
             r = one_round(args.home, tree, args.workers, args.events, stmt)
             rounds[name].append(r)
             print((f"[{name}] " if name else "") + show(r), flush=True)
-    keys = ("wall", "start", "before_fork", "parallel", "imbalance", "collect", "after", "exit")
+    keys = ("wall", "start", "before_fork", "parallel", "imbalance", "collect", "after", "exit", "scan_cpu")
     for name, rs in rounds.items():
         cols = [f"{k} {statistics.median(r[k] for r in rs):.0f}" for k in keys if all(k in r for r in rs)]
         if all("workers" in r for r in rs):
