@@ -22,6 +22,8 @@ one. Each round is a fresh process. Phases, in ms from the launch:
   decode, the parent's last checkpoint);
 - `after`: `_ingest_parallel` → `scan_home` returned (the pass for projects the sessions named, the
   count, the ledger's close and its checkpoint);
+- `steps`: the parent's serial steps before the fork (connect, settings, outside, stale_sessions,
+  known_sessions) and after the workers (`outside+`), and `close` (the ledger's close);
 - `exit`: `scan_home` → the process gone (output, `_leave`);
 - `scan_cpu`: the CPU of `scan_home`, start to return, in the parent and every worker.
 
@@ -99,6 +101,18 @@ def learn(*a, **k):
     t = time.monotonic(); r = real_learn(*a, **k); mark("meanwhile", (time.monotonic() - t) * 1000); return r
 def ckpt(*a, **k):
     t = time.monotonic(); r = real_ckpt(*a, **k); mark("checkpoint", (time.monotonic() - t) * 1000); return r
+def step(mod, name, what):  # a serial step of the parent, timed: mark "step" with its name
+    real = getattr(mod, name)
+    def timed(*a, **k):
+        t = time.monotonic(); r = real(*a, **k); mark("step", (time.monotonic() - t) * 1000, what); return r
+    setattr(mod, name, timed)
+import memd.ledger.files as lf
+step(sc.state, "connect", "connect"); step(sc, "_roots", "settings"); step(sc, "_outside", "outside")
+step(lf, "stale_sessions", "stale_sessions"); step(st, "known_sessions", "known_sessions")
+real_body = sc._scan
+def body(*a, **k):
+    r = real_body(*a, **k); mark("body_end"); return r
+sc._scan = body
 st._write_batch, st._flush, sc._ingest_parallel, sc.scan_home = write_batch, flush, par, scan
 wk.run, wk._child, sc._ingest_batch, sc._decode_results, od.learn_cwds, sc._checkpoint = run, child, batch, decode, learn, ckpt
 exec(sys.argv[4])
@@ -152,6 +166,11 @@ def phases(evs: list[tuple[float, int, str, float, str]], gone: float) -> dict[s
             w[f"{what}_cpu"] = float(extra)
         elif what == "result":
             first["last_result"] = at
+        elif what == "step" and "start" not in w:  # the parent's (a worker's connect is in its fork→first)
+            at_end = "after" if "parallel_end" in first else "before"
+            steps = w.setdefault("steps", {})
+            key = f"{extra}{'+' if at_end == 'after' else ''}"
+            steps[key] = steps.get(key, 0.0) + ms
     out: dict[str, Any] = {"wall": gone, "start": first["scan_start"]}
     kids = {pid: w for pid, w in per.items() if "start" in w}
     parent = next(w for w in per.values() if "scan_start_cpu" in w)
@@ -179,6 +198,8 @@ def phases(evs: list[tuple[float, int, str, float, str]], gone: float) -> dict[s
     out["checkpoints"] = parent["checkpoints"]
     out["parallel"] = first["parallel_end"] - fork
     out["after"] = first["scan_end"] - first["parallel_end"]
+    out["close"] = first["scan_end"] - first["body_end"]  # the ledger's close: its last checkpoint
+    out["steps"] = parent.get("steps", {})
     out["exit"] = gone - first["scan_end"]
     out["i27i4"] = {"txn": sum(w["txn"] for w in kids.values()), "wait": sum(w["wait"] for w in kids.values()),
                     "tail": first["scan_end"] - first.get("last_result", first["parallel_end"])}  # fmt: skip
@@ -200,6 +221,9 @@ def show(r: dict[str, Any]) -> str:
     lines.append(" | ".join(head) + f" | load {os.getloadavg()[0]:.2f}")
     for w in r.get("workers", []):
         lines.append("  worker " + ", ".join(f"{k} {v:.0f}" for k, v in w.items()))
+    if r.get("steps"):
+        lines.append("  steps " + ", ".join(f"{k} {v:.1f}" for k, v in r["steps"].items()) + f", close {r['close']:.1f}"
+                     + "  (+: after the workers)")  # fmt: skip
     if "parent_cpu_in_parallel" in r:
         lines.append(f"  parent cpu in parallel {r['parent_cpu_in_parallel']:.0f}, meanwhile {r['meanwhile']:.0f}, "
                      f"checkpoints {r['checkpoints']:.0f}")  # fmt: skip
