@@ -5,6 +5,7 @@
     .venv/bin/python bench/bench_ingest.py [--mb 500] [--runs 1] [--only ingest,anchors,append,sessions] [--workdir DIR]
     .venv/bin/python bench/bench_ingest.py --mb 500 --rounds 5 --only anchors [--core 0] [--ccusage18]
     .venv/bin/python bench/bench_ingest.py --mb 500 --rounds 7 --only before --before DIR [--core 0]
+    .venv/bin/python bench/bench_ingest.py --mb 500 --rounds 10 --only pair
 
 The machine is shared and noisy, so ingest is reported as a ratio: orjson parse-only over the same
 bytes (best of two) timed right before each `memd scan` from a fresh ledger, in the same run, by
@@ -31,6 +32,9 @@ override the paths): `npm install ccusage@20.0.24 @ccusage/ccusage-linux-x64@20.
 wrapper sets the mode on its first run; 20.0.26, the newest wrapper, names a native 20.0.26 that
 npm does not have, 20.0.24 is the newest native build), `npm install ccusage@18.0.11` in
 ~/.cache/ccusage18.
+
+`pair` runs only memd's workers and ccusage 20's threads, alternated with the order swapped each round
+(quicker rounds than `anchors`), with each round's ratio and the rounds memd won.
 
 `before` times the one-core first scan of an earlier tree (an export in DIR: `git archive <commit>
 memd jobs | tar -x -C DIR`) and of this one through the same runner (`TREE_SCAN`, `scan_home` in a
@@ -376,6 +380,44 @@ def anchors_bench(work: Path, mb: int, rounds: int, core: int, with_18: bool) ->
     }  # fmt: skip
 
 
+def pair_bench(work: Path, mb: int, rounds: int) -> dict:
+    """Only memd's workers against ccusage 20's threads (the pair issue 27 point 1 asks to win in every
+    round), alternated with the order swapped each round, without the one-core contenders between them:
+    quicker rounds, so more of them in a quiet moment. The same home, commands and check as `anchors`."""
+    home = work / "fresh"
+    sources: dict[tuple[str, str], Path] = {}
+    replicate_fresh(home, mb * 1_000_000, sources)
+    subprocess.run(["sync"])
+    parse_only(home / "projects")
+    cc_env = dict(os.environ, CLAUDE_CONFIG_DIR=str(home))
+    scan = [*MEMD, "--home", str(home), "scan", "--json"]
+    cc = [str(CCUSAGE20), "daily", "--json", "--offline"]
+    loads = [os.getloadavg()[0]]
+    runs: dict[str, list[tuple[float, float]]] = {"memd_workers": [], "ccusage20_threads": []}
+    checked = 0
+    for n in range(rounds):
+        for name in ("memd_workers", "ccusage20_threads")[:: 1 if n % 2 == 0 else -1]:
+            if name == "memd_workers":
+                shutil.rmtree(home / "memd", ignore_errors=True)
+                runs[name].append(_run(scan))
+                if not checked:
+                    checked = ledger_exact(home, sources)
+            else:
+                runs[name].append(_run(cc, cc_env))
+        loads.append(os.getloadavg()[0])
+    each = [c[0] / m[0] for c, m in zip(runs["ccusage20_threads"], runs["memd_workers"])]
+    return {
+        "sessions_checked_exact": checked,
+        "load_1min": [round(x, 2) for x in loads],
+        "each_wall_s": {k: [round(x[0], 3) for x in v] for k, v in runs.items()},
+        "each_cpu_s": {k: [round(x[1], 3) for x in v] for k, v in runs.items()},
+        "ratio_wall_each": [round(x, 3) for x in each],
+        "ratio_wall_median": round(statistics.median(each), 3),
+        "ratio_wall_min": round(min(each), 3),
+        "rounds_won": f"{sum(x > 1 for x in each)}/{rounds}",
+    }
+
+
 # `memd scan`'s own code (`scan_home`, one worker) from a given tree, in a fresh process: the same
 # runner for an export of an earlier commit and for this tree (the editable install's finder is
 # dropped, so `memd` is the tree's; its bytecode is written first, as compile_memd does).
@@ -511,9 +553,10 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=500, help="corpus replicated to this many MB for the ingest")
     ap.add_argument("--runs", type=int, default=1, help="ingest runs (the median ratio is reported, and each one)")
     ap.add_argument(
-        "--only", default="ingest,append,sessions", help="comma-separated: ingest, anchors, before, append, sessions"
+        "--only", default="ingest,append,sessions",
+        help="comma-separated: ingest, anchors, pair, before, append, sessions",
     )
-    ap.add_argument("--rounds", type=int, default=5, help="anchors: rounds of the alternated contenders")
+    ap.add_argument("--rounds", type=int, default=5, help="anchors, pair: rounds of the alternated contenders")
     ap.add_argument("--core", type=int, default=0, help="anchors: the core the one-core runs are pinned to")
     ap.add_argument("--ccusage18", action="store_true", help="anchors: also run ccusage 18 once (slow)")
     ap.add_argument("--breakdown", action="store_true", help="also time each stage of the ingest (CPU, in process)")
@@ -529,6 +572,8 @@ def main() -> None:
             res["ingest"] = ingest_bench(work, args.mb, args.runs, args.breakdown)
         if "anchors" in only:
             res["anchors"] = anchors_bench(work, args.mb, args.rounds, args.core, args.ccusage18)
+        if "pair" in only:
+            res["pair"] = pair_bench(work, args.mb, args.rounds)
         if "before" in only:
             if args.before is None:
                 ap.error("--only before needs --before DIR (an export of the earlier tree)")
