@@ -380,10 +380,20 @@ def anchors_bench(work: Path, mb: int, rounds: int, core: int, with_18: bool) ->
     }  # fmt: skip
 
 
+def _busy_cpu_s() -> float:
+    """CPU seconds every process on the machine has used since boot (/proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def pair_bench(work: Path, mb: int, rounds: int) -> dict:
     """Only memd's workers against ccusage 20's threads (the pair issue 27 point 1 asks to win in every
     round), alternated with the order swapped each round, without the one-core contenders between them:
-    quicker rounds, so more of them in a quiet moment. The same home, commands and check as `anchors`."""
+    quicker rounds, so more of them in a quiet moment. The same home, commands and check as `anchors`.
+    `each_foreign_cpu_s`: the CPU the rest of the machine used during each run (all the machine's, from
+    /proc/stat, less the run's own): what tells a quiet round from one shared with another load (the
+    1-minute load average lags by a minute, and another container's processes are not in `ps`)."""
     home = work / "fresh"
     sources: dict[tuple[str, str], Path] = {}
     replicate_fresh(home, mb * 1_000_000, sources)
@@ -394,16 +404,17 @@ def pair_bench(work: Path, mb: int, rounds: int) -> dict:
     cc = [str(CCUSAGE20), "daily", "--json", "--offline"]
     loads = [os.getloadavg()[0]]
     runs: dict[str, list[tuple[float, float]]] = {"memd_workers": [], "ccusage20_threads": []}
+    foreign: dict[str, list[float]] = {k: [] for k in runs}
     checked = 0
     for n in range(rounds):
         for name in ("memd_workers", "ccusage20_threads")[:: 1 if n % 2 == 0 else -1]:
             if name == "memd_workers":
                 shutil.rmtree(home / "memd", ignore_errors=True)
-                runs[name].append(_run(scan))
-                if not checked:
-                    checked = ledger_exact(home, sources)
-            else:
-                runs[name].append(_run(cc, cc_env))
+            busy = _busy_cpu_s()
+            runs[name].append(_run(scan) if name == "memd_workers" else _run(cc, cc_env))
+            foreign[name].append(_busy_cpu_s() - busy - runs[name][-1][1])
+            if name == "memd_workers" and not checked:
+                checked = ledger_exact(home, sources)
         loads.append(os.getloadavg()[0])
     each = [c[0] / m[0] for c, m in zip(runs["ccusage20_threads"], runs["memd_workers"])]
     return {
@@ -411,6 +422,7 @@ def pair_bench(work: Path, mb: int, rounds: int) -> dict:
         "load_1min": [round(x, 2) for x in loads],
         "each_wall_s": {k: [round(x[0], 3) for x in v] for k, v in runs.items()},
         "each_cpu_s": {k: [round(x[1], 3) for x in v] for k, v in runs.items()},
+        "each_foreign_cpu_s": {k: [round(max(x, 0.0), 2) for x in v] for k, v in foreign.items()},
         "ratio_wall_each": [round(x, 3) for x in each],
         "ratio_wall_median": round(statistics.median(each), 3),
         "ratio_wall_min": round(min(each), 3),
