@@ -387,6 +387,9 @@ def _busy_cpu_s() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
+QUIET_FOREIGN_S = 0.1  # a run during which the rest of the machine used less CPU than this had it to itself
+
+
 def pair_bench(work: Path, mb: int, rounds: int) -> dict:
     """Only memd's workers against ccusage 20's threads (the pair issue 27 point 1 asks to win in every
     round), alternated with the order swapped each round, without the one-core contenders between them:
@@ -417,6 +420,7 @@ def pair_bench(work: Path, mb: int, rounds: int) -> dict:
                 checked = ledger_exact(home, sources)
         loads.append(os.getloadavg()[0])
     each = [c[0] / m[0] for c, m in zip(runs["ccusage20_threads"], runs["memd_workers"])]
+    quiet = [r for r, a, b in zip(each, *foreign.values()) if max(a, b) < QUIET_FOREIGN_S]
     return {
         "sessions_checked_exact": checked,
         "load_1min": [round(x, 2) for x in loads],
@@ -427,6 +431,9 @@ def pair_bench(work: Path, mb: int, rounds: int) -> dict:
         "ratio_wall_median": round(statistics.median(each), 3),
         "ratio_wall_min": round(min(each), 3),
         "rounds_won": f"{sum(x > 1 for x in each)}/{rounds}",
+        # the rounds in which neither run shared the machine (each_foreign_cpu_s under QUIET_FOREIGN_S)
+        "ratio_wall_quiet_rounds": [round(x, 3) for x in quiet],
+        "rounds_won_quiet": f"{sum(x > 1 for x in quiet)}/{len(quiet)}",
     }
 
 
