@@ -105,8 +105,21 @@ def list_command(home_value: str | None, everything: bool) -> int | None:
     """`memd [--home H] list [--all] --json` without click (`memd.index.listing`, the document the click
     command writes, and written as `memd.cli.json_out` writes it): click and `memd.cli` are about a
     third of a listing's start-up. None leaves the command line to click, which answers it whole: a
-    home that is missing or not a directory, or any error met before a byte is written (a listing
-    only reads)."""
+    home that is missing or not a directory, a text-only stdout, or any error met before a byte is
+    written (a listing only reads). Once writing, it ends as the click command ends: a reader gone
+    before the first byte is exit 1, silently; ^C is "Aborted!" and exit 1; any other write error
+    propagates, as it does from `json_out`."""
+    import sys
+
+    try:
+        return _plain_list(home_value, everything)
+    except KeyboardInterrupt:  # as click's standalone mode answers it
+        sys.stderr.write("\nAborted!\n")
+        return 1
+
+
+def _plain_list(home_value: str | None, everything: bool) -> int | None:
+    """`list_command`'s work (KeyboardInterrupt aside)."""
     import sys
 
     import orjson
@@ -117,17 +130,14 @@ def list_command(home_value: str | None, everything: bool) -> int | None:
     from memd.keys import project_key
     from memd.tree import Home, resolve_home
 
-    root = resolve_home(home_value)
-    if not root.is_dir():
-        return None
     with paused():  # as the click command: a listing's objects hold no cycle (`listing_document`)
         try:
+            root = resolve_home(home_value)
+            if not root.is_dir():
+                return None
             pkey = None if everything else project_key(".")
             doc = listing_document(Home(root), pkey, everything, system_clock().timestamp())
             out = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
-        except KeyboardInterrupt:  # as click's standalone mode answers it
-            sys.stderr.write("\nAborted!\n")
-            return 1
         except Exception:
             return None
         buffer = getattr(sys.stdout, "buffer", None)

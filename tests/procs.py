@@ -43,9 +43,10 @@ watched = set(json.loads(sys.argv.pop(1)))
 sys.argv = ["memd", *sys.argv[1:]]
 def report():
     print(json.dumps(sorted(m for m in sys.modules if m in watched)), file=sys.stderr, flush=True)
-leave = os._exit
+leave, me = os._exit, os.getpid()
 def reported_exit(code):  # a plain `memd scan` or `memd list --json` ends through os._exit (memd.__main__._leave)
-    report()
+    if os.getpid() == me:  # not a scan's forked worker, which ends through os._exit too
+        report()
     leave(code)
 os._exit = reported_exit
 try:

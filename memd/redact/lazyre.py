@@ -6,11 +6,16 @@ keywords or literals occur in what it redacts. Compiling all of them at import c
 redactor's import (a run-now's log events need a handful). `lazy` stands in for `re.compile` at module
 level; the pattern compiles when one of its methods is first asked for.
 
-Invariant: a `LazyPattern` behaves as the compiled pattern for every method and attribute callers use
-(`search`, `match`, `fullmatch`, `finditer`, `findall`, `sub`, `subn`, `split`, `groupindex`, `groups`,
-`pattern`, `flags`); after the first use each method is the compiled pattern's own bound method, held on
-the instance, so a call costs what a call on the compiled pattern costs. Two threads meeting a pattern
-first both compile it and keep the same answers (the methods of equal patterns).
+Invariant: a `LazyPattern` answers as the compiled pattern through its methods and attributes (`search`,
+`match`, `fullmatch`, `finditer`, `findall`, `sub`, `subn`, `split`, `groupindex`, `groups`, `pattern`);
+after the first use each method is the compiled pattern's own bound method, held on the instance, so a
+call costs what a call on the compiled pattern costs. Two threads meeting a pattern first both compile it
+and keep the same answers (the methods of equal patterns).
+
+Limits (no caller here meets them; the `cast` in `lazy` hides them from mypy): it is not an `re.Pattern`,
+so `re.search(p, …)`, `re.compile(p)` and `isinstance(p, re.Pattern)` do not take it, `==` is identity,
+and `flags` is the flags given until the first use, the compiled pattern's (with `re.UNICODE`) after.
+Use it only for module-level patterns that are called, never handed on.
 """
 
 from __future__ import annotations

@@ -8,9 +8,13 @@ rows and some parsed (added or edited after the index was built), and a file tha
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
+import signal
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -155,3 +159,38 @@ def test_a_plain_list_of_a_home_without_an_index_parses_every_file_as_click_does
     got, want = _run(ENTRY, args, tmp_path), _run(CLICK, args, tmp_path)
     assert got == want and got[0] == 0 and b'"note-2-3"' in got[1]
     assert not (h / "memd" / "search.sqlite").exists()  # a listing never creates the index
+
+
+def _wait_full(fd: int, proc: subprocess.Popen[bytes]) -> None:
+    """Until the pipe `fd` reads from holds as much as it can: its writer is then blocked in its write."""
+    capacity = fcntl.fcntl(fd, 1032)  # F_GETPIPE_SZ
+    held = array.array("i", [0])
+    while True:
+        fcntl.ioctl(fd, termios.FIONREAD, held)
+        if held[0] >= capacity or proc.poll() is not None:
+            return
+        time.sleep(0.02)
+
+
+def test_ctrl_c_while_the_list_is_written_ends_it_as_it_ends_the_click_command(tmp_path: Path) -> None:
+    """`memd list --all --json | less`, then ^C while memd waits for the pager to read: "Aborted!" and exit 1 from
+    both entries (the signal comes once the pipe is full, so memd is in its write)."""
+    h = _home(tmp_path / "h", tmp_path).root
+    more = h / "projects" / "-elsewhere" / "memory"
+    for i in range(600):  # a document several times a pipe's buffer
+        (more / f"extra-{i:03d}.md").write_text(render_memory(f"extra-{i:03d}", "x" * 300, "user", "b"))
+    got = []
+    for cmd in (ENTRY, CLICK):
+        r, w = os.pipe()
+        proc = subprocess.Popen([*cmd, "--home", str(h), "list", "--all", "--json"], stdout=w, stderr=subprocess.PIPE,
+                                env=memd_env(), cwd=tmp_path)  # fmt: skip
+        os.close(w)
+        try:
+            _wait_full(r, proc)
+            assert proc.poll() is None  # still writing
+            proc.send_signal(signal.SIGINT)
+            _out, err = proc.communicate(timeout=120)
+        finally:
+            os.close(r)
+        got.append((proc.returncode, err))
+    assert got[0] == got[1] == (1, b"\nAborted!\n"), got

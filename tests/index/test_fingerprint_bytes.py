@@ -32,3 +32,24 @@ def test_an_inode_past_2_63_raises_what_the_text_fallback_catches() -> None:
     with pytest.raises(struct.error):
         fingerprint._PACK_SIG(0o100644, 2**63, 1, 1)
     assert fingerprint._PACK_SIG(0o100644, 2**63 - 1, -1, -(2**63)) == array("q", [0o100644, 2**63 - 1, -1, -(2**63)]).tobytes()
+
+
+def test_a_directory_with_an_inode_past_2_63_is_digested_from_the_fields_as_text(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Some file systems give inode numbers past a signed 64-bit integer: the check still digests the directory
+    (the fields as text), and a change to such a file still changes the digest."""
+    for name in ("a.md", "b.md"):
+        (tmp_path / name).write_text(render_memory(name[0], "d", "user", "b"))
+    real = os.lstat
+
+    def huge(path: str, *, dir_fd: int | None = None) -> os.stat_result:
+        st = real(path, dir_fd=dir_fd)
+        fields = list(st)
+        fields[1] = 2**64 - 1 if path == "b.md" else st.st_ino  # st_ino
+        return os.stat_result(fields, {"st_mtime_ns": st.st_mtime_ns})
+
+    monkeypatch.setattr(os, "lstat", huge)
+    first = fingerprint._entries(tmp_path)
+    assert first is not None and first.endswith(b"]") and str(2**64 - 1).encode() in first
+    os.utime(tmp_path / "b.md", ns=(1, 1))
+    assert fingerprint._entries(tmp_path) not in (None, first)
