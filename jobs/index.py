@@ -15,7 +15,7 @@ from pathlib import Path
 from stat import S_ISREG
 
 from memd.discovery import list_memory_dirs
-from memd.fsutil import ensure_private_dir, sweep_stale_temps
+from memd.fsutil import ensure_private_dir, shown, sweep_stale_temps
 from memd.job.context import JobContext, RunResult
 from memd.tree import Place
 
@@ -82,9 +82,9 @@ def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
                               index=ctx.search_index())  # fmt: skip
     ctx.index_held(place, result.index_held)
     reported = [*result.problems, *result.notes]  # a file without front matter is a memory, said so (§14)
-    record_problems(ctx, str(target), [(str(p.path), p.reason) for p in reported], result.index_warning)
+    record_problems(ctx, str(target), [(shown(p.path), p.reason) for p in reported], result.index_warning)
     for p in result.problems:
-        ctx.log.warning("memory.unreadable", file=str(p.path), reason=p.reason)
+        ctx.log.warning("memory.unreadable", file=shown(p.path), reason=p.reason)
     details = {"memories": result.memories, "problems": len(result.problems), "changed": result.changed,
                "drawer": result.drawer_mode, "temp_files_swept": swept,
                "no_front_matter": len(result.notes), "index_run": result.index_run,

@@ -34,6 +34,16 @@ class UnusableFile(OSError, MemdError):
         return str(self.args[0]) if self.args else "unusable file"
 
 
+def shown(path: Path | str) -> str:
+    """`path` as text every writer takes (UTF-8 JSON, SQLite, a log line): a name whose bytes are not
+    valid UTF-8 — kept in a `str` by the OS's surrogate escapes, which strict encoders refuse — shows
+    those bytes as `\\xNN`. Any other path is itself. For display only: it may name no file."""
+    text = str(path)
+    if text.isascii():
+        return text
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
+
+
 def kind_of(mode: int) -> str:
     """What a file type is called in a refusal: `a FIFO`, `a directory`, ..."""
     for test, name in ((stat.S_ISREG, "a file"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),

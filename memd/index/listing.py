@@ -16,6 +16,7 @@ from operator import ge, itemgetter, sub, truediv
 from typing import Any
 
 from memd.discovery import list_memory_dirs
+from memd.fsutil import shown
 from memd.index.search import open_readonly
 from memd.index.staleness import DAY_SECONDS, days_note
 from memd.memory.scan import list_dir
@@ -126,7 +127,7 @@ def listing_document(home: Any, pkey: str | None, everything: bool, now: float) 
     rows: list[dict[str, Any]] = []
     for scope, k, listed in groups:
         rows += listed_json(scope, k, listed, now, notes)
-    return {"memories": rows, "problems": [{"file": str(p.path), "reason": p.reason} for p in problems]}
+    return {"memories": rows, "problems": [{"file": shown(p.path), "reason": p.reason} for p in problems]}
 
 
 __all__ = ["in_list_order", "indexed_rows", "listed_json", "listing", "listing_document", "memory_scopes", "stale_notes"]

@@ -91,4 +91,6 @@ def private_rotating_handler(path: Path, max_bytes: int, backups: int) -> Rotati
                 return
             super().emit(record)
 
-    return PrivateRotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
+    # errors: a path whose bytes are not UTF-8 (surrogate escapes) is written as `\udcNN`, not a logging error
+    return PrivateRotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8",
+                                      errors="backslashreplace")  # fmt: skip

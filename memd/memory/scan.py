@@ -22,7 +22,7 @@ from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
-from memd.fsutil import read_at_most
+from memd.fsutil import read_at_most, shown
 from memd.logs.lazy import lazy_logger
 from memd.memory.file import Memory, MemoryParseError, parse_memory
 from memd.memory.names import candidate_names, fold_name, is_candidate_name
@@ -114,6 +114,20 @@ def _human_size(n: int) -> str:
     return f"{n} B"
 
 
+# A file name whose bytes are not UTF-8 (the OS's surrogate escapes hold them in a `str`): no view, search row
+# or JSON answer can carry it, so the file is a problem, left as it is, not a memory.
+NOT_UTF8_NAME = "file name is not valid UTF-8: rename it to read it as a memory"
+
+
+def _utf8(name: str) -> bool:
+    """Whether `name` encodes as UTF-8 (no surrogate escapes of bytes that are not)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _load_entry(
     entry: os.DirEntry[str],
     scope: str,
@@ -141,6 +155,8 @@ def _load_entry(
         return None
     if not stat.S_ISREG(st.st_mode):
         return Problem(path, "not a regular file")
+    if not entry.name.isascii() and not _utf8(entry.name):
+        return Problem(path, NOT_UTF8_NAME)
     cached = known.get(entry.path) if known else None
     if cached is not None and cached.size == st.st_size and cached.mtime == st.st_mtime:
         return _cached(path, cached)
@@ -255,7 +271,7 @@ def scan_dir(
             result.problems.append(loaded)
     result.problems.extend(_flag_duplicates(result.memories))
     for problem in result.problems:
-        log.warning("memory.rejected", path=str(problem.path), reason=problem.reason)
+        log.warning("memory.rejected", path=shown(problem.path), reason=problem.reason)
     log.debug("memories.scanned", dir=str(directory), count=len(result.memories), problems=len(result.problems))
     return result
 

@@ -20,6 +20,7 @@ from memd import state
 from memd.daemon.status import gather
 from memd.discovery import list_memory_dirs
 from memd.errors import UsageError
+from memd.fsutil import shown
 from memd.history import kept, provenance
 from memd.history.runs import list_runs
 from memd.history.writes import BEFORE_DIR
@@ -53,7 +54,7 @@ def scopes(home: Home) -> list[tuple[Place, list[Memory], list[str]]]:
         r = scan_dir(path, scope, key)
         place = Place.memory(None if scope == "global" else key)
         out.append((place, sorted(r.memories, key=lambda m: (m.type, m.name.casefold())),
-                    [f"{p.path.name}: {p.reason}" for p in r.problems]))  # fmt: skip
+                    [f"{shown(p.path.name)}: {p.reason}" for p in r.problems]))  # fmt: skip
     return out
 
 
