@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memd.fsutil import shown, utf8_name
 from memd.keys import project_key
 from memd.tree import Home
 
@@ -220,11 +221,35 @@ def _candidates(roots: Sequence[str]) -> list[str]:
 
 
 def list_project_keys(home: Home) -> list[str]:
+    """The home's project directories' names, but those not valid UTF-8 (`unreadable_names`)."""
     try:
         with os.scandir(home.projects) as it:
-            return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+            return sorted(e.name for e in it if e.is_dir(follow_symlinks=False) and utf8_name(e.name))
     except OSError:
         return []
+
+
+def unreadable_names(home: Home) -> list[str]:
+    """The project directories and transcripts under `projects/` that memd skips because their names are not
+    valid UTF-8 (no ledger row, search row or JSON answer can carry them), home-relative and `shown`;
+    `memd doctor` names them. A copied or restored tree can hold such names; Claude Code writes none."""
+    out: list[str] = []
+    try:
+        with os.scandir(home.projects) as it:
+            dirs = sorted((e.name for e in it if e.is_dir(follow_symlinks=False)), key=os.fsencode)
+    except OSError:
+        return out
+    for key in dirs:
+        if not utf8_name(key):
+            out.append(shown(f"projects/{key}"))
+            continue
+        try:
+            with os.scandir(os.path.join(home.projects, key)) as it:
+                names = sorted((e.name for e in it if not utf8_name(e.name) and e.name.endswith(".jsonl")), key=os.fsencode)
+        except OSError:
+            continue
+        out += [shown(f"projects/{key}/{n}") for n in names]
+    return out
 
 
 def _jsonl_entries(directory: str) -> tuple[list[os.DirEntry[str]], set[str]]:
@@ -234,6 +259,8 @@ def _jsonl_entries(directory: str) -> tuple[list[os.DirEntry[str]], set[str]]:
     try:
         with os.scandir(directory) as it:
             for e in it:
+                if not utf8_name(e.name):  # `unreadable_names`: skipped, named by `memd doctor`
+                    continue
                 if e.name.endswith(".jsonl"):
                     if e.is_file(follow_symlinks=False):
                         files.append(e)

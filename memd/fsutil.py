@@ -34,6 +34,18 @@ class UnusableFile(OSError, MemdError):
         return str(self.args[0]) if self.args else "unusable file"
 
 
+def utf8_name(name: str) -> bool:
+    """Whether a name from the OS encodes as UTF-8: False for one whose bytes are not (the OS's surrogate
+    escapes hold them in a `str`), which no SQLite row, JSON answer or view of memd's can carry."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def shown(path: Path | str) -> str:
     """`path` as text every writer takes (UTF-8 JSON, SQLite, a log line): a name whose bytes are not
     valid UTF-8 — kept in a `str` by the OS's surrogate escapes, which strict encoders refuse — shows

@@ -94,7 +94,16 @@ def json_out(data: Any) -> None:
     a byte layer (a 16 MB listing is not decoded and encoded again), else as text."""
     import orjson
 
-    out = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    try:
+        out = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    except TypeError as exc:
+        if "surrogates" not in str(exc):
+            raise
+        # A file name whose bytes are not UTF-8 (the OS's surrogate escapes): JSON with `\udcNN` escapes,
+        # which a JSON reader takes back as the same text (orjson refuses to write them).
+        import json
+
+        out = (json.dumps(data, indent=2, ensure_ascii=True) + "\n").encode()
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:
         sys.stdout.write(out.decode())

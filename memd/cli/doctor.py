@@ -250,7 +250,7 @@ def check_links(home: Any) -> Check:
     """The one rule for links (README, "Symlinks and special files"): memd never writes through a link,
     in its own directory (`memd/`) nor to memory (`memory/`, `projects/`, issue 23): either is a failure,
     and this check says where the link leads."""
-    from memd.fsutil import own_links
+    from memd.fsutil import own_links, shown
 
     inside = own_links(home.memd_dir)
     if inside:
@@ -264,7 +264,7 @@ def check_links(home: Any) -> Check:
                      "outside the home)", f"replace it with a real directory: mv {first} {first}.link && mkdir -m 700 "
                      f"{first} && cp -a {first}.link/. {first}/")  # fmt: skip
     try:
-        skipped = [f"projects/{e.name}/memory" for e in os.scandir(home.projects)
+        skipped = [shown(f"projects/{e.name}/memory") for e in os.scandir(home.projects)
                    if e.is_dir() and os.path.islink(os.path.join(e.path, "memory"))]  # fmt: skip
     except OSError:
         skipped = []
@@ -274,8 +274,21 @@ def check_links(home: Any) -> Check:
     return Check("links", True, detail)
 
 
+def check_names(home: Any) -> Check:
+    """Project directories and transcripts whose names are not valid UTF-8 (a tree copied or restored from
+    another system): memd skips them, as no ledger row or answer can carry such a name, and says so here."""
+    from memd.discovery import unreadable_names
+
+    bad = unreadable_names(home)
+    if not bad:
+        return Check("names", True, "every project and transcript name under projects/ is valid UTF-8")
+    more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+    return Check("names", False, f"{', '.join(bad[:3])}{more}: not valid UTF-8, so memd skips them (their sessions "
+                 "are not read)", "rename them to UTF-8 names (e.g. `convmv -f latin1 -t utf8 --notest`)")  # fmt: skip
+
+
 CHECKS: list[Callable[..., Check]] = [check_home, check_private_files, check_links, check_settings, check_service,
-                                      check_locks, check_auto_memory]  # fmt: skip
+                                      check_locks, check_auto_memory, check_names]  # fmt: skip
 
 
 @command("doctor")

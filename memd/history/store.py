@@ -20,6 +20,7 @@ from memd.fsutil import (
     UnusableFile,
     atomic_write,
     read_regular,
+    utf8_name,
 )
 from memd.history.pack import PACK_FILE, Pack
 from memd.tree import Home, Place
@@ -59,7 +60,10 @@ def write_run_info(entry: Path, info: dict[str, Any], packed: dict[str, str] | N
             sums = None
     if isinstance(sums, dict) and "snapshot_sha256" not in data:
         data["snapshot_sha256"] = sums  # what `undo` checks the snapshot against before restoring it
-    atomic_write(entry / RUN_FILE, run_json(data) + "\n")
+    text = run_json(data) + "\n"
+    if not utf8_name(text):  # a file name whose bytes are not UTF-8: `\udcNN` escapes, read back as they were
+        text = json.dumps(data, indent=1, ensure_ascii=True) + "\n"
+    atomic_write(entry / RUN_FILE, text)
 
 
 def run_json(data: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
 
 from memd.discovery import ProjectSessions, SessionFile, discover_sessions, list_project_keys
+from memd.fsutil import utf8_name
 from memd.tree import Home
 
 FP_WINDOW = 4096
@@ -172,7 +173,7 @@ def _dir_changed(directory: str, key_of: Callable[[str, str], str], known: dict[
     try:
         with os.scandir(directory) as it:
             for e in it:
-                if not e.name.endswith(".jsonl"):
+                if not e.name.endswith(".jsonl") or not utf8_name(e.name):  # discovery skips those too
                     continue
                 try:
                     st = e.stat(follow_symlinks=False)
@@ -198,7 +199,7 @@ def project_changed(home: Home, key: str, known: dict[str, FileSig]) -> bool:
         return True
     try:
         with os.scandir(os.path.join(home.projects, key)) as it:
-            subdirs = [e.name for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+            subdirs = [e.name for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith(".") and utf8_name(e.name)]
     except OSError:
         return False
     return any(_changed_in(home, f"{rel}/{d}/subagents", known) for d in subdirs if d != "memory")

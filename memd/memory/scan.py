@@ -22,7 +22,7 @@ from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
-from memd.fsutil import read_at_most, shown
+from memd.fsutil import read_at_most, shown, utf8_name
 from memd.logs.lazy import lazy_logger
 from memd.memory.file import Memory, MemoryParseError, parse_memory
 from memd.memory.names import candidate_names, fold_name, is_candidate_name
@@ -119,15 +119,6 @@ def _human_size(n: int) -> str:
 NOT_UTF8_NAME = "file name is not valid UTF-8: rename it to read it as a memory"
 
 
-def _utf8(name: str) -> bool:
-    """Whether `name` encodes as UTF-8 (no surrogate escapes of bytes that are not)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _load_entry(
     entry: os.DirEntry[str],
     scope: str,
@@ -155,7 +146,7 @@ def _load_entry(
         return None
     if not stat.S_ISREG(st.st_mode):
         return Problem(path, "not a regular file")
-    if not entry.name.isascii() and not _utf8(entry.name):
+    if not utf8_name(entry.name):
         return Problem(path, NOT_UTF8_NAME)
     cached = known.get(entry.path) if known else None
     if cached is not None and cached.size == st.st_size and cached.mtime == st.st_mtime:

@@ -15,6 +15,7 @@ from memd.fsutil import shown
 from memd.memory.file import render_memory
 from memd.memory.scan import NOT_UTF8_NAME, scan_dir
 from memd.tree import Home
+from tests.jobkit import write_session
 from tests.procs import memd_env
 
 BAD = b"caf\xe9.md"
@@ -33,7 +34,7 @@ def _home(root: Path) -> tuple[Home, bytes]:
 
 def _memd(home: Home, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", "from memd.__main__ import main; main()", "--home", str(home.root), *args],
-                          capture_output=True, text=True, env=memd_env(), timeout=120)  # fmt: skip
+                          capture_output=True, text=True, errors="surrogateescape", env=memd_env(), timeout=120)  # fmt: skip
 
 
 def test_a_name_not_utf8_is_a_problem_and_the_file_is_left_as_it_is(tmp_path: Path) -> None:
@@ -70,3 +71,69 @@ def test_shown_is_the_path_unless_its_bytes_are_not_utf8() -> None:
     assert shown(Path("/a/café-日本.md")) == "/a/café-日本.md"
     assert shown(os.fsdecode(b"/a/caf\xe9.md")) == "/a/caf\\xe9.md"
     assert shown(os.fsdecode(b"/a/\xff\xfe")).encode("utf-8") == b"/a/\\xff\\xfe"
+
+
+def _copy_from_latin1(root: Path) -> Home:
+    """A home restored from a Latin-1 system: a project directory and a transcript named with byte 0xE9, beside
+    a project and a session memd can read."""
+    home = Home(root)
+    good = home.projects / "-work-shop"
+    write_session(good / "s1.jsonl", [("user", "keep the ledger exact"), ("assistant", "noted")])
+    bad_dir = os.path.join(os.fsencode(home.projects), b"-work-caf\xe9")
+    os.makedirs(os.path.join(bad_dir, b"memory"))
+    with open(os.path.join(bad_dir, b"memory", b"m.md"), "wb") as f:
+        f.write(render_memory("m", "in a project named in Latin-1", "user", "b").encode())
+    with open(os.path.join(bad_dir, b"s2.jsonl"), "wb") as f:
+        f.write((good / "s1.jsonl").read_bytes())
+    with open(os.path.join(os.fsencode(good), b"s\xe9.jsonl"), "wb") as f:
+        f.write((good / "s1.jsonl").read_bytes())
+    return home
+
+
+def test_project_and_transcript_names_not_utf8_are_skipped_and_named_by_doctor(tmp_path: Path) -> None:
+    """Before, the first such name stopped `memd scan` (no session read), `run-now index` (a traceback) and
+    `list --all --json`: SQLite refuses the name as text."""
+    home = _copy_from_latin1(tmp_path / "h")
+    r = _memd(home, "scan", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["sessions"] == 1  # s1 only
+    r = _memd(home, "run-now", "index", "--json")
+    assert r.returncode == 0 and {x["outcome"] for x in json.loads(r.stdout)} == {"ok"}, r.stderr
+    for args in (["list", "--all", "--json"], ["sessions", "--json"], ["status", "--json"]):
+        r = _memd(home, *args)
+        assert r.returncode == 0, (args, r.stderr)
+        json.loads(r.stdout)
+    r = _memd(home, "doctor", "--json")
+    names = next(c for c in json.loads(r.stdout) if c["name"] == "names")
+    assert names["ok"] is False and r.returncode == 1
+    assert "projects/-work-caf\\xe9" in names["detail"] and "projects/-work-shop/s\\xe9.jsonl" in names["detail"]
+    assert os.path.exists(os.path.join(os.fsencode(home.projects), b"-work-caf\xe9", b"s2.jsonl"))  # left as it is
+
+
+def test_doctor_names_nothing_on_a_home_of_utf8_names(tmp_path: Path) -> None:
+    home = Home(tmp_path / "h")
+    write_session(home.projects / "-work-café-日本" / "s1.jsonl", [("user", "x")])
+    r = _memd(home, "doctor", "--json")
+    assert next(c for c in json.loads(r.stdout) if c["name"] == "names")["ok"] is True
+
+
+def test_an_import_of_such_a_name_is_recorded_and_undone(tmp_path: Path) -> None:
+    """`memd import` of an archive holding `caf\\xe9.md`: before, the files went live and the history entry was
+    never written (run.json's strict encoding), so the import could not be undone; `history --json` answers
+    with the name's escapes."""
+    home, _data = _home(tmp_path / "h")
+    archive = tmp_path / "x.tar.gz"
+    assert _memd(home, "export", str(archive)).returncode == 0
+    new = Home(tmp_path / "new")
+    new.root.mkdir()
+    r = _memd(new, "import", str(archive))
+    assert r.returncode == 0, r.stderr
+    assert os.path.exists(os.path.join(os.fsencode(new.global_memory), BAD))
+    r = _memd(new, "history", "--json")
+    assert r.returncode == 0, r.stderr
+    runs = json.loads(r.stdout)
+    assert [x["job"] for x in runs] == ["import"]
+    r = _memd(new, "undo", runs[0]["run"])
+    assert r.returncode == 0, r.stderr
+    assert not os.path.exists(os.path.join(os.fsencode(new.global_memory), BAD))
+    assert not (new.global_memory / "ok.md").exists()
