@@ -165,11 +165,13 @@ def _wait_full(fd: int, proc: subprocess.Popen[bytes]) -> None:
     """Until the pipe `fd` reads from holds as much as it can: its writer is then blocked in its write."""
     capacity = fcntl.fcntl(fd, 1032)  # F_GETPIPE_SZ
     held = array.array("i", [0])
-    while True:
+    deadline = time.monotonic() + 300  # a bound on a hang, not a timing: the pipe fills in well under a second
+    while time.monotonic() < deadline:
         fcntl.ioctl(fd, termios.FIONREAD, held)
         if held[0] >= capacity or proc.poll() is not None:
             return
         time.sleep(0.02)
+    pytest.fail(f"the pipe never filled ({held[0]} of {capacity} bytes)")
 
 
 def test_ctrl_c_while_the_list_is_written_ends_it_as_it_ends_the_click_command(tmp_path: Path) -> None:
@@ -177,8 +179,12 @@ def test_ctrl_c_while_the_list_is_written_ends_it_as_it_ends_the_click_command(t
     both entries (the signal comes once the pipe is full, so memd is in its write)."""
     h = _home(tmp_path / "h", tmp_path).root
     more = h / "projects" / "-elsewhere" / "memory"
-    for i in range(600):  # a document several times a pipe's buffer
-        (more / f"extra-{i:03d}.md").write_text(render_memory(f"extra-{i:03d}", "x" * 300, "user", "b"))
+    probe_r, probe_w = os.pipe()
+    capacity = fcntl.fcntl(probe_w, 1032)  # F_GETPIPE_SZ: 64 KiB here, 1 MiB on hosts of 64 KiB pages
+    os.close(probe_r)
+    os.close(probe_w)
+    for i in range(max(600, 3 * capacity // 400)):  # a document several times a pipe's buffer (~500 bytes a memory)
+        (more / f"extra-{i:05d}.md").write_text(render_memory(f"extra-{i:05d}", "x" * 300, "user", "b"))
     got = []
     for cmd in (ENTRY, CLICK):
         r, w = os.pipe()
