@@ -137,3 +137,26 @@ def test_an_import_of_such_a_name_is_recorded_and_undone(tmp_path: Path) -> None
     assert r.returncode == 0, r.stderr
     assert not os.path.exists(os.path.join(os.fsencode(new.global_memory), BAD))
     assert not (new.global_memory / "ok.md").exists()
+
+
+def test_a_sync_of_such_a_name_is_recorded_on_the_side_that_receives_it(tmp_path: Path) -> None:
+    """Git sync carries the file (git keeps a name's bytes); the receiving home's sync used to fail on run.json
+    after the file had gone live, leaving a write that could not be undone."""
+    from tests.sync.helpers import GIT_ENV, bare_remote, make_home  # noqa: PLC0415 - only this test syncs
+
+    remote = bare_remote(tmp_path)
+    a, b = make_home(tmp_path, "a", remote), make_home(tmp_path, "b", remote)
+    a.global_memory.mkdir(parents=True, exist_ok=True)
+    with open(os.path.join(os.fsencode(a.global_memory), BAD), "wb") as f:
+        f.write(render_memory("cafe", "named in Latin-1", "user", "body").encode())
+    (a.global_memory / "ok.md").write_text(render_memory("ok", "a memory", "user", "body"))
+    for home, host in ((a, "a"), (b, "b")):
+        r = subprocess.run([sys.executable, "-c", "from memd.__main__ import main; main()", "--home", str(home.root), "sync",
+                            "--json"], capture_output=True, text=True, errors="surrogateescape",
+                           env=memd_env(**GIT_ENV, MEMD_HOST=host), timeout=120)  # fmt: skip
+        assert r.returncode == 0, (host, r.stderr)
+    assert os.path.exists(os.path.join(os.fsencode(b.global_memory), BAD)) and (b.global_memory / "ok.md").exists()
+    runs = json.loads(_memd(b, "history", "--json").stdout)
+    assert [x["job"] for x in runs] == ["sync"]
+    assert _memd(b, "undo", runs[0]["run"]).returncode == 0
+    assert not os.path.exists(os.path.join(os.fsencode(b.global_memory), BAD))
