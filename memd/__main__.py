@@ -10,9 +10,9 @@ any that click would treat otherwise than a hook form: another option (`--agent`
 like an option. Invariant: for every argv `hook_call` accepts, the output, side effects and exit
 code are those of the click command (tests/cli/test_hook_entry.py runs both).
 
-`memd [--home H] scan [--json]` runs without click the same way (`scan_call`, then
+`memd [--home H] scan [--json]` runs without click the same way (`plain_call`, then
 `memd.ledger.scan.command`, the code of the click command; tests/cli/test_scan_entry.py runs both), and
-so does `memd [--home H] list [--all] --json` (`list_call`, then `memd.index.listing`, the document the
+so does `memd [--home H] list [--all] --json` (`plain_call`, then `memd.index.listing`, the document the
 click command writes; tests/cli/test_list_entry.py runs both).
 
 Before that, `context` and `recall` ask the running daemon (`memd.agent.hookwire`): when it answers, the
@@ -26,8 +26,7 @@ from __future__ import annotations
 HOOK_COMMANDS = frozenset({"context", "recall", "precompact"})  # memd.agent.connect.SUBCOMMANDS (a test holds them equal)
 
 
-_SCAN = frozenset({"scan"})
-_LIST = frozenset({"list"})
+_PLAIN = frozenset({"scan", "list"})  # run without click (`plain_call`)
 
 
 def _usable_home_value(value: str) -> bool:
@@ -85,20 +84,31 @@ def hook_call(args: list[str]) -> tuple[str, str | None] | None:
     return None if call is None or call[2]["--hook"] != 1 else (call[0], call[1])
 
 
+def plain_call(args: list[str]) -> tuple[str, str | None, bool] | None:
+    """("scan", `--home` value or None, whether `--json`) for `memd scan`'s plain command line, ("list", `--home`
+    value or None, whether `--all`) for `memd list`'s plain JSON one, else None: click runs it. Plain: `--home`
+    options, the sub-command, then its flags and `--home` options in any order (`scan`: `--json`; `list`:
+    `--json` at least once, `--all`). Click gets the rest: `--project`, `--help`, the table, a `--home`
+    click's path check refuses … One parse of the command line for both (`_plain_call`)."""
+    call = _plain_call(args, _PLAIN, ("--all", "--json"))
+    if call is None:
+        return None
+    sub, home, seen = call
+    if sub == "scan":
+        return None if seen["--all"] else (sub, home, seen["--json"] > 0)
+    return (sub, home, seen["--all"] > 0) if seen["--json"] else None
+
+
 def scan_call(args: list[str]) -> tuple[str | None, bool] | None:
-    """(`--home` value or None, whether `--json`) when `args` is `memd scan`'s plain command line —
-    `--home` options, `scan`, then `--json` and `--home` options in any order —, else None: click
-    runs it (`--project`, `--help`, a `--home` click's path check refuses …)."""
-    call = _plain_call(args, _SCAN, ("--json",))
-    return None if call is None else (call[1], call[2]["--json"] > 0)
+    """(`--home` value or None, whether `--json`) when `args` is `memd scan`'s plain command line (`plain_call`)."""
+    call = plain_call(args)
+    return None if call is None or call[0] != "scan" else (call[1], call[2])
 
 
 def list_call(args: list[str]) -> tuple[str | None, bool] | None:
-    """(`--home` value or None, whether `--all`) when `args` is `memd list`'s plain JSON command line —
-    `--home` options, `list`, then `--json` (at least once), `--all` and `--home` options in any order —,
-    else None: click runs it (the table, `--project`, `--cwd`, `--help`, a `--home` click refuses …)."""
-    call = _plain_call(args, _LIST, ("--all", "--json"))
-    return None if call is None or not call[2]["--json"] else (call[1], call[2]["--all"] > 0)
+    """(`--home` value or None, whether `--all`) when `args` is `memd list`'s plain JSON command line (`plain_call`)."""
+    call = plain_call(args)
+    return None if call is None or call[0] != "list" else (call[1], call[2])
 
 
 def list_command(home_value: str | None, everything: bool) -> int | None:
@@ -208,10 +218,8 @@ def main() -> None:
     call = hook_call(sys.argv[1:])
     if call is None:
         _site()
-        scan = scan_call(sys.argv[1:])
-        code = None if scan is None else scan_command(*scan)
-        if code is None and (listed := list_call(sys.argv[1:])) is not None:
-            code = list_command(*listed)
+        plain = plain_call(sys.argv[1:])
+        code = None if plain is None else (scan_command if plain[0] == "scan" else list_command)(plain[1], plain[2])
         if code is not None:
             _leave(code)
         from memd.cli import main as cli

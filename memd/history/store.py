@@ -20,7 +20,6 @@ from memd.fsutil import (
     UnusableFile,
     atomic_write,
     read_regular,
-    utf8_name,
 )
 from memd.history.pack import PACK_FILE, Pack
 from memd.tree import Home, Place
@@ -60,10 +59,11 @@ def write_run_info(entry: Path, info: dict[str, Any], packed: dict[str, str] | N
             sums = None
     if isinstance(sums, dict) and "snapshot_sha256" not in data:
         data["snapshot_sha256"] = sums  # what `undo` checks the snapshot against before restoring it
-    text = run_json(data) + "\n"
-    if not utf8_name(text):  # a file name whose bytes are not UTF-8: `\udcNN` escapes, read back as they were
-        text = json.dumps(data, indent=1, ensure_ascii=True) + "\n"
-    atomic_write(entry / RUN_FILE, text)
+    try:
+        raw = (run_json(data) + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a file name whose bytes are not UTF-8: `\udcNN` escapes, read back as they were
+        raw = (json.dumps(data, indent=1, ensure_ascii=True) + "\n").encode("ascii")
+    atomic_write(entry / RUN_FILE, raw)
 
 
 def run_json(data: dict[str, Any]) -> str:

@@ -25,7 +25,7 @@ from memd.index.refresh import refresh_dir
 from memd.keys import project_key
 from memd.memory.file import render_memory
 from memd.tree import Home
-from tests.procs import memd_env
+from tests.procs import memd_env, modules_loaded
 
 ENTRY = [sys.executable, "-c", "from memd.__main__ import main; main()"]  # what the `memd` script runs
 CLICK = [sys.executable, "-c", "from memd.cli import main; main()"]  # the click CLI alone
@@ -112,26 +112,23 @@ def test_other_list_command_lines_go_to_click() -> None:
 
 def test_the_plain_list_loads_neither_click_nor_logging_and_pauses_the_collector(tmp_path: Path) -> None:
     h = _home(tmp_path / "h", tmp_path).root
-    code = ("import os, sys; sys.argv = ['memd', '--home', sys.argv[1], 'list', '--all', '--json']\n"
+    want = _run(CLICK, ["--home", str(h), "list", "--all", "--json"], tmp_path)[1]
+    loaded, out = modules_loaded(h, ("click", "memd.cli", "logging", "structlog"), "list", "--all", "--json")
+    assert loaded == [] and out.encode() == want
+    code = ("import contextlib, gc, sys\n"
             "import memd.collector as c\n"
             "real = c.paused\n"
-            "import contextlib, gc\n"
             "@contextlib.contextmanager\n"
             "def seen():\n"
             "    with real():\n"
             "        print('paused', gc.isenabled(), file=sys.stderr)\n"
             "        yield\n"
             "c.paused = seen\n"
-            "leave = os._exit\n"  # a plain list ends through os._exit (`memd.__main__._leave`)
-            "def report(code):\n"
-            "    print(sorted(m for m in ('click', 'memd.cli', 'logging', 'structlog') if m in sys.modules), file=sys.stderr, flush=True)\n"
-            "    leave(code)\n"
-            "os._exit = report\n"
             "from memd.__main__ import main\n"
             "main()\n")  # fmt: skip
-    r = subprocess.run([sys.executable, "-c", code, str(h)], capture_output=True, env=memd_env(), timeout=120)
-    assert r.returncode == 0 and r.stderr.decode().strip().splitlines()[-2:] == ["paused False", "[]"]
-    assert r.stdout == _run(CLICK, ["--home", str(h), "list", "--all", "--json"], tmp_path)[1]
+    r = subprocess.run([sys.executable, "-c", code, "--home", str(h), "list", "--all", "--json"], capture_output=True,
+                       env=memd_env(), timeout=120)  # fmt: skip
+    assert r.returncode == 0 and r.stderr.decode().strip().splitlines() == ["paused False"] and r.stdout == want
 
 
 def test_a_reader_gone_before_the_output_ends_the_list_as_it_ends_the_click_command(tmp_path: Path) -> None:
