@@ -23,10 +23,12 @@ This module imports nothing at the top: everything it loads is on the hooks' pat
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # not `typing`'s: this module imports nothing at the top (mypy and ruff know the name)
+if TYPE_CHECKING:
+    from memd.daemon.runnow import Request
+    from memd.tree import Home
+
 HOOK_COMMANDS = frozenset({"context", "recall", "precompact"})  # memd.agent.connect.SUBCOMMANDS (a test holds them equal)
-
-
-_PLAIN = frozenset({"scan", "list"})  # run without click (`plain_call`)
 
 
 def _usable_home_value(value: str) -> bool:
@@ -44,71 +46,195 @@ def _usable_home_value(value: str) -> bool:
     return not stat.S_ISREG(st.st_mode) and os.access(value, os.R_OK)
 
 
-def _plain_call(args: list[str], subs: frozenset[str], flags: tuple[str, ...]) -> tuple[str, str | None, dict[str, int]] | None:
-    """(sub-command, `--home` value or None, how often each of `flags` came) when `args` (argv after the
-    program) is `--home` options, one of `subs`, then `flags` and `--home` options in any order; else None,
-    and click runs it. As in click, the group's last `--home` counts, the command's last one wins over it,
-    and an empty one counts as none; a value click's path check would refuse is left to click."""
+class _Call:
+    """A plain command line as `_plain_call` read it."""
+
+    __slots__ = ("home", "positional", "seen", "sub", "values")
+
+    def __init__(self, sub: str, home: str | None, seen: dict[str, int], values: dict[str, str], positional: list[str]) -> None:
+        self.sub, self.home, self.seen, self.values, self.positional = sub, home, seen, values, positional
+
+
+# What a plain command line of each sub-command may hold after it: its flags, its options with a value, and
+# how many positional arguments (exactly).
+_Spec = tuple[tuple[str, ...], tuple[str, ...], int]
+_HOOKS: dict[str, _Spec] = dict.fromkeys(HOOK_COMMANDS, (("--hook",), (), 0))
+_PLAIN: dict[str, _Spec] = {
+    "scan": (("--json",), (), 0),
+    "list": (("--all", "--json"), (), 0),
+    "run-now": (("--global", "--all", "--force", "--no-wait", "--json"), ("--project", "--session"), 1),
+}  # run without click (`plain_call`)
+
+
+def _plain_call(args: list[str], specs: dict[str, _Spec]) -> _Call | None:
+    """The sub-command, its `--home` value (or None), how often each of its flags came, the last value of
+    each of its options given, and its positional arguments, when `args` (argv after the program) is
+    `--home` options, a sub-command of `specs`, then its flags, its options (`--opt V` or `--opt=V`),
+    `--home` options and exactly its number of positional arguments, in any order; else None, and click
+    runs it. As in click, the group's last `--home` counts, the command's last one wins over it, and an
+    empty one counts as none; an option's value is the next argument, whatever it looks like (`--project
+    -p`: project keys start with a dash). Left to click: a `--home` value click's path check would refuse,
+    a positional argument that looks like an option (`--`, `-x`), too few or too many of them."""
     homes: tuple[list[str], list[str]] = ([], [])  # the group's, the command's
     sub: str | None = None
-    seen = dict.fromkeys(flags, 0)
+    seen: dict[str, int] = {}
+    valued: tuple[str, ...] = ()
+    values: dict[str, str] = {}
+    rest: list[str] = []
+    wanted = 0
     i = 0
     while i < len(args):
         arg = args[i]
-        if arg == "--home" or arg.startswith("--home="):
-            if arg == "--home" and i + 1 == len(args):
+        name, eq, inline = arg.partition("=")
+        if name == "--home" or name in valued:
+            if not eq and i + 1 == len(args):
                 return None
-            value = args[i + 1] if arg == "--home" else arg[len("--home=") :]
-            if not _usable_home_value(value):
+            value = inline if eq else args[i + 1]
+            if name != "--home":
+                values[name] = value  # whatever it looks like: click takes the next argument as the value too
+            elif _usable_home_value(value):
+                homes[sub is not None].append(value)
+            else:
                 return None
-            homes[sub is not None].append(value)
-            i += 2 if arg == "--home" else 1
-        elif arg in seen and sub is not None:
+            i += 1 if eq else 2
+        elif arg in seen:
             seen[arg] += 1
             i += 1
-        elif arg in subs and sub is None:
+        elif sub is None and arg in specs:
             sub = arg
+            flags, valued, wanted = specs[sub]
+            seen = dict.fromkeys(flags, 0)
+            i += 1
+        elif sub is not None and len(rest) < wanted and not arg.startswith("-"):
+            rest.append(arg)
             i += 1
         else:
             return None
-    if sub is None:
+    if sub is None or len(rest) != wanted:
         return None
     group, own = homes
-    return sub, (own[-1] if own else "") or (group[-1] if group else "") or None, seen
+    home = (own[-1] if own else "") or (group[-1] if group else "") or None
+    return _Call(sub, home, seen, values, rest)
 
 
 def hook_call(args: list[str]) -> tuple[str, str | None] | None:
     """(sub-command, `--home` value or None) when `args` is a hook's command line — `--home` options, the
     sub-command, then one `--hook` and `--home` options in any order — else None (`_plain_call`)."""
-    call = _plain_call(args, HOOK_COMMANDS, ("--hook",))
-    return None if call is None or call[2]["--hook"] != 1 else (call[0], call[1])
+    call = _plain_call(args, _HOOKS)
+    return None if call is None or call.seen["--hook"] != 1 else (call.sub, call.home)
 
 
-def plain_call(args: list[str]) -> tuple[str, str | None, bool] | None:
-    """("scan", `--home` value or None, whether `--json`) for `memd scan`'s plain command line, ("list", `--home`
-    value or None, whether `--all`) for `memd list`'s plain JSON one, else None: click runs it. Plain: `--home`
-    options, the sub-command, then its flags and `--home` options in any order (`scan`: `--json`; `list`:
-    `--json` at least once, `--all`). Click gets the rest: `--project`, `--help`, the table, a `--home`
-    click's path check refuses … One parse of the command line for both (`_plain_call`)."""
-    call = _plain_call(args, _PLAIN, ("--all", "--json"))
-    if call is None:
-        return None
-    sub, home, seen = call
-    if sub == "scan":
-        return None if seen["--all"] else (sub, home, seen["--json"] > 0)
-    return (sub, home, seen["--all"] > 0) if seen["--json"] else None
+def plain_call(args: list[str]) -> _Call | None:
+    """`args` (argv after the program) when it is a command line run without click, read (`_plain_call`):
+    `memd scan [--json]`, `memd list [--all] --json`, `memd run-now JOB [target and flags]`, each with
+    `--home` options anywhere; else None. Click gets the rest: `memd list`'s table, `--help`, a `--home`
+    click's path check refuses … One parse of the command line for all of them."""
+    call = _plain_call(args, _PLAIN)
+    return None if call is None or (call.sub == "list" and not call.seen["--json"]) else call
 
 
 def scan_call(args: list[str]) -> tuple[str | None, bool] | None:
     """(`--home` value or None, whether `--json`) when `args` is `memd scan`'s plain command line (`plain_call`)."""
     call = plain_call(args)
-    return None if call is None or call[0] != "scan" else (call[1], call[2])
+    return None if call is None or call.sub != "scan" else (call.home, call.seen["--json"] > 0)
 
 
 def list_call(args: list[str]) -> tuple[str | None, bool] | None:
     """(`--home` value or None, whether `--all`) when `args` is `memd list`'s plain JSON command line (`plain_call`)."""
     call = plain_call(args)
-    return None if call is None or call[0] != "list" else (call[1], call[2])
+    return None if call is None or call.sub != "list" else (call.home, call.seen["--all"] > 0)
+
+
+def run_now_call(args: list[str]) -> tuple[str | None, Request] | None:
+    """(`--home` value or None, `memd.daemon.runnow.Request`) when `args` is a plain `memd run-now` command
+    line (`plain_call`): JOB, `--project KEY`, `--session ID` (the last of each), `--global`, `--all`,
+    `--force`, `--no-wait`, `--json`, in any order."""
+    call = plain_call(args)
+    return None if call is None or call.sub != "run-now" else (call.home, _request(call))
+
+
+def _request(call: _Call) -> Request:
+    from memd.daemon.runnow import Request
+
+    seen, values = call.seen, call.values
+    return Request(call.positional[0], values.get("--project"), values.get("--session"), seen["--global"] > 0,
+                   seen["--all"] > 0, seen["--force"] > 0, seen["--no-wait"] > 0, seen["--json"] > 0)  # fmt: skip
+
+
+def _run_plain(call: _Call) -> int | None:
+    """Run a plain command line (`plain_call`) without click: its exit code, or None to leave it to click."""
+    if call.sub == "scan":
+        return scan_command(call.home, call.seen["--json"] > 0)
+    if call.sub == "list":
+        return list_command(call.home, call.seen["--all"] > 0)
+    return run_now_command(call.home, _request(call))
+
+
+def run_now_command(home_value: str | None, request: Request) -> int | None:
+    """`memd run-now` without click (`memd.daemon.runnow.run_now`, the click command's work), ended as
+    the click command ends: a `MemdError` is its one line and exit code, a locked database exit 75, ^C
+    "Aborted!" and exit 1, a reader gone exit 1, silently; anything else a bug's traceback. None leaves
+    the command line to click when the home is missing or not a directory (click's usage error)."""
+    import sys
+
+    from memd.tree import Home, resolve_home
+
+    root = resolve_home(home_value)
+    if not root.is_dir():
+        return None
+    try:
+        return _run_now(Home(root), request)
+    except KeyboardInterrupt:  # as click's standalone mode answers it
+        sys.stderr.write("\nAborted!\n")
+        return 1
+    except BrokenPipeError:  # as click's standalone mode: its streams quietened, exit 1
+        _quiet_streams()
+        return 1
+
+
+def _run_now(home: Home, request: Request) -> int:
+    """`run_now_command`'s work and its errors' one-line answers (`memd.cli.handles_errors`)."""
+    import sqlite3
+    import sys
+
+    from memd.daemon.runnow import exit_code_of, run_now
+    from memd.errors import BusyError, MemdError
+    from memd.logs.events import cli_defaults
+
+    def say(line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    def warn(line: str) -> None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    cli_defaults()  # as the click group does for a command that logs: warnings before `configure` to stderr
+    try:
+        results = run_now(home, request, say=say, warn=warn)
+    except MemdError as exc:
+        warn(f"memd: {exc}")
+        return exc.exit_code
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc) and "busy" not in str(exc):
+            raise
+        warn(f"memd: a memd database is locked by another process ({exc}); try again")
+        return BusyError.exit_code
+    if request.as_json:
+        from memd.output import json_out
+
+        json_out(results)
+    return exit_code_of(results)
+
+
+def _quiet_streams() -> None:
+    """stdout and stderr made silent, as click does after a broken pipe (its `PacifyFlushWrapper`): the
+    interpreter's last flush must not print a second error."""
+    import os
+    import sys
+
+    devnull = open(os.devnull, "w")  # noqa: SIM115 - kept open until the process ends
+    sys.stdout = sys.stderr = devnull
 
 
 def list_command(home_value: str | None, everything: bool) -> int | None:
@@ -219,7 +345,7 @@ def main() -> None:
     if call is None:
         _site()
         plain = plain_call(sys.argv[1:])
-        code = None if plain is None else (scan_command if plain[0] == "scan" else list_command)(plain[1], plain[2])
+        code = None if plain is None else _run_plain(plain)
         if code is not None:
             _leave(code)
         from memd.cli import main as cli
@@ -273,15 +399,22 @@ def _site() -> None:
 
 
 def _leave(code: int) -> None:
-    """End a plain `memd scan` or `memd list --json` with `code`. Its output is flushed (and a scan's
-    ledger committed and closed) by now, so unless it set logging up (a warning: logging's handlers flush at exit) the process ends
-    without the interpreter's finalisation: freeing every object and module of a scan's process took
-    15–20 ms after a first scan of 100 MB, more than the plain orjson loop's whole start."""
+    """End a plain command (`plain_call`) with `code`, without the interpreter's finalisation: freeing every
+    object and module of the process took 15–20 ms after a first scan of 100 MB, more than the plain orjson
+    loop's whole start, and 10–25 ms of a `memd run-now index` whose work is 50 ms. By now its output is
+    written and its databases committed and closed; what the finalisation would still have done that
+    counts runs first: the `atexit` functions (logging's flush and close of the log file, `weakref.finalize`
+    callbacks) and the flush of stdout and stderr. A process with a thread still running that is not a
+    daemon thread is left to `sys.exit`, which waits for it as a normal exit does."""
     import os
     import sys
 
-    if "logging" in sys.modules:
+    threading = sys.modules.get("threading")
+    if threading is not None and any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(code)
+    import atexit
+
+    atexit._run_exitfuncs()  # CPython's own step at exit (multiprocessing calls it in its children too)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -19,6 +19,7 @@ import click
 
 from memd import __version__
 from memd.errors import BusyError, MemdError
+from memd.output import json_out as json_out  # the commands write their documents through memd.cli
 
 F = Callable[..., Any]
 
@@ -87,30 +88,6 @@ def get_home(ctx: click.Context) -> Any:
     if not root.exists() and ctx.info_name not in CREATES_HOME:
         raise UsageError(f"{root}: no such home (check --home and $DEEPCODE_HOME; `memd run` creates one)")
     return Home(root)
-
-
-def json_out(data: Any) -> None:
-    """`data` as indented JSON on stdout: orjson's UTF-8 bytes written as they are where stdout has
-    a byte layer (a 16 MB listing is not decoded and encoded again), else as text."""
-    import orjson
-
-    try:
-        out = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
-    except TypeError as exc:
-        if "surrogates" not in str(exc):
-            raise
-        # A file name whose bytes are not UTF-8 (the OS's surrogate escapes): JSON with `\udcNN` escapes,
-        # which a JSON reader takes back as the same text (orjson refuses to write them).
-        import json
-
-        out = (json.dumps(data, indent=2, ensure_ascii=True) + "\n").encode()
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is None:
-        sys.stdout.write(out.decode())
-        return
-    sys.stdout.flush()  # what was written as text before goes first
-    buffer.write(out)
-    buffer.flush()
 
 
 def cli_logging(home: Any, level: str, stderr_level: str = "warning") -> None:

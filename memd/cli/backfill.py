@@ -84,7 +84,7 @@ def backfill_cmd(ctx: click.Context, since_text: str | None, dry_run: bool, as_j
         _run(jctx, jobs, plan.targets, report, as_json)
     finally:
         jctx.conn.close()
-    from memd.cli.daemon import exit_code_of
+    from memd.daemon.runnow import exit_code_of
 
     _finish(report, as_json, exit_code_of(report["runs"]))
 

@@ -7,12 +7,9 @@ from typing import Any
 
 import click
 
-from memd.cli import cli_logging, command, get_home, json_out
+from memd.cli import command, get_home, json_out
 from memd.cli.completion import complete_job, complete_project, complete_session
-from memd.errors import BusyError, MemdError, ModelAPIError, UsageError
-from memd.tree import Place
-
-RUN_NOW_LOCK_WAIT = 600.0
+from memd.errors import UsageError
 
 
 @command("run")
@@ -27,30 +24,6 @@ def run_cmd(ctx: click.Context) -> None:
     s = st.load(home.settings_file)
     configure(home, level=s.memd.log_level)  # the service's stderr: JSON for journald when not a terminal
     sys.exit(Daemon(home, log=get_logger("memd.daemon")).run())
-
-
-def _targets(job: Any, jctx: Any, *, key: str | None, session: str | None, all_: bool,
-             glob: bool, force: bool) -> list[Any]:  # fmt: skip
-    """What `run-now` runs: the named target, or what is due (everything with --force)."""
-
-    kinds = getattr(job, "TARGET_KINDS", ("session", "project", "global"))
-    if session and "session" not in kinds:
-        raise UsageError(f"{job.NAME} works on memory scopes (--project KEY or --global), not on a session")
-    if glob and "global" not in kinds:
-        raise UsageError(f"{job.NAME} works on sessions (--session ID or --project KEY), not on the global drawer")
-    if session:
-        from memd.ledger.lookup import resolve_session
-
-        skey, sid = resolve_session(jctx.conn, session, key)  # an id or a unique prefix of one
-        return [Place("session", skey, sid)]
-    if glob:
-        return [Place("global")]
-    pool = job.targets(jctx) if (force or not getattr(job, "HAS_THRESHOLDS", True)) else job.due(jctx)
-    if key:
-        pool = [t for t in pool if t.key == key]
-    if key and job.NAME in ("dream", "index") and not pool:
-        pool = [Place("project", key)]
-    return pool
 
 
 @command("run-now")
@@ -71,88 +44,20 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     JOB is extract, summary, dream, index or sync; `all` runs them in that order.
     Without a target option it runs every target that is due.
     """
-    from memd import settings as st
-    from memd.daemon import registry
-    from memd.job.context import make_context
-    from memd.job.runner import run_job
-    from memd.ledger.lookup import check_project
-    from memd.logs.events import get_logger
+    from memd.daemon.runnow import Request, exit_code_of, run_now
 
-    home = get_home(ctx)
-    s = st.load(home.settings_file)
-    cli_logging(home, s.memd.log_level)
-    log = get_logger("memd.run-now")
-    names = list(registry.JOB_NAMES) if check_job(job_name, allow_all=True) == "all" else [job_name]
-    jobs = [registry.get(n) for n in names]
-    if any(getattr(job, "READS_SESSIONS", True) for job in jobs):  # index and sync read no transcript
-        from memd.ledger.scan import scan_home  # the ingest's modules: for session jobs only
-
-        scan_home(home, key=key, log=log)  # with --project, that project's sessions only
-    check_project(home, key, _ledger(home))
-    results: list[dict[str, Any]] = []
-    waited: set[str] = set()
-
-    def on_wait(scope: Any) -> None:
-        if str(scope) not in waited and not as_json:
-            waited.add(str(scope))
-            click.echo(f"waiting for the lock on {scope} (held by another memd process)…", err=True)
-
-    for job in jobs:
-        jctx = make_context(home, s, log=log)
-        jctx.keep_search = True  # one search index writer for all its targets (the index job's scopes)
-        try:
-            targets = _targets(job, jctx, key=key, session=session, all_=all_, glob=glob, force=force)
-            if not targets and not as_json:
-                click.echo(f"{job.NAME}: nothing due" + ("" if force else " (use --force to run anyway)"))
-            for t in targets:
-                jctx.usage = {"calls": 0, "input_tokens": 0, "output_tokens": 0}
-                r = run_job(jctx, job, t, force=force, lock_timeout=0.0 if no_wait else RUN_NOW_LOCK_WAIT,
-                            on_wait=on_wait)  # fmt: skip
-                results.append({"job": job.NAME, "target": str(t), "outcome": r.outcome, "reason": r.reason,
-                                "details": r.details, "usage": dict(jctx.usage)})  # fmt: skip
-                if not as_json:
-                    extra = f" — {r.reason}" if r.reason else ""
-                    click.echo(f"{job.NAME} {t}: {r.outcome}{extra}")
-        finally:
-            try:
-                jctx.drop_search()
-            finally:
-                jctx.conn.close()
+    req = Request(job_name, key, session, glob, all_, force, no_wait, as_json)
+    results = run_now(get_home(ctx), req, say=click.echo, warn=lambda line: click.echo(line, err=True))
     if as_json:
         json_out(results)
     sys.exit(exit_code_of(results))
 
 
 def check_job(name: str, *, allow_all: bool = False) -> str:
-    """A job's name as given, else a usage error listing the jobs (`logs --job bogus` is exit 2)."""
-    from memd.daemon import registry
+    """A job's name as given, else a usage error listing the jobs (`memd.daemon.runnow.check_job`)."""
+    from memd.daemon.runnow import check_job as check
 
-    names = list(registry.JOB_NAMES)
-    if name in names or (allow_all and name == "all"):
-        return name
-    raise UsageError(f"no job {name!r} (jobs: {', '.join(names)}{', all' if allow_all else ''})")
-
-
-def _ledger(home: Any) -> Any:
-    """A read-only connection to the ledger, closed when the command ends (None without one)."""
-    from memd import state
-
-    if not home.state_db.exists():
-        return None
-    conn = state.connect(home.state_db, readonly=True)
-    click.get_current_context().call_on_close(conn.close)
-    return conn
-
-
-def exit_code_of(results: list[dict[str, Any]]) -> int:
-    """1 if any run failed; 75 if one waited on a lock in vain; 4 if the model made one wait."""
-    outcomes = [r["outcome"] for r in results]
-    if "failed" in outcomes:
-        return MemdError.exit_code
-    deferred = [r["reason"] for r in results if r["outcome"] == "deferred"]
-    if any(x.startswith("lock busy") for x in deferred):
-        return BusyError.exit_code
-    return ModelAPIError.exit_code if deferred else 0
+    return check(name, allow_all=allow_all)
 
 
 @command("jobs")

@@ -19,16 +19,22 @@ UNUSED = ("memd.ledger.scan", "memd.transcripts.fold", "memd.llm.types", "memd.g
 # Runs `memd ARGS` in this interpreter with an audit hook that keeps every path opened (`open`
 # audit events: builtins.open, io.open, os.open alike), then reports them and the modules loaded.
 PROBE = """
-import json, runpy, sys
+import json, os, runpy, sys
 opened = []
 sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" and args and isinstance(args[0], str) else None)
 sys.argv = ["memd", *sys.argv[1:]]
-code = 0
+def report(code):
+    print(json.dumps({"code": code, "opened": opened, "loaded": sorted(m for m in sys.modules if m in %r)}), file=sys.stderr, flush=True)
+leave, me = os._exit, os.getpid()
+def reported_exit(code):  # a plain `memd run-now` ends through os._exit (memd.__main__._leave)
+    if os.getpid() == me:
+        report(code)
+    leave(code)
+os._exit = reported_exit
 try:
     runpy.run_module("memd", run_name="__main__")
 except SystemExit as exc:
-    code = exc.code
-print(json.dumps({"code": code, "opened": opened, "loaded": sorted(m for m in sys.modules if m in %r)}), file=sys.stderr)
+    report(exc.code)
 """ % (UNUSED,)  # noqa: UP031 - a literal tuple in the probe's source
 
 

@@ -79,41 +79,51 @@ def test_the_plain_scan_loads_neither_click_nor_the_cli(tmp_path: Path) -> None:
     assert json.loads(r.stdout)["records"] == 1
 
 
-# Runs `memd [--home H] scan --json` as the `memd` script does, with an exit handler that leaves a mark.
+# Runs `memd [--home H] scan --json` as the `memd` script does, with an exit handler that leaves a mark
+# (`.exit`) and an object whose finaliser leaves another (`.final`: the interpreter's finalisation frees it).
 _MARKED = ("import atexit, sys\n"
            "mark = sys.argv[2]\n"
-           "atexit.register(lambda: open(mark, 'w').close())\n"
+           "atexit.register(lambda: open(mark + '.exit', 'w').close())\n"
+           "class Freed:\n"
+           "    def __init__(self, path, opener=open): self.path, self.opener = path, opener\n"
+           "    def __del__(self): self.opener(self.path, 'w').close()\n"
+           "kept = Freed(mark + '.final')\n"
            "sys.argv = ['memd', '--home', sys.argv[1], 'scan', '--json']\n"
            "from memd.__main__ import main\n"
            "main()\n")  # fmt: skip
 
 
-def test_a_scan_left_to_click_runs_with_the_collector_on(tmp_path: Path) -> None:
-    """The plain scan turns the cyclic collector off for its imports and its fold; a command line it
-    leaves to click (here a home that is not there) gets it back on."""
-    assert gc.isenabled()
-    assert scan_command(str(tmp_path / "missing"), True) is None
-    assert gc.isenabled()
-
-
-def test_a_plain_scan_ends_without_finalising_unless_it_logged(tmp_path: Path) -> None:
-    """A plain scan that logged nothing leaves through `os._exit` once its output is flushed (its
-    ledger is committed and closed): no exit handler runs, and its whole output is there, through a
-    pipe. One that logged a warning ends as usual, so logging's handlers flush its file."""
+def test_a_plain_scan_ends_without_finalising(tmp_path: Path) -> None:
+    """A plain scan leaves through `os._exit` once its output is flushed (its ledger is committed and
+    closed): the exit handlers run (logging's among them, which flushes and closes the log file of a scan
+    that logged a warning), the interpreter's finalisation does not, and its whole output is there,
+    through a pipe. A plain run that finalised would leave the `.final` mark; one that skipped the exit
+    handlers would leave no `.exit` mark and no log line."""
     clean, bad = _home(tmp_path / "clean"), _home(tmp_path / "bad")
     with open(bad / "projects" / "-work-shop" / "s1.jsonl", "a") as fh:
         fh.write("{not json\n")
     marks = {}
     for name, h in (("clean", clean), ("bad", bad)):
-        mark = tmp_path / f"{name}.mark"
+        mark = tmp_path / name
         r = subprocess.run([sys.executable, "-c", _MARKED, str(h), str(mark)], capture_output=True, env=memd_env(),
                            timeout=120)  # fmt: skip
         assert r.returncode == 0, r.stderr
         out = json.loads(r.stdout)
         assert out["records"] == 1 and out["problems"] == (name == "bad")
-        marks[name] = mark.exists()
-    assert marks == {"clean": False, "bad": True}
+        marks[name] = (Path(f"{mark}.exit").exists(), Path(f"{mark}.final").exists())
+    assert marks == {"clean": (True, False), "bad": (True, False)}
     assert "transcript.line_skipped" in (bad / "memd" / "logs" / "memd.jsonl").read_text()
+
+
+def test_the_marked_probe_sees_a_finalised_exit(tmp_path: Path) -> None:
+    """The probe above can fail: a command line click runs (here `memd scan --help`) ends through
+    `sys.exit`, and the finalisation leaves its mark."""
+    mark = tmp_path / "help"
+    code = _MARKED.replace("'scan', '--json'", "'scan', '--help'")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(mark)], capture_output=True, env=memd_env(),
+                       timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (Path(f"{mark}.exit").exists(), Path(f"{mark}.final").exists()) == (True, True)
 
 
 @pytest.mark.parametrize(("args", "want"), [

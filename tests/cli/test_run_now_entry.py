@@ -1,0 +1,181 @@
+"""`memd run-now`'s click-free entry (`memd.__main__.run_now_call`, issue 27 point 4): a plain `memd [--home H]
+run-now JOB [--project KEY] [--session ID] [--global] [--all] [--force] [--no-wait] [--json]` runs without
+click and answers as the click command does — the same output, exit code and effects on the home, errors
+included; anything else (`--help`, a value that looks like an option, no JOB or two) goes to click.
+
+Real processes on two copies of one small home (each entry runs on its own copy): memories of the drawer and
+of two projects, and a transcript of each project.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memd.__main__ import run_now_call
+from memd.daemon.runnow import Request
+from memd.memory.file import render_memory
+from memd.tree import Home
+from tests.procs import memd_env, modules_loaded
+
+ENTRY = [sys.executable, "-c", "from memd.__main__ import main; main()"]  # what the `memd` script runs
+CLICK = [sys.executable, "-c", "from memd.cli import main; main()"]  # the click CLI alone
+
+
+def _home(root: Path) -> Home:
+    home = Home(root)
+    for key in ("-p", "-q"):
+        d = home.project_memory(key)
+        d.mkdir(parents=True)
+        for i in range(2):
+            (d / f"m{i}.md").write_text(render_memory(f"m{i}", f"memory {i} of {key}", "project", f"body {i}"))
+        rec = {"type": "user", "message": {"role": "user", "content": f"hello from {key}"}, "uuid": f"u{key}",
+               "sessionId": f"s{key}", "timestamp": "2026-11-01T00:00:00Z"}  # fmt: skip
+        (root / "projects" / key / f"s{key}.jsonl").write_text(json.dumps(rec) + "\n")
+    home.global_memory.mkdir(parents=True)
+    (home.global_memory / "g.md").write_text(render_memory("g", "a global one", "user", "global body"))
+    return home
+
+
+def _run(cmd: list[str], args: list[str], home: Path, **kw: object) -> tuple[int, str, str]:
+    argv = [a.replace("{h}", str(home)) for a in args]
+    r = subprocess.run([*cmd, *argv], capture_output=True, text=True, env=memd_env(), timeout=120, **kw)  # type: ignore[call-overload]
+    return r.returncode, _plain(r.stdout, home), _plain(r.stderr, home)
+
+
+def _plain(text: str, home: Path) -> str:
+    """`text` with the home's path and what differs from run to run (run ids, durations, times) blanked."""
+    text = text.replace(str(home), "H")
+    text = re.sub(r'"(run_id|duration_ms|held_seconds|at|ts|started|finished)": [^,\n}]+', r'"\1": _', text)
+    return re.sub(r"\b[0-9a-f]{12}\b", "_", text)
+
+
+def _state(home: Path) -> dict[str, object]:
+    """What the runs left in the home that a user would see: the memory views and the jobs' log events."""
+    views = {str(p.relative_to(home)): p.read_text() for p in sorted(home.rglob("MEMORY.md"))}
+    log = home / "memd" / "logs" / "memd.jsonl"
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()] if log.exists() else []
+    return {"views": views, "events": events}
+
+
+@pytest.mark.parametrize("args", [
+    ["--home", "{h}", "run-now", "index"],
+    ["run-now", "--json", "index", "--home={h}", "--project=-p"],
+    ["--home", "{h}", "run-now", "index", "--global", "--force", "--no-wait", "--json"],
+    ["--home", "{h}", "run-now", "summary", "--project", "-q", "--force", "--json"],
+    ["--home", "{h}", "run-now", "summary", "--session", "s-p", "--session", "s-q", "--force"],  # the last one counts
+    ["--home", "{h}", "run-now", "summary", "--all"],
+    ["--home", "{h}", "run-now", "bogus"],  # a usage error: its one line, exit 2
+    ["--home", "{h}", "run-now", "index", "--project", "nope"],
+    ["--home", "{h}", "run-now", "index", "--session", "s-p"],
+    ["--home", "{h}", "run-now", "summary", "--global"],
+    ["--home", "{h}", "run-now", "summary", "--session", "zz"],
+    ["--home", "/nowhere", "run-now", "index", "--home", "{h}"],  # the command's --home wins over the group's
+])  # fmt: skip
+def test_a_plain_run_now_answers_as_the_click_command(tmp_path: Path, args: list[str]) -> None:
+    plain, clicked = _home(tmp_path / "a").root, _home(tmp_path / "b").root
+    assert run_now_call([a.replace("{h}", str(plain)) for a in args]) is not None  # the form the plain entry takes
+    for _ in range(2):  # the second run finds the first one's work done
+        got, want = _run(ENTRY, args, plain), _run(CLICK, args, clicked)
+        assert got == want
+        assert _state(plain) == _state(clicked)
+    assert got[0] in (0, 2)
+    assert (got[0] == 2) == ("memd: " in got[2])
+
+
+@pytest.mark.parametrize("home", ["missing", "file"])
+def test_a_home_click_refuses_is_refused_as_click_refuses_it(tmp_path: Path, home: str) -> None:
+    target = tmp_path / home
+    if home == "file":
+        target.write_text("x")
+    args = ["--home", str(target), "run-now", "index"]
+    got, want = _run(ENTRY, args, tmp_path), _run(CLICK, args, tmp_path)
+    assert got == want and got[0] == 2
+    assert not target.is_dir()  # nothing made
+
+
+def test_a_plain_run_now_loads_no_click(tmp_path: Path) -> None:
+    home = _home(tmp_path / "h").root
+    loaded, out = modules_loaded(home, ("click", "memd.cli"), "run-now", "index")
+    assert loaded == [] and "index global: ok" in out
+    loaded, _out = modules_loaded(home, ("click", "memd.cli"), "run-now", "index", "--help")  # the control
+    assert loaded == ["click", "memd.cli"]
+
+
+def _hold_global_lock(home: Path) -> subprocess.Popen[str]:
+    """Another memd process holding the drawer's lock until its stdin closes."""
+    code = ("import sys\nfrom pathlib import Path\nfrom memd.locks import acquire\nfrom memd.tree import Home, Place\n"
+            "with acquire(Home(Path(sys.argv[1])), [Place('global')], timeout=5):\n"
+            "    print('held', flush=True)\n    sys.stdin.read()\n")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", code, str(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=memd_env())  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_a_held_lock_is_waited_for_and_ctrl_c_aborts_as_in_click(tmp_path: Path) -> None:
+    """`--no-wait` against a held lock: exit 75 with the lock's reason, both entries alike. Without it the
+    command says once that it waits; ^C then ends it with "Aborted!" and exit 1, as click's standalone mode."""
+    plain, clicked = _home(tmp_path / "a").root, _home(tmp_path / "b").root
+    holders = [_hold_global_lock(plain), _hold_global_lock(clicked)]
+    try:
+        args = ["--home", "{h}", "run-now", "index", "--global", "--no-wait", "--json"]
+        got, want = _run(ENTRY, args, plain), _run(CLICK, args, clicked)
+        assert got == want and got[0] == 75 and "lock busy" in got[1]
+        answers = []
+        for cmd, home in ((ENTRY, plain), (CLICK, clicked)):
+            p = subprocess.Popen([*cmd, "--home", str(home), "run-now", "index", "--global"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=memd_env())  # fmt: skip
+            assert p.stderr is not None
+            first = p.stderr.readline()  # once it waits
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=60)
+            answers.append((p.returncode, _plain(first + err, home), out))
+        assert answers[0] == answers[1]
+        assert answers[0][0] == 1 and answers[0][1].startswith("waiting for the lock on global") and answers[0][1].endswith("\nAborted!\n")
+    finally:
+        for h in holders:
+            h.communicate(input="", timeout=60)
+
+
+def test_a_reader_gone_ends_it_silently_with_exit_1(tmp_path: Path) -> None:
+    """stdout a pipe whose reader is gone before the report: exit 1 and nothing on stderr, as click's
+    standalone mode does (the jobs ran: a later run finds them done)."""
+    for cmd, home in ((ENTRY, _home(tmp_path / "a").root), (CLICK, _home(tmp_path / "b").root)):
+        read, write = os.pipe()
+        os.close(read)
+        p = subprocess.run([*cmd, "--home", str(home), "run-now", "index", "--json"], stdout=write, stderr=subprocess.PIPE,
+                           env=memd_env(), timeout=120)  # fmt: skip
+        os.close(write)
+        assert (p.returncode, p.stderr) == (1, b""), cmd
+
+
+def test_run_now_command_lines() -> None:
+    assert run_now_call(["run-now", "index"]) == (None, Request("index"))
+    assert run_now_call(["run-now", "--project", "--force", "index"]) == (None, Request("index", "--force"))  # as click reads it
+    assert run_now_call(["--home", "/h", "run-now", "--force", "dream", "--project", "-p", "--project=-q", "--json",
+                         "--no-wait", "--all", "--global", "--session=s", "--home="]) == (
+        "/h", Request("dream", "-q", "s", glob=True, all_=True, force=True, no_wait=True, as_json=True))  # fmt: skip
+    for args in (["run-now"], ["run-now", "index", "dream"], ["run-now", "--help", "index"], ["run-now", "-h", "index"],
+                 ["run-now", "index", "--project"], ["run-now", "--", "index"],
+                 ["run-now", "-x"], ["run-now", "index", "--model", "m"], ["--force", "run-now", "index"],
+                 ["--home", "-x", "run-now", "index"], ["run-now", "index", "--json=1"], ["--version"]):  # fmt: skip
+        assert run_now_call(args) is None, args
+
+
+def test_the_entries_share_a_home(tmp_path: Path) -> None:
+    """One home run by the plain entry, then by click: the click run finds the plain run's work done (the
+    ledger and search.sqlite as the plain entry left them, closed), and the other way round."""
+    home = _home(tmp_path / "h").root
+    for cmd in (ENTRY, CLICK, CLICK, ENTRY):
+        r = subprocess.run([*cmd, "--home", str(home), "run-now", "index", "--json"], capture_output=True, text=True,
+                           env=memd_env(), timeout=120)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+    assert [r["details"]["changed"] for r in json.loads(r.stdout)] == [False, False, False]
