@@ -13,7 +13,10 @@ code are those of the click command (tests/cli/test_hook_entry.py runs both).
 `memd [--home H] scan [--json]` runs without click the same way (`plain_call`, then
 `memd.ledger.scan.command`, the code of the click command; tests/cli/test_scan_entry.py runs both), and
 so does `memd [--home H] list [--all] --json` (`plain_call`, then `memd.index.listing`, the document the
-click command writes; tests/cli/test_list_entry.py runs both).
+click command writes; tests/cli/test_list_entry.py runs both), and `memd [--home H] run-now JOB` with its
+target options and flags (`run_now_call`, then `memd.daemon.runnow.run_now`, the click command's work;
+tests/cli/test_run_now_entry.py runs both). Their lines go out through `memd.output`, as `click.echo` and
+`json_out` write them, and they end through `_leave` (no interpreter finalisation).
 
 Before that, `context` and `recall` ask the running daemon (`memd.agent.hookwire`): when it answers, the
 process writes the answer and exits without loading the hooks' modules; when not, it answers itself.
@@ -175,7 +178,6 @@ def run_now_command(home_value: str | None, request: Request) -> int | None:
     the click command ends: a `MemdError` is its one line and exit code, a locked database exit 75, ^C
     "Aborted!" and exit 1, a reader gone exit 1, silently; anything else a bug's traceback. None leaves
     the command line to click when the home is missing or not a directory (click's usage error)."""
-    import sys
 
     from memd.tree import Home, resolve_home
 
@@ -184,8 +186,8 @@ def run_now_command(home_value: str | None, request: Request) -> int | None:
         return None
     try:
         return _run_now(Home(root), request)
-    except KeyboardInterrupt:  # as click's standalone mode answers it
-        sys.stderr.write("\nAborted!\n")
+    except KeyboardInterrupt:
+        _aborted()
         return 1
     except BrokenPipeError:  # as click's standalone mode: its streams quietened, exit 1
         _quiet_streams()
@@ -195,23 +197,18 @@ def run_now_command(home_value: str | None, request: Request) -> int | None:
 def _run_now(home: Home, request: Request) -> int:
     """`run_now_command`'s work and its errors' one-line answers (`memd.cli.handles_errors`)."""
     import sqlite3
-    import sys
 
     from memd.daemon.runnow import exit_code_of, run_now
     from memd.errors import BusyError, MemdError
     from memd.logs.events import cli_defaults
-
-    def say(line: str) -> None:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+    from memd.output import echo
 
     def warn(line: str) -> None:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+        echo(line, err=True)
 
     cli_defaults()  # as the click group does for a command that logs: warnings before `configure` to stderr
     try:
-        results = run_now(home, request, say=say, warn=warn)
+        results = run_now(home, request, say=echo, warn=warn)
     except MemdError as exc:
         warn(f"memd: {exc}")
         return exc.exit_code
@@ -225,6 +222,15 @@ def _run_now(home: Home, request: Request) -> int:
 
         json_out(results)
     return exit_code_of(results)
+
+
+def _aborted() -> None:
+    """What click's standalone mode writes on ^C: a newline and "Aborted!" on stderr (when there is one)."""
+    import sys
+
+    if sys.stderr is not None:
+        sys.stderr.write("\nAborted!\n")
+        sys.stderr.flush()
 
 
 def _quiet_streams() -> None:
@@ -245,12 +251,11 @@ def list_command(home_value: str | None, everything: bool) -> int | None:
     written (a listing only reads). Once writing, it ends as the click command ends: a reader gone
     before the first byte is exit 1, silently; ^C is "Aborted!" and exit 1; any other write error
     propagates, as it does from `json_out`."""
-    import sys
 
     try:
         return _plain_list(home_value, everything)
-    except KeyboardInterrupt:  # as click's standalone mode answers it
-        sys.stderr.write("\nAborted!\n")
+    except KeyboardInterrupt:
+        _aborted()
         return 1
 
 
@@ -304,11 +309,8 @@ def scan_command(home_value: str | None, as_json: bool) -> int | None:
 
 def _plain_scan(home_value: str | None, as_json: bool) -> int | None:
     """`scan_command`'s work, with the cyclic collector off."""
-    import sys
-
-    import orjson
-
     from memd.ledger.scan import DeferredLog, scan_home, summary_line
+    from memd.output import echo, json_out
     from memd.tree import Home, resolve_home
 
     root = resolve_home(home_value)
@@ -325,20 +327,21 @@ def _plain_scan(home_value: str | None, as_json: bool) -> int | None:
 
     try:
         totals = scan_home(home, progress=not as_json, log=DeferredLog(setup))
-    except KeyboardInterrupt:  # as click's standalone mode answers it
-        sys.stderr.write("\nAborted!\n")
+    except KeyboardInterrupt:
+        _aborted()
         return 1
     except Exception:
         return None
-    out = orjson.dumps(totals, option=orjson.OPT_INDENT_2).decode() if as_json else summary_line(totals)
-    sys.stdout.write(out + "\n")
-    sys.stdout.flush()
+    if as_json:
+        json_out(totals)
+    else:
+        echo(summary_line(totals))
     return 0
 
 
 def main() -> None:
-    """Run `memd` with `sys.argv`: a hook, a plain `memd scan` or `memd list --json`, without click; anything else
-    through click."""
+    """Run `memd` with `sys.argv`: a hook, a plain `memd scan`, `memd list --json` or `memd run-now`, without click;
+    anything else through click."""
     import sys
 
     call = hook_call(sys.argv[1:])

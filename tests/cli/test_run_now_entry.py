@@ -157,6 +157,41 @@ def test_a_reader_gone_ends_it_silently_with_exit_1(tmp_path: Path) -> None:
         assert (p.returncode, p.stderr) == (1, b""), cmd
 
 
+def _raw(cmd: list[str], args: list[str], home: Path, closed: int | None = None,
+         env: dict[str, str] | None = None) -> tuple[int, bytes, bytes]:  # fmt: skip
+    """Exit code, stdout and stderr bytes of `cmd ARGS`, with descriptor `closed` closed at its start."""
+    r = subprocess.run([*cmd, *[a.replace("{h}", str(home)) for a in args]], capture_output=True, timeout=120,
+                       env={**memd_env(), **(env or {})},
+                       preexec_fn=None if closed is None else (lambda: os.close(closed)))  # fmt: skip
+    return r.returncode, r.stdout.replace(str(home).encode(), b"H"), r.stderr.replace(str(home).encode(), b"H")
+
+
+@pytest.mark.parametrize(("args", "closed", "env"), [
+    (["--home", "{h}", "run-now", "index"], 1, None),  # no stdout: the report is dropped, the jobs all run
+    (["--home", "{h}", "run-now", "index", "--project", "nope"], 2, None),  # no stderr: the error's exit code all the same
+    (["--home", "{h}", "run-now", "summary", "--all", "--force"], None, {"PYTHONIOENCODING": "ascii"}),  # "—" in a C locale
+    (["--home", "{h}", "run-now", "index", "--project", "é"], None, {"PYTHONIOENCODING": "ascii"}),
+    (["--home", "{h}", "run-now", "index"], None, None),  # a project key holding an ANSI sequence, to a pipe
+])  # fmt: skip
+def test_streams_as_click_echo_treats_them(tmp_path: Path, args: list[str], closed: int | None,
+                                           env: dict[str, str] | None) -> None:  # fmt: skip
+    """The plain entry's lines go out as `click.echo` writes them: nothing on a stream that is missing,
+    UTF-8 (errors replaced) on one whose encoding is ASCII, ANSI sequences stripped off a terminal."""
+    homes = []
+    for side in ("a", "b"):
+        home = _home(tmp_path / side)
+        d = home.project_memory("-p\x1b[31mred")
+        d.mkdir(parents=True)
+        (d / "m.md").write_text(render_memory("m", "one", "project", "b"))
+        homes.append(home.root)
+    got, want = _raw(ENTRY, args, homes[0], closed, env), _raw(CLICK, args, homes[1], closed, env)
+    assert got == want
+    assert b"\x1b" not in got[1] + got[2]
+    assert _state(homes[0]) == _state(homes[1])
+    if closed == 1:
+        assert got[0] == 0 and _state(homes[0])["events"].count("job.finished") == 4  # the drawer and 3 projects
+
+
 def test_run_now_command_lines() -> None:
     assert run_now_call(["run-now", "index"]) == (None, Request("index"))
     assert run_now_call(["run-now", "--project", "--force", "index"]) == (None, Request("index", "--force"))  # as click reads it

@@ -79,6 +79,14 @@ def test_the_plain_scan_loads_neither_click_nor_the_cli(tmp_path: Path) -> None:
     assert json.loads(r.stdout)["records"] == 1
 
 
+def test_a_scan_left_to_click_runs_with_the_collector_on(tmp_path: Path) -> None:
+    """The plain scan turns the cyclic collector off for its imports and its fold; a command line it
+    leaves to click (here a home that is not there) gets it back on."""
+    assert gc.isenabled()
+    assert scan_command(str(tmp_path / "missing"), True) is None
+    assert gc.isenabled()
+
+
 # Runs `memd [--home H] scan --json` as the `memd` script does, with an exit handler that leaves a mark
 # (`.exit`) and an object whose finaliser leaves another (`.final`: the interpreter's finalisation frees it).
 _MARKED = ("import atexit, sys\n"
