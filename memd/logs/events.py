@@ -64,7 +64,23 @@ _MAX_DEPTH = 6
 
 
 def is_secret_key(key: object) -> bool:
-    name = str(key).lower().replace("-", "_")
+    """Whether a field named `key` holds what must never reach a log line. Pure: the verdict of a text
+    key is kept (a line's keys are the same few names, line after line), up to a bounded number."""
+    if type(key) is not str:
+        return _secret_name(str(key))
+    got = _key_verdicts.get(key)
+    if got is None:
+        got = _secret_name(key)
+        if len(_key_verdicts) < _MEMO_ENTRIES:
+            _key_verdicts[key] = got
+    return got
+
+
+_key_verdicts: dict[str, bool] = {}
+
+
+def _secret_name(key: str) -> bool:
+    name = key.lower().replace("-", "_")
     return name in _SECRET_EXACT or any(part in name for part in _SECRET_PARTS)
 
 
