@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Callable, MutableMapping
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from memd.fsutil import UnusableFile, ensure_own_dir
 from memd.logs.lazy import import_structlog
@@ -66,17 +66,22 @@ _MAX_DEPTH = 6
 def is_secret_key(key: object) -> bool:
     """Whether a field named `key` holds what must never reach a log line. Pure: the verdict of a text
     key is kept (a line's keys are the same few names, line after line), up to a bounded number."""
-    if type(key) is not str:
-        return _secret_name(str(key))
-    got = _key_verdicts.get(key)
-    if got is None:
-        got = _secret_name(key)
-        if len(_key_verdicts) < _MEMO_ENTRIES:
-            _key_verdicts[key] = got
-    return got
+    return _remembered(_key_verdicts, key, _secret_name) if type(key) is str else _secret_name(str(key))
 
 
 _key_verdicts: dict[str, bool] = {}
+_MEMO_ENTRIES = 4096  # a memo's bound: a process's keys and short strings are few, a daemon's too
+_T = TypeVar("_T")
+
+
+def _remembered(memo: dict[str, _T], text: str, make: Callable[[str], _T]) -> _T:
+    """`make(text)`, kept in `memo` (up to `_MEMO_ENTRIES` texts): for pure functions of short strings."""
+    got = memo.get(text)
+    if got is None:
+        got = make(text)
+        if len(memo) < _MEMO_ENTRIES:
+            memo[text] = got
+    return got
 
 
 def _secret_name(key: str) -> bool:
@@ -152,7 +157,6 @@ def redact_secrets(_logger: object, _method: str, event_dict: MutableMapping[str
 # Short strings come back line after line (an event's name, a job's target, a key): each is redacted
 # once a process (the rules are pure), up to a bounded number of them.
 _MEMO_CHARS = 256
-_MEMO_ENTRIES = 4096
 _memo: dict[str, str] = {}
 
 
@@ -160,14 +164,7 @@ def _redact_short(text: str) -> str:
     """`memd.redact.redactor.redact(text)`, remembered for short strings."""
     from memd.redact.redactor import redact as redact_text  # noqa: PLC0415 - start-up: the rules load on the first event
 
-    if len(text) > _MEMO_CHARS:
-        return redact_text(text)
-    got = _memo.get(text)
-    if got is None:
-        got = redact_text(text)
-        if len(_memo) < _MEMO_ENTRIES:
-            _memo[text] = got
-    return got
+    return redact_text(text) if len(text) > _MEMO_CHARS else _remembered(_memo, text, redact_text)
 
 
 # Left to the renderer: exc_info is an exception (tuple) the console renderer formats itself;
