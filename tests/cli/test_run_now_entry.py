@@ -192,6 +192,43 @@ def test_streams_as_click_echo_treats_them(tmp_path: Path, args: list[str], clos
         assert got[0] == 0 and _state(homes[0])["events"].count("job.finished") == 4  # the drawer and 3 projects
 
 
+# Runs `memd ARGS` as the `memd` script does and, where a plain command ends (`os._exit`, after the exit
+# handlers), reports every file object still open besides the standard streams: one would lose what it
+# buffered, as the interpreter's finalisation (which would have flushed it) does not run. With LEAK set, the
+# probe leaves one open itself (the control).
+_OPEN_PROBE = """
+import gc, io, os, sys
+leave = os._exit
+def report(code):
+    std = {id(s) for s in (sys.stdout, sys.stderr, sys.stdin, sys.__stdout__, sys.__stderr__, sys.__stdin__)}
+    std |= {id(getattr(s, "buffer", None)) for s in (sys.stdout, sys.stderr, sys.stdin)}
+    names = sorted({str(getattr(o, "name", "?")) for o in gc.get_objects()
+                   if isinstance(o, io.IOBase) and not o.closed and id(o) not in std and o.writable()
+                   and getattr(o, "name", None) not in (0, 1, 2, "<stdin>", "<stdout>", "<stderr>")})
+    print("open:", names, file=sys.__stderr__, flush=True)
+    leave(code)
+os._exit = report
+if os.environ.get("LEAK"):
+    kept = open(os.path.join(sys.argv[1], "leak.txt"), "w")
+    kept.write("x")
+sys.argv = ["memd", "--home", *sys.argv[1:]]
+from memd.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("args", [["run-now", "all", "--force"], ["run-now", "summary", "--all", "--force", "--json"],
+                                  ["scan"], ["list", "--all", "--json"]])  # fmt: skip
+def test_a_plain_command_ends_with_no_file_left_open(tmp_path: Path, args: list[str]) -> None:
+    home = _home(tmp_path / "h").root
+    for leak in ("", "1"):
+        r = subprocess.run([sys.executable, "-c", _OPEN_PROBE, str(home), *args], capture_output=True, text=True,
+                           env={**memd_env(), "LEAK": leak}, timeout=120)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        lines = [line for line in r.stderr.splitlines() if line.startswith("open:")]
+        assert lines == [f"open: {[str(home / 'leak.txt')] if leak else []}"], r.stderr
+
+
 def test_run_now_command_lines() -> None:
     assert run_now_call(["run-now", "index"]) == (None, Request("index"))
     assert run_now_call(["run-now", "--project", "--force", "index"]) == (None, Request("index", "--force"))  # as click reads it
