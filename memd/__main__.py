@@ -225,12 +225,17 @@ def _run_now(home: Home, request: Request) -> int:
 
 
 def _aborted() -> None:
-    """What click's standalone mode writes on ^C: a newline and "Aborted!" on stderr (when there is one)."""
+    """What click's standalone mode writes on ^C: a newline and "Aborted!" on stderr; with no stderr, as
+    `click.echo` then does, on stdout (`memd.output.echo`)."""
     import sys
 
-    if sys.stderr is not None:
-        sys.stderr.write("\nAborted!\n")
-        sys.stderr.flush()
+    if sys.stderr is None:
+        from memd.output import echo
+
+        echo("\nAborted!")
+        return
+    sys.stderr.write("\nAborted!\n")
+    sys.stderr.flush()
 
 
 def _quiet_streams() -> None:

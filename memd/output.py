@@ -60,27 +60,63 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
-_writers: dict[int, tuple[Any, Any]] = {}  # id(stream) -> (stream, its UTF-8 writer): one a stream, as click keeps
+_writers: Any = None  # stream -> its UTF-8 writer, weakly keyed (click's cache of its stream fix-ups)
 
 
 def _text_writer(stream: Any) -> Any:
-    """`stream`, or for one whose encoding is ASCII (or missing) a UTF-8 writer (errors replaced) over its
-    byte layer that never closes it (click's `_force_correct_text_writer`); `stream` when it has none."""
+    """What click writes a text line to for `stream` (its `_force_correct_text_writer`): the stream itself
+    when it has an encoding that is not ASCII and an `errors` setting; else a UTF-8 writer with errors
+    replaced over its byte layer (or over the stream, when it is a byte stream), made once a stream and
+    never closing it; else, with no byte layer to write to, the stream as it is."""
+    if _is_binary_writer(stream, False):
+        binary = stream
+    else:
+        encoding = getattr(stream, "encoding", None)
+        if encoding is not None and getattr(stream, "errors", None) is not None and not _is_ascii(encoding):
+            return stream
+        buffer = getattr(stream, "buffer", None)
+        binary = buffer if buffer is not None and _is_binary_writer(buffer, True) else None
+        if binary is None:
+            return stream
+    global _writers
+    if _writers is None:
+        import weakref  # noqa: PLC0415 - start-up: only for a misconfigured stream
+
+        _writers = weakref.WeakKeyDictionary()
+    try:
+        writer = _writers.get(stream)
+    except Exception:  # not weakly referable, or unhashable: made again each time, as click does
+        writer = None
+    if writer is None:
+        writer = _KeptWriter(binary, encoding="utf-8", errors="replace", line_buffering=True)
+        try:
+            _writers[stream] = writer
+        except Exception:
+            pass
+    return writer
+
+
+def _is_ascii(encoding: str) -> bool:
     import codecs  # noqa: PLC0415 - start-up: a line written
 
-    encoding = getattr(stream, "encoding", None) or "ascii"
     try:
-        misconfigured = codecs.lookup(encoding).name == "ascii"
+        return codecs.lookup(encoding).name == "ascii"
     except LookupError:
-        misconfigured = False
-    buffer = getattr(stream, "buffer", None)
-    if not misconfigured or buffer is None:
-        return stream
-    kept = _writers.get(id(stream))
-    if kept is None or kept[0] is not stream:
-        kept = (stream, _KeptWriter(buffer, encoding="utf-8", errors="replace", line_buffering=True))
-        _writers[id(stream)] = kept
-    return kept[1]
+        return False
+
+
+def _is_binary_writer(stream: Any, default: bool) -> bool:
+    """Whether `stream` takes bytes: click's test, an empty write of each kind."""
+    try:
+        stream.write(b"")
+    except Exception:
+        try:
+            stream.write("")
+            return False
+        except Exception:
+            pass
+        return default
+    return True
 
 
 class _KeptWriter(io.TextIOWrapper):

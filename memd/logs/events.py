@@ -65,8 +65,10 @@ _MAX_DEPTH = 6
 
 def is_secret_key(key: object) -> bool:
     """Whether a field named `key` holds what must never reach a log line. Pure: the verdict of a text
-    key is kept (a line's keys are the same few names, line after line), up to a bounded number."""
-    return _remembered(_key_verdicts, key, _secret_name) if type(key) is str else _secret_name(str(key))
+    key is kept (a line's keys are the same few names, line after line), for short keys, up to a bounded number."""
+    if type(key) is not str or len(key) > _MEMO_CHARS:
+        return _secret_name(str(key))
+    return _remembered(_key_verdicts, key, _secret_name)
 
 
 _key_verdicts: dict[str, bool] = {}

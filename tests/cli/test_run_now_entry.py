@@ -13,8 +13,10 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -143,6 +145,42 @@ def test_a_held_lock_is_waited_for_and_ctrl_c_aborts_as_in_click(tmp_path: Path)
     finally:
         for h in holders:
             h.communicate(input="", timeout=60)
+
+
+def _started(home: Path) -> bool:
+    """Whether a run of the index job on the drawer has begun (its row written before the lock is asked for)."""
+    db = home / "memd" / "state.sqlite"
+    if not db.exists():
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return conn.execute("SELECT 1 FROM runs WHERE job='index' AND target='global' AND finished_at IS NULL").fetchone() is not None
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+
+
+def test_ctrl_c_with_no_stderr_says_aborted_on_stdout_as_click(tmp_path: Path) -> None:
+    """stderr closed at start: ^C's "Aborted!" goes to stdout, as `click.echo` sends a line with no stderr."""
+    answers = []
+    for cmd, side in ((ENTRY, "a"), (CLICK, "b")):
+        home = _home(tmp_path / side).root
+        holder = _hold_global_lock(home)
+        try:
+            p = subprocess.Popen([*cmd, "--home", str(home), "run-now", "index", "--global"], stdout=subprocess.PIPE,
+                                 env=memd_env(), preexec_fn=lambda: os.close(2))  # fmt: skip
+            deadline = time.monotonic() + 60
+            while not _started(home) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)  # from its row to the lock's wait: a few statements
+            p.send_signal(signal.SIGINT)
+            out, _err = p.communicate(timeout=60)
+            answers.append((p.returncode, out))
+        finally:
+            holder.communicate(input="", timeout=60)
+    assert answers[0] == answers[1] == (1, b"\nAborted!\n")
 
 
 def test_a_reader_gone_ends_it_silently_with_exit_1(tmp_path: Path) -> None:
