@@ -302,11 +302,16 @@ def scan_command(home_value: str | None, as_json: bool) -> int | None:
     in 40 ms; click and `memd.cli` are 17 more): the click command's work and output on an existing
     home. None leaves the command line to click — a home that is missing or not a directory (click's
     usage error says so), or any error the scan meets (click's handling reports it; the scan is
-    idempotent, so what was committed is not read again)."""
+    idempotent, so what was committed is not read again). A reader gone before the totals are written:
+    exit 1, silently, as click's standalone mode ends it."""
     import gc
 
     gc.disable()  # a scan makes no cycles worth collecting (memd.ledger.scan), nor do its imports: 3-4 ms of
-    code = _plain_scan(home_value, as_json)  # collections among them
+    try:  # collections among them
+        code = _plain_scan(home_value, as_json)
+    except BrokenPipeError:
+        _quiet_streams()
+        return 1
     if code is None:
         gc.enable()  # click runs the command line as any other
     return code

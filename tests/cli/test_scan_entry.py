@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -50,6 +51,21 @@ def test_a_plain_scan_answers_as_the_click_command(tmp_path: Path, args: list[st
         got = _run(ENTRY, [a.format(h=mine) for a in args], tmp_path)
         want = _run(CLICK, [a.format(h=theirs) for a in args], tmp_path)
         assert got == want and got[0] == 0
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_a_reader_gone_ends_the_scan_silently_with_exit_1(tmp_path: Path, as_json: bool) -> None:
+    """stdout a pipe whose reader is gone: the scan is done and committed, its totals go nowhere, exit 1
+    and nothing on stderr, as click's standalone mode ends it (a traceback before the fix)."""
+    for cmd, side in ((ENTRY, "a"), (CLICK, "b")):
+        home = _home(tmp_path / side)
+        read, write = os.pipe()
+        os.close(read)
+        r = subprocess.run([*cmd, "--home", str(home), "scan", *(["--json"] if as_json else [])], stdout=write,
+                           stderr=subprocess.PIPE, env=memd_env(), timeout=120)  # fmt: skip
+        os.close(write)
+        assert (r.returncode, r.stderr) == (1, b""), cmd
+        assert _run(cmd, ["--home", str(home), "scan", "--json"], tmp_path)[1].count(b'"records": 0') == 1  # committed
 
 
 @pytest.mark.parametrize("home", ["missing", "file"])
