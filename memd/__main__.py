@@ -199,9 +199,9 @@ def _run_now(home: Home, request: Request) -> int:
     import sqlite3
 
     from memd.daemon.runnow import exit_code_of, run_now
-    from memd.errors import BusyError, MemdError
+    from memd.errors import MemdError
     from memd.logs.events import cli_defaults
-    from memd.output import echo
+    from memd.output import echo, error_answer, json_out
 
     def warn(line: str) -> None:
         echo(line, err=True)
@@ -209,17 +209,13 @@ def _run_now(home: Home, request: Request) -> int:
     cli_defaults()  # as the click group does for a command that logs: warnings before `configure` to stderr
     try:
         results = run_now(home, request, say=echo, warn=warn)
-    except MemdError as exc:
-        warn(f"memd: {exc}")
-        return exc.exit_code
-    except sqlite3.OperationalError as exc:
-        if "locked" not in str(exc) and "busy" not in str(exc):
+    except (MemdError, sqlite3.OperationalError) as exc:
+        answer = error_answer(exc)
+        if answer is None:
             raise
-        warn(f"memd: a memd database is locked by another process ({exc}); try again")
-        return BusyError.exit_code
+        warn(answer[0])
+        return answer[1]
     if request.as_json:
-        from memd.output import json_out
-
         json_out(results)
     return exit_code_of(results)
 
@@ -329,10 +325,9 @@ def _plain_scan(home_value: str | None, as_json: bool) -> int | None:
     home = Home(root)
 
     def setup() -> object:  # on the first warning only, as the click command does
-        from memd.cli import cli_logging
-        from memd.logs.events import get_logger
+        from memd.logs.events import command_logging, get_logger
 
-        cli_logging(home, "warning")
+        command_logging(home, "warning")
         return get_logger("memd.scan")
 
     try:

@@ -1,13 +1,22 @@
-"""What a command writes on stdout and stderr: one code for the click commands (`memd.cli`) and the
-click-free ones (`memd.__main__`), so the bytes do not depend on which parsed the command line — the
-`--json` document (`json_out`) and a line as `click.echo` writes it (`echo`, without importing click).
-Imports nothing beyond `io` and `sys` (loaded at every start) at the top (orjson when a document is written)."""
+"""What a command writes: one code for the click commands (`memd.cli`) and the click-free ones
+(`memd.__main__`), so the bytes do not depend on which parsed the command line — aligned text tables
+(`render`), the `--json` document (`json_out`), a line as `click.echo` writes it (`echo`, without importing
+click) and the one-line answer to an expected failure (`error_answer`). Imports nothing beyond `io` and `sys`
+(loaded at every start) at the top.
+
+Tables: every command that prints rows (`status`, `list`, `sessions`, `history`, …) goes through `render`,
+so a long name widens its column instead of pushing the next one out of line. Pure: text in, lines out.
+Widths count display cells (a CJK character takes two), so columns stay aligned for names in any script.
+"""
 
 from __future__ import annotations
 
 import io
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 
 def json_out(data: Any) -> None:
@@ -60,40 +69,21 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
-_writers: Any = None  # stream -> its UTF-8 writer, weakly keyed (click's cache of its stream fix-ups)
-
-
 def _text_writer(stream: Any) -> Any:
     """What click writes a text line to for `stream` (its `_force_correct_text_writer`): the stream itself
     when it has an encoding that is not ASCII and an `errors` setting; else a UTF-8 writer with errors
-    replaced over its byte layer (or over the stream, when it is a byte stream), made once a stream and
-    never closing it; else, with no byte layer to write to, the stream as it is."""
+    replaced over its byte layer (or over the stream, when it is a byte stream), which never closes it (a
+    line and a flush each: the same bytes as click's kept wrapper); else, with no byte layer to write to,
+    the stream as it is."""
     if _is_binary_writer(stream, False):
-        binary = stream
-    else:
-        encoding = getattr(stream, "encoding", None)
-        if encoding is not None and getattr(stream, "errors", None) is not None and not _is_ascii(encoding):
-            return stream
-        buffer = getattr(stream, "buffer", None)
-        binary = buffer if buffer is not None and _is_binary_writer(buffer, True) else None
-        if binary is None:
-            return stream
-    global _writers
-    if _writers is None:
-        import weakref  # noqa: PLC0415 - start-up: only for a misconfigured stream
-
-        _writers = weakref.WeakKeyDictionary()
-    try:
-        writer = _writers.get(stream)
-    except Exception:  # not weakly referable, or unhashable: made again each time, as click does
-        writer = None
-    if writer is None:
-        writer = _KeptWriter(binary, encoding="utf-8", errors="replace", line_buffering=True)
-        try:
-            _writers[stream] = writer
-        except Exception:
-            pass
-    return writer
+        return _KeptWriter(stream, encoding="utf-8", errors="replace", line_buffering=True)
+    encoding = getattr(stream, "encoding", None)
+    if encoding is not None and getattr(stream, "errors", None) is not None and not _is_ascii(encoding):
+        return stream
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None or not _is_binary_writer(buffer, True):
+        return stream
+    return _KeptWriter(buffer, encoding="utf-8", errors="replace", line_buffering=True)
 
 
 def _is_ascii(encoding: str) -> bool:
@@ -129,4 +119,61 @@ class _KeptWriter(io.TextIOWrapper):
             pass
 
 
-__all__ = ["echo", "json_out"]
+def error_answer(exc: BaseException) -> tuple[str, int] | None:
+    """The line and exit code an expected failure ends a command with (`memd.cli.handles_errors` and the
+    click-free commands alike): a `MemdError`'s message and its code, a database another process holds
+    locked as busy (75); None for anything else, a bug that keeps its traceback."""
+    from memd.errors import BusyError, MemdError  # noqa: PLC0415 - start-up: only when a command fails
+
+    if isinstance(exc, MemdError):
+        return f"memd: {exc}", exc.exit_code
+    if type(exc).__name__ == "OperationalError" and ("locked" in str(exc) or "busy" in str(exc)):  # sqlite3's
+        return f"memd: a memd database is locked by another process ({exc}); try again", BusyError.exit_code
+    return None
+
+
+# --- tables -----------------------------------------------------------------------------------------------
+
+GAP = "  "
+
+
+def cell_width(text: str) -> int:
+    """Terminal cells `text` takes: wide East Asian characters two, combining marks none."""
+    if text.isascii():
+        return len(text)
+    import unicodedata  # noqa: PLC0415 - start-up: only for text beyond ASCII
+
+    width = 0
+    for ch in text:
+        if unicodedata.combining(ch):
+            continue
+        width += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return width
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    fill = " " * max(0, width - cell_width(text))
+    return fill + text if right else text + fill
+
+
+def render(headers: Sequence[str], rows: Iterable[Sequence[object]], right: Iterable[int] = ()) -> list[str]:
+    """`headers` and `rows` as lines, each column as wide as its widest cell (header included).
+
+    Columns whose index is in `right` are right-aligned (numbers, so they line up under their
+    header). The last column is not padded, so no line ends in spaces. `None` prints as "-".
+    """
+    body = [["-" if c is None else str(c).replace("\n", " ") for c in r] for r in rows]
+    ncols = len(headers)
+    widths = [cell_width(h) for h in headers]
+    for r in body:
+        for i, c in enumerate(r[:ncols]):
+            widths[i] = max(widths[i], cell_width(c))
+    rset = set(right)
+    out = []
+    for r in [list(headers), *body]:
+        cells = [_pad(c, widths[i], i in rset) if i < ncols - 1 or i in rset else c for i, c in enumerate(r[:ncols])]
+        out.append(GAP.join(cells).rstrip())
+    return out
+
+
+__all__ = ["GAP", "cell_width", "echo", "error_answer", "json_out", "render"]

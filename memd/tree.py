@@ -29,15 +29,10 @@ def resolve_home(explicit: str | os.PathLike[str] | None = None, *, environ: Map
     return path.absolute() if cwd is None else Path(cwd) / path
 
 
-def _under(root: Path, *parts: str) -> Path:
-    """`root / parts[0] / …`, made once for each (root, parts) (`_joined`): a `Path` join is a few µs, and a
-    run-now over 21 scopes asked for a home's paths about 800 times. Paths are immutable: one object serves
-    every caller."""
-    return _joined(root, parts)
-
-
 @lru_cache(maxsize=4096, typed=True)  # typed: a root of another Path class gets paths of its class
-def _joined(root: Path, parts: tuple[str, ...]) -> Path:
+def _under(root: Path, *parts: str) -> Path:
+    """`root / parts[0] / …`, made once for each (root, parts): a `Path` join is a few µs, and a run-now over
+    21 scopes asked for a home's paths about 800 times. Paths are immutable: one object serves every caller."""
     path = root
     for part in parts:
         path = path / part

@@ -1,11 +1,11 @@
-"""Aligned text tables and durations in words for the terminal (issue 24 pt 5; `memd.table`, `memd.clock`)."""
+"""Aligned text tables and durations in words for the terminal (issue 24 pt 5; `memd.output`, `memd.clock`)."""
 
 from __future__ import annotations
 
 from datetime import timedelta, timezone
 
 from memd.clock import duration_text, local_text
-from memd.table import render as table
+from memd.output import render as table
 
 
 def test_a_wide_name_widens_its_column() -> None:

@@ -18,7 +18,8 @@ from typing import Any
 import click
 
 from memd import __version__
-from memd.errors import BusyError, MemdError
+from memd.errors import MemdError
+from memd.output import error_answer
 from memd.output import json_out as json_out  # the commands write their documents through memd.cli
 
 F = Callable[..., Any]
@@ -91,30 +92,26 @@ def get_home(ctx: click.Context) -> Any:
 
 
 def cli_logging(home: Any, level: str, stderr_level: str = "warning") -> None:
-    """A one-shot command's logging: every event to the log file, and to stderr only at
-    `stderr_level`, as one human line (never JSON, even when stderr is a pipe: a piped
-    command's reader gets messages, the log file keeps the records). `memd run` keeps
-    `configure`'s JSON stderr for journald."""
-    from memd.logs.events import configure
+    """A one-shot command's logging (`memd.logs.events.command_logging`)."""
+    from memd.logs.events import command_logging
 
-    configure(home, level=level, stderr_level=stderr_level, json_stderr=False)
+    command_logging(home, level, stderr_level)
 
 
 def handles_errors(f: F) -> F:
-    """A MemdError becomes one line on stderr and its exit code; bugs keep their traceback."""
+    """A MemdError (or a database held locked) becomes one line on stderr and its exit code
+    (`memd.output.error_answer`); bugs keep their traceback."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return f(*args, **kwargs)
-        except MemdError as exc:
-            click.echo(f"memd: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+        except (MemdError, sqlite3.OperationalError) as exc:
+            answer = error_answer(exc)
+            if answer is None:
                 raise
-            click.echo(f"memd: a memd database is locked by another process ({exc}); try again", err=True)
-            sys.exit(BusyError.exit_code)
+            click.echo(answer[0], err=True)
+            sys.exit(answer[1])
 
     return wrapper
 

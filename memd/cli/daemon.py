@@ -53,13 +53,6 @@ def run_now_cmd(ctx: click.Context, job_name: str, key: str | None, session: str
     sys.exit(exit_code_of(results))
 
 
-def check_job(name: str, *, allow_all: bool = False) -> str:
-    """A job's name as given, else a usage error listing the jobs (`memd.daemon.runnow.check_job`)."""
-    from memd.daemon.runnow import check_job as check
-
-    return check(name, allow_all=allow_all)
-
-
 @command("jobs")
 @click.option("--json", "as_json", is_flag=True)
 def jobs_cmd(as_json: bool) -> None:
@@ -70,7 +63,7 @@ def jobs_cmd(as_json: bool) -> None:
     if as_json:
         json_out(rows)
         return
-    from memd.table import render
+    from memd.output import render
 
     for line in render(["JOB", "MODEL", "TRIGGER"], [[r["job"], "yes" if r["model"] else "", r["trigger"]] for r in rows]):
         click.echo(line)
@@ -91,6 +84,8 @@ def logs_cmd(ctx: click.Context, job: str | None, level: str | None, since: str 
 
     home = get_home(ctx)
     if job is not None:
+        from memd.daemon.runnow import check_job
+
         check_job(job)
     when = parse_since(since)
     try:

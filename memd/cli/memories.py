@@ -210,7 +210,7 @@ def _list_out(home: Any, key: str | None, pkey: str | None, everything: bool, as
     if as_json:
         json_out(doc)
         return
-    from memd.table import render
+    from memd.output import render
 
     table = [[r["type"], r["name"], "global" if r["scope"] == "global" else r["project_key"], r["description"]] for r in rows]
     for line in render(["TYPE", "NAME", "SCOPE", "DESCRIPTION"], table) if rows else []:

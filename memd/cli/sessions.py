@@ -81,7 +81,7 @@ def session_table(rows: list[dict[str, Any]]) -> list[str]:
     from pathlib import Path
 
     from memd.clock import local_text
-    from memd.table import render
+    from memd.output import render
 
     body: list[list[object]] = []
     keys: list[str | None] = []

@@ -83,10 +83,10 @@ def run_now(home: Home, req: Request, say: Callable[[str], None], warn: Callable
     from memd import settings as st  # noqa: PLC0415 - start-up
     from memd.daemon import registry  # noqa: PLC0415 - start-up
     from memd.ledger.lookup import check_project  # noqa: PLC0415 - start-up
-    from memd.logs.events import configure, get_logger  # noqa: PLC0415 - start-up
+    from memd.logs.events import command_logging, get_logger  # noqa: PLC0415 - start-up
 
     s = st.load(home.settings_file)
-    configure(home, level=s.memd.log_level, stderr_level="warning", json_stderr=False)  # memd.cli.cli_logging
+    command_logging(home, s.memd.log_level)
     log = get_logger("memd.run-now")
     names = list(registry.JOB_NAMES) if check_job(req.job_name, allow_all=True) == "all" else [req.job_name]
     jobs = [registry.get(n) for n in names]

@@ -246,7 +246,7 @@ def _ledger_lines(lg: dict[str, Any]) -> list[str]:
 
 def _job_table(jobs: dict[str, Any]) -> list[str]:
     """One row a job: its last run (local time), outcome, how long it took, what is due, its last failure."""
-    from memd.table import render as table  # noqa: PLC0415 - start-up
+    from memd.output import render as table  # noqa: PLC0415 - start-up
 
     rows = []
     for name, j in jobs.items():

@@ -365,6 +365,14 @@ __all__ = [
 ]
 
 
+def command_logging(home: Home, level: str, stderr_level: str = "warning") -> None:
+    """A one-shot command's logging: every event to the log file, and to stderr only at
+    `stderr_level`, as one human line (never JSON, even when stderr is a pipe: a piped
+    command's reader gets messages, the log file keeps the records). `memd run` keeps
+    `configure`'s JSON stderr for journald."""
+    configure(home, level=level, stderr_level=stderr_level, json_stderr=False)
+
+
 def cli_defaults() -> None:
     """For one-shot commands before (or without) `configure`: warnings to stderr, nothing to stdout.
 
