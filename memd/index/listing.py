@@ -33,6 +33,10 @@ def memory_scopes(home: Any, pkey: str | None, everything: bool) -> list[tuple[s
     return [d for d in dirs if d[0] == "global" or d[1] == pkey]
 
 
+# Read from the `memories_listing` index alone (`memd.index.schema.EXTRA_INDEXES`), in its order: no body page, no sort.
+ROWS_SQL = "SELECT file, name, description, type, mtime, size FROM memories WHERE scope = ? AND project_key IS ? ORDER BY file"
+
+
 def indexed_rows(home: Any, scopes: list[tuple[str, str | None, Any]]) -> dict[tuple[str, str | None], list[Any]]:
     """search.sqlite's rows of each directory in file order, as `scan.Listed`'s fields (file,
     name, description, type, mtime, size; file home-relative): `list_dir` takes a row whose file's
@@ -48,8 +52,7 @@ def indexed_rows(home: Any, scopes: list[tuple[str, str | None, Any]]) -> dict[t
         return out
     try:
         for scope, key, _path in scopes:  # the body: `list` shows none
-            out[(scope, key)] = conn.execute("SELECT file, name, description, type, mtime, size FROM memories "
-                                             "WHERE scope = ? AND project_key IS ? ORDER BY file", (scope, key)).fetchall()  # fmt: skip
+            out[(scope, key)] = conn.execute(ROWS_SQL, (scope, key)).fetchall()
     except sqlite3.Error:
         return {}
     finally:
@@ -130,4 +133,4 @@ def listing_document(home: Any, pkey: str | None, everything: bool, now: float) 
     return {"memories": rows, "problems": [{"file": shown(p.path), "reason": p.reason} for p in problems]}
 
 
-__all__ = ["in_list_order", "indexed_rows", "listed_json", "listing", "listing_document", "memory_scopes", "stale_notes"]
+__all__ = ["ROWS_SQL", "in_list_order", "indexed_rows", "listed_json", "listing", "listing_document", "memory_scopes", "stale_notes"]

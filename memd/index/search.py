@@ -45,7 +45,9 @@ marks stay with their base). A reader must segment its query the same way
 (`segment()` below: one regex), then MATCH; rank with
 `bm25(memories_fts, 10.0, 5.0, 1.0)` (name, description, body) and show
 `snippet(memories_fts, 2, ...)` with U+200B removed. Join `memories` on
-`memories.id = memories_fts.rowid` for scope, file and dates.
+`memories.id = memories_fts.rowid` for scope, file and dates. The writer's indexes
+(`memories_scope`, and `memories_listing` over every column but the body) only make
+reads cheaper: a reader's query works the same with or without them.
 
 Why this design
 ---------------
