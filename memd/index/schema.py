@@ -247,52 +247,69 @@ def schema_current(conn: sqlite3.Connection) -> bool:
 def ensure_schema(conn: sqlite3.Connection, path: Path) -> bool:
     """Make the schema current; True when it was (re)made, leaving the database empty. A database
     already current (every open but the first) is told so by reads alone, without the write lock."""
-    if schema_current(conn) and _has_extras(conn):
-        return False
-    with transaction(conn):
-        if schema_current(conn):
-            _ensure_extras(conn)
-            return False
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                "AND name NOT LIKE 'memories_fts_%'"
-            )
-        ]
-        if tables:
-            log.info("search_db.rebuilt", path=str(path), reason="schema or segmenter changed")
-        for name in tables:
-            conn.execute(f'DROP TABLE IF EXISTS "{name}"')
-        # Statement by statement: executescript() would COMMIT the open transaction.
-        for statement in SCHEMA.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-        conn.execute("INSERT INTO meta (key, value) VALUES ('segmenter', ?)", (SEGMENTER,))
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        _ensure_extras(conn)
-    return True
+    made = False
+    if not (schema_current(conn) and _has_record_triggers(conn)):
+        with transaction(conn):
+            made = not schema_current(conn)
+            if made:
+                _make(conn, path)
+            _ensure_record_triggers(conn)
+    _ensure_indexes(conn, path)
+    return made
+
+
+def _make(conn: sqlite3.Connection, path: Path) -> None:
+    """The tables made afresh (inside the caller's transaction): any of an older or newer layout dropped."""
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "AND name NOT LIKE 'memories_fts_%'"
+        )
+    ]
+    if tables:
+        log.info("search_db.rebuilt", path=str(path), reason="schema or segmenter changed")
+    for name in tables:
+        conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+    # Statement by statement: executescript() would COMMIT the open transaction.
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.execute("INSERT INTO meta (key, value) VALUES ('segmenter', ?)", (SEGMENTER,))
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def _present(conn: sqlite3.Connection, kind: str) -> set[str]:
     return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = ?", (kind,))}
 
 
-def _has_extras(conn: sqlite3.Connection) -> bool:
-    """Whether `RECORD_TRIGGERS` and `EXTRA_INDEXES` are all there (one read of the schema each)."""
-    return _present(conn, "trigger") >= RECORD_TRIGGERS.keys() and _present(conn, "index") >= EXTRA_INDEXES.keys()
+def _has_record_triggers(conn: sqlite3.Connection) -> bool:
+    return _present(conn, "trigger") >= RECORD_TRIGGERS.keys()
 
 
-def _ensure_extras(conn: sqlite3.Connection) -> None:
-    """`RECORD_TRIGGERS` and `EXTRA_INDEXES` in place (a database made before them, or by a version that
-    dropped them). A trigger that was missing: every nothing-changed record goes too, since rows may
-    have changed while nothing dropped them. An index changes no row: the records stay."""
-    if not _present(conn, "trigger") >= RECORD_TRIGGERS.keys():
-        conn.execute("DELETE FROM meta WHERE key LIKE 'views:%'")
-        for name, body in RECORD_TRIGGERS.items():
-            conn.execute(f"CREATE TRIGGER IF NOT EXISTS {name} {body}")
-    for name, body in EXTRA_INDEXES.items():
-        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} {body}")
+def _ensure_record_triggers(conn: sqlite3.Connection) -> None:
+    """`RECORD_TRIGGERS` in place (a database made before them, or by a version that dropped them).
+    Any that was missing: every nothing-changed record goes too, since rows may have changed
+    while nothing dropped them."""
+    if _has_record_triggers(conn):
+        return
+    conn.execute("DELETE FROM meta WHERE key LIKE 'views:%'")
+    for name, body in RECORD_TRIGGERS.items():
+        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {name} {body}")
+
+
+def _ensure_indexes(conn: sqlite3.Connection, path: Path) -> None:
+    """`EXTRA_INDEXES` in place, each one statement of its own (the connection autocommits). An index changes
+    no row, so the nothing-changed records stay. One that cannot be made now (a full disk, a busy or
+    read-only database) is said in one line and left for the next open: the database serves the same
+    without it, only slower. Damage raises, as any other statement's would."""
+    for name in sorted(EXTRA_INDEXES.keys() - _present(conn, "index")):
+        try:
+            conn.execute(f"CREATE INDEX IF NOT EXISTS {name} {EXTRA_INDEXES[name]}")
+        except sqlite3.Error as exc:
+            if damaged(exc):
+                raise
+            log.warning("search_db.index_not_made", path=str(path), index=name, error=str(exc))
 
 
 @contextmanager

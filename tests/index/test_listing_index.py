@@ -11,6 +11,8 @@ import sys
 from datetime import date
 from pathlib import Path
 
+from structlog.testing import capture_logs
+
 from memd.index import fingerprint
 from memd.index.listing import ROWS_SQL
 from memd.index.refresh import refresh_dir
@@ -84,3 +86,28 @@ def test_a_database_made_without_it_gets_it_and_keeps_its_records(tmp_path: Path
     assert _list(home) == without
     names = [m["name"] for m in without["memories"]] if isinstance(without, dict) else None
     assert names is not None and sorted(names) == sorted(NAMES)
+
+
+def test_a_database_too_full_for_it_still_serves_and_gets_it_later(tmp_path: Path) -> None:
+    """A full disk (SQLite's own cap, `max_page_count`, makes the same SQLITE_FULL) keeps the index from
+    being made: the writer's open says so in one line and goes on, the rows unchanged; the next open makes it."""
+    from memd.index.schema import ensure_schema  # noqa: PLC0415 - the function under test
+
+    home, _d = _home(tmp_path)
+    conn = sqlite3.connect(home.search_db, isolation_level=None)
+    for name in EXTRA_INDEXES:
+        conn.execute(f"DROP INDEX {name}")
+    conn.execute("VACUUM")
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+    rows = conn.execute(ROWS_SQL, ("project", "-p")).fetchall()
+    with capture_logs() as logs:
+        assert ensure_schema(conn, home.search_db) is False  # not made afresh, and no error
+    assert [(x["event"], x["index"]) for x in logs] == [("search_db.index_not_made", "memories_listing")]
+    assert "full" in logs[0]["error"]
+    assert not _indexes(home.search_db) >= EXTRA_INDEXES.keys()
+    assert conn.execute(ROWS_SQL, ("project", "-p")).fetchall() == rows
+    conn.close()
+    with SearchIndex.for_home(home):
+        pass
+    assert _indexes(home.search_db) >= EXTRA_INDEXES.keys()
