@@ -235,9 +235,12 @@ class SearchIndex:
     def _sync(self, memories_by_dir: Mapping[DirKey, Sequence[Memory]], *, prune: bool) -> SyncStats:
         added = updated = removed = unchanged = 0
         with self._transaction() as conn:
+            # NOT INDEXED: the table itself, every page of it (the bodies' overflow pages too, as `mtime` and `size`
+            # follow `body` in a row), so a damaged page anywhere raises here and the database is set aside and
+            # rebuilt; the covering `memories_listing` would answer from its own pages and miss it.
             rows = {
                 r[1]: r
-                for r in conn.execute("SELECT id, file, size, mtime, scope, project_key FROM memories")
+                for r in conn.execute("SELECT id, file, size, mtime, scope, project_key FROM memories NOT INDEXED")
             }
             seen: set[str] = set()
             new: list[tuple[Memory, str]] = []
