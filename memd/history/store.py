@@ -21,7 +21,6 @@ from memd.fsutil import (
     atomic_write,
     read_regular,
 )
-from memd.history.pack import PACK_FILE, Pack
 from memd.tree import Home, Place
 
 FILES_DIR = "files"
@@ -52,6 +51,8 @@ def write_run_info(entry: Path, info: dict[str, Any], packed: dict[str, str] | N
     seq = 1 + max([x for x in seqs if isinstance(x, int)], default=0)
     data = {"seq": seq, **{k: v for k, v in info.items() if k != "seq"}}
     sums = _read_json(entry / SUMS_FILE) if packed is None else packed
+    from memd.history.pack import PACK_FILE, Pack  # noqa: PLC0415 - start-up: a packed snapshot's reader only when one is read
+
     if sums is None and os.path.lexists(entry / PACK_FILE):  # a packed snapshot carries its own sums
         try:
             sums = {e["path"]: e["sha256"] for e in Pack.open(entry / PACK_FILE).files()}

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -87,6 +86,8 @@ class Recorder:
         if data is not None:
             entry = self._open()
             copy = entry / BEFORE_DIR / name
+            import shutil  # noqa: PLC0415 - start-up: a run that keeps no file imports neither shutil nor its compressors
+
             shutil.copy2(path, copy, follow_symlinks=False)  # bytes and mtime
             mode = os.stat(copy).st_mode & 0o777
             os.chmod(copy, 0o600)  # memd's history is private, whatever the memory file's mode
@@ -129,6 +130,8 @@ class Recorder:
 
     def discard(self) -> None:
         if self._entry is not None:
+            import shutil  # noqa: PLC0415 - start-up
+
             shutil.rmtree(self._entry, ignore_errors=True)
             self._entry = None
 

@@ -21,13 +21,12 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memd.discovery import list_memory_dirs
 from memd.fsutil import PRIVATE_FILE, UnusableFile, atomic_write, durable_temp, fsync_dir, kind_of, read_regular
 from memd.index import fingerprint
 from memd.index.hold import index_hold, quiet_seconds, transcript_keys
-from memd.index.render import IndexRender, render_drawer, render_memory_index
 from memd.index.writer import SearchIndex, SyncStats, sweep_stale_view_temps
 from memd.logs.lazy import lazy_logger
 from memd.memory.file import Memory
@@ -35,6 +34,9 @@ from memd.memory.names import INDEX_NAME
 from memd.memory.scan import DEFAULT_MAX_FILE_BYTES, Problem, scan_dir
 from memd.settings import Settings
 from memd.tree import Home
+
+if TYPE_CHECKING:
+    from memd.index.render import IndexRender
 
 log = lazy_logger("memd.indexer")  # structlog through memd.logs (without rich), on first use
 
@@ -177,6 +179,8 @@ def write_index(path: Path, memories: Sequence[Memory], *, record: Record | None
     `hold` is asked only when the file would change: a positive answer leaves it as it is (the
     daemon, while an agent is at work in the project) and is returned as `held`.
     """
+    from memd.index.render import render_memory_index  # noqa: PLC0415 - start-up: a nothing-changed check renders nothing
+
     mode = _check_replaceable(path)
     live = source = _current_bytes(path)
     recorded = wrote = False
@@ -209,6 +213,8 @@ def _write_index(path: Path, memories: Sequence[Memory], result: RefreshResult, 
     try:
         done = write_index(path, memories, record=record, hold=hold)
     except OSError as exc:
+        from memd.index.render import render_memory_index  # noqa: PLC0415 - start-up
+
         result.problems.append(Problem(path, f"index not written: {exc.strerror or exc}"))
         log.warning("view.write_failed", path=str(path), what="index", error=str(exc))
         return render_memory_index(memories)
@@ -250,6 +256,8 @@ def _render_views(
     hold: Hold | None = None,
 ) -> None:
     """MEMORY.md of the directory, and for the drawer its injection render."""
+    from memd.index.render import render_drawer, render_memory_index  # noqa: PLC0415 - start-up
+
     if write_index and directory.is_dir():
         rendered = _write_index(directory / INDEX_NAME, memories, result, record, hold)
     else:

@@ -80,9 +80,12 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from memd.index.query import SPACELESS, STOPWORDS, ParsedQuery, parse_query
 from memd.logs.lazy import lazy_logger
+
+if TYPE_CHECKING:
+    from memd.index.query import ParsedQuery
 
 log = lazy_logger("memd.search")  # structlog on first use: the hook commands never pay for it
 
@@ -102,6 +105,8 @@ SPACELESS_FIRST = "\u0e00"  # the lowest character of SPACELESS
 
 @functools.cache
 def _seg_re() -> re.Pattern[str]:
+    from memd.index.query import SPACELESS  # noqa: PLC0415 - start-up: the query parser only when a query is parsed
+
     return re.compile(rf"(?<=[{SPACELESS}])(?=\w)|(?<=\w)(?=\w)(?=[{SPACELESS}])")
 
 
@@ -214,6 +219,8 @@ def _run(
 
 def parse(query: str) -> ParsedQuery:
     """`query` in memd's search syntax (memd/index/query.py), segmented as the index is."""
+    from memd.index.query import parse_query  # noqa: PLC0415 - start-up
+
     return parse_query(query, segment)
 
 
@@ -243,6 +250,8 @@ def query_index(
         return []
     hits = _run(conn, parsed.match, project_key, limit, all_scopes, marks)
     if not hits and parsed.plain:
+        from memd.index.query import STOPWORDS  # noqa: PLC0415 - start-up
+
         longer = [w for w in parsed.words if len(w) >= 4 and w not in STOPWORDS]
         if longer:
             match = " OR ".join('"' + segment(w) + '"*' for w in longer)

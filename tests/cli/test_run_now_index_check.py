@@ -1,6 +1,6 @@
 """`memd run-now index` with nothing changed (issue 27 pt 4): as a process it loads neither the
 ledger's ingest, nor the model types (with the redactor's patterns), nor git's modules (memd.git
-off), and it opens no memory file: file stats and search.sqlite decide; a hand edit is still
+off), nor the views' render, the query parser or the history's packs, and it opens no memory file: file stats and search.sqlite decide; a hand edit is still
 read and indexed."""
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ from memd.memory.file import render_memory
 from memd.tree import Home
 from tests.procs import memd_env
 
-UNUSED = ("memd.ledger.scan", "memd.transcripts.fold", "memd.llm.types", "memd.git.commits", "memd.git.repo")
+UNUSED = ("memd.ledger.scan", "memd.transcripts.fold", "memd.llm.types", "memd.git.commits", "memd.git.repo",
+          # what only a refresh that writes, a search or a kept file needs (the views' render, the query parser,
+          # the history's packs, shutil with its compressors)
+          "memd.index.render", "memd.index.query", "memd.history.pack", "shutil")
 # Runs `memd ARGS` in this interpreter with an audit hook that keeps every path opened (`open`
 # audit events: builtins.open, io.open, os.open alike), then reports them and the modules loaded.
 PROBE = """
