@@ -45,6 +45,67 @@ def due(ctx: JobContext, only: Place | None = None) -> list[Place]:
     return []
 
 
+def unlocked(ctx: JobContext, target: Place) -> RunResult | None:
+    """`run`'s outcome, told without the scope's lock when the run would change nothing (the runner asks
+    first, `memd.job.runner.run_job`); None: run it under the lock. It holds only when the directory's
+    nothing-changed record still vouches for it (`memd.index.refresh.recorded_outcome`), no temporary a
+    writer left lies in a directory the run sweeps, the search database's daily check is not due, hand
+    edits are not committed (`git` off) and `memd status` already shows the recorded problems: then the
+    run would write nothing, and this writes nothing either (the run record and its log lines aside).
+    Without the lock a check of 21 scopes imports no locking and takes no lock file (issue 27)."""
+    if ctx.settings.memd.git:
+        return None
+    place = Place.memory(target.key if target.kind == "project" else None)
+    directory = place.memory_dir(ctx.home)
+    if target.kind == "global":
+        if directory.is_symlink() or _search_db_due(ctx) or _temps(ctx.home.root, f".{ctx.home.drawer_render.name}."):
+            return None
+        if not ctx.home.memd_dir.is_symlink() and _temps(ctx.home.memd_dir, "."):
+            return None
+    elif ctx.home.memory_link(target.key):
+        return None
+    listed = _listing(directory)
+    if listed is None or _temps(directory, ".", listed):
+        return None
+    from memd.index.refresh import recorded_outcome  # noqa: PLC0415 - start-up
+
+    result = recorded_outcome(ctx.home, ctx.settings, place, ctx.now().date(), listing=listed,
+                              index=ctx.search_index())  # fmt: skip
+    if result is None:
+        return None
+    reported = [*result.problems, *result.notes]
+    if not shown_problems(ctx, str(target), [(shown(p.path), p.reason) for p in reported], result.index_warning):
+        return None
+    for p in result.problems:  # said at every run, as `run` says them
+        ctx.log.warning("memory.unreadable", file=shown(p.path), reason=p.reason)
+    details = {"memories": result.memories, "problems": len(result.problems), "changed": False,
+               "drawer": result.drawer_mode, "temp_files_swept": 0, "no_front_matter": len(result.notes),
+               "index_run": None, "held_seconds": 0.0}  # fmt: skip
+    return RunResult("ok", details=details)
+
+
+def _temps(directory: Path, only: str, listed: list[str] | None = None) -> bool:
+    """Whether `directory` holds a writer's temporary that `sweep_temp_files(directory, …, only)` would look
+    at, stale or not (or cannot be listed): the run under the lock sweeps or waits for its writer."""
+    if listed is None:
+        listed = _listing(directory)
+        if listed is None:
+            return not os.path.lexists(directory)  # absent: nothing to sweep; unreadable: the run says why
+    return ".tmp\0" in "\0".join(listed) + "\0" and any(n.startswith(only) and n.endswith(".tmp") for n in listed)
+
+
+def _search_db_due(ctx: JobContext) -> bool:
+    """Whether the global scope's run would check the whole search database now (`_check_search_db`);
+    when not, the database's pages are vouched for as that run vouches for them."""
+    from memd.index.writer import SearchIndex  # noqa: PLC0415 - start-up
+    from memd.state import get_kv  # noqa: PLC0415 - start-up
+
+    if quick_check_due(get_kv(ctx.conn, QUICK_CHECK_KEY), search_db_stat(ctx.home.search_db), ctx.now().timestamp()):
+        return True
+    SearchIndex.pages_vouched(ctx.home.search_db)
+    return False
+
+
 def run(ctx: JobContext, target: Place, force: bool) -> RunResult:
     if target.kind == "global":
         directory, scope, key = ctx.home.global_memory, "global", None
@@ -192,6 +253,16 @@ def sweep_temp_files(directory: Path, now: float, only: str = ".", listed: list[
     (MEMORY.md's and memory files' in a memory directory; with `only`, just those whose name
     starts so, as the drawer render's `.memory.md.` in the home), once stale (fsutil). Never anything else."""
     return sweep_stale_temps(directory, now, lambda name: name.startswith(only) and name.endswith(".tmp"), listed)
+
+
+def shown_problems(ctx: JobContext, scope: str, problems: list[tuple[str, str]], warning: str | None) -> bool:
+    """Whether state holds exactly these problems of this scope (what `record_problems` would leave)."""
+    rows = ctx.conn.execute("SELECT source, path, reason FROM problems WHERE source IN (?, ?)",
+                            (f"memory:{scope}", f"index:{scope}")).fetchall()  # fmt: skip
+    want = {(f"memory:{scope}", path): reason for path, reason in problems}  # the table's key: the last one stays
+    if warning:
+        want[(f"index:{scope}", scope)] = warning
+    return len(rows) == len(want) and all(want.get((source, path)) == reason for source, path, reason in rows)
 
 
 def record_problems(ctx: JobContext, scope: str, problems: list[tuple[str, str]], warning: str | None) -> None:

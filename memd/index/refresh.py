@@ -342,10 +342,9 @@ def refresh_dir(
     db = SearchIndex.for_home(home) if index is None else index
     directory = Path(directory)
     day = today or datetime.now(UTC).date()
-    params = {"index": write_index, "drawer": write_drawer, "drawer_bytes": max_bytes_drawer, "file_bytes": max_file_bytes,
-              "tz": str(tz), "today": day.isoformat() if scope == "global" else None,
-              "also": sorted([str(m.path), m.size, m.mtime] for m in also)}  # fmt: skip
-    views = [home.drawer_render] if scope == "global" else []
+    params = _params(scope, day, write_index=write_index, write_drawer=write_drawer, max_bytes_drawer=max_bytes_drawer,
+                     max_file_bytes=max_file_bytes, tz=tz, also=also)  # fmt: skip
+    views = _views(home, scope)
     try:
         state = fingerprint.state_digest(directory, params, views, listing)
         same = _unchanged(db, scope, key, state)
@@ -387,14 +386,29 @@ def refresh_dir(
     return result
 
 
+def _params(scope: str, day: date, *, write_index: bool, write_drawer: bool, max_bytes_drawer: int, max_file_bytes: int,
+            tz: tzinfo | None, also: Sequence[Memory]) -> dict[str, Any]:  # fmt: skip
+    """What a refresh's outcome depends on besides the files (digested with their stats): the views' settings,
+    the drawer's day, the memories kept in search from elsewhere."""
+    return {"index": write_index, "drawer": write_drawer, "drawer_bytes": max_bytes_drawer, "file_bytes": max_file_bytes,
+            "tz": str(tz), "today": day.isoformat() if scope == "global" else None,
+            "also": sorted([str(m.path), m.size, m.mtime] for m in also)}  # fmt: skip
+
+
+def _views(home: Home, scope: str) -> list[Path]:
+    """The renders a refresh of `scope` writes besides MEMORY.md (the drawer's injection render)."""
+    return [home.drawer_render] if scope == "global" else []
+
+
 def _unchanged(db: SearchIndex, scope: str, key: str | None, state: str | None) -> RefreshResult | None:
     """The recorded outcome when nothing a refresh depends on changed since it was recorded
     (`memd.index.fingerprint`), else None. Reads neither the directory's files nor its rows."""
     if state is None:
         return None
     db.check_pages()  # damage anywhere in the table is still found, as the full sync finds it (then: a new, empty db)
-    rec = fingerprint.read_record(db.meta(fingerprint.record_key(scope, key)))
-    if rec is None or rec["state"] != state or db.scope_rows(scope, key) != rec["rows"]:
+    text, rows = db.record_and_rows(fingerprint.record_key(scope, key), scope, key)
+    rec = fingerprint.read_record(text)
+    if rec is None or rec["state"] != state or rows != rec["rows"]:
         return None  # a row updated or deleted since dropped the record (schema.RECORD_TRIGGERS); one added or
     # replaced (INSERT OR REPLACE fires no delete trigger) changed the count or the ids' sum
     out = rec["outcome"]
@@ -466,6 +480,32 @@ def refresh_all(
     return results
 
 
+def recorded_outcome(home: Home, settings: Settings, place: Any, today: date, *, listing: list[str] | None = None,
+                     index: SearchIndex | None = None) -> RefreshResult | None:  # fmt: skip
+    """What `refresh_place` would return, when its nothing-changed check holds (the directory's record
+    still vouches for it, `memd.index.fingerprint`), else None. Writes nothing and reads only stats and
+    search.sqlite's record and row count: a caller without the scope's lock may ask (the index job's
+    pre-check, `jobs.index.unlocked`), since a write racing it changes the stats or drops the record (then
+    None) or comes after the answer, which was true when the stats were taken."""
+    kind, key = place.kind, place.key
+    params = _params(kind, today, also=(), tz=UTC, **_view_settings(settings))
+    state = fingerprint.state_digest(place.memory_dir(home), params, _views(home, kind), listing)
+    db = SearchIndex.for_home(home) if index is None else index
+    try:
+        return _unchanged(db, kind, key, state)
+    finally:
+        if index is None:
+            db.close()
+
+
+def _view_settings(settings: Settings) -> dict[str, Any]:
+    """The settings a refresh's views follow (§6, §8): read in this one place."""
+    return {"max_bytes_drawer": int(settings.memory.global_.max_bytes),
+            "write_index": bool(settings.memory.index_consolidation.enabled),
+            "write_drawer": bool(settings.memory.global_.enabled),
+            "max_file_bytes": DEFAULT_MAX_FILE_BYTES}  # fmt: skip
+
+
 def refresh_place(home: Home, settings: Settings, place: Any, today: date, *, record: Record | None = None,
                   also: Sequence[Memory] = (), hold_at: datetime | None = None,
                   listing: list[str] | None = None, index: SearchIndex | None = None) -> Any:  # fmt: skip
@@ -475,11 +515,9 @@ def refresh_place(home: Home, settings: Settings, place: Any, today: date, *, re
     `listing`: the directory's names as the caller just listed them, `index`: an open search index
     writer to use (`refresh_dir`)."""
     return refresh_dir(
-        home, place.kind, place.key, place.memory_dir(home),
-        max_bytes_drawer=int(settings.memory.global_.max_bytes), today=today,
-        write_index=bool(settings.memory.index_consolidation.enabled),
-        write_drawer=bool(settings.memory.global_.enabled), record=record, also=also,
+        home, place.kind, place.key, place.memory_dir(home), today=today, record=record, also=also,
         hold=None if hold_at is None else agent_hold(home, settings, place, hold_at), listing=listing, index=index,
+        **_view_settings(settings),
     )  # fmt: skip
 
 

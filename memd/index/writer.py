@@ -326,6 +326,18 @@ class SearchIndex:
 
         return self._recovering("counting rows", run)
 
+    def record_and_rows(self, key: str, scope: str, project_key: str | None) -> tuple[str | None, list[int]]:
+        """`meta(key)` and `scope_rows(scope, project_key)` in one statement, so from one snapshot: a
+        writer's transaction (rows and the record it drops or leaves) is seen whole or not at all."""
+        sql = ("SELECT (SELECT value FROM meta WHERE key = ?), count(*), coalesce(sum(id), 0) FROM memories "
+               "WHERE scope = ? AND project_key IS ?")  # fmt: skip
+
+        def run() -> tuple[str | None, list[int]]:
+            value, n, ids = self._conn.execute(sql, (key, scope, project_key)).fetchone()
+            return (None if value is None else str(value)), [int(n), int(ids)]
+
+        return self._recovering("reading the record", run)
+
     def meta(self, key: str) -> str | None:
         """A value of the `meta` table (the refresh's records: `memd.index.fingerprint`)."""
         row = self._recovering("reading meta", lambda: self._conn.execute("SELECT value FROM meta WHERE key = ?",

@@ -2,7 +2,9 @@
 
 The daemon and `memd run-now` both come through `run_job`: same locks, same
 code, same run record, same `job.finished` log line (DESIGN: "the daemon and
-the shell never take different paths").
+the shell never take different paths"). A run that would change nothing may be told without the lock
+when its job can say so from what it reads (`unlocked`: the index job's nothing-changed check); it is
+recorded and logged as any other run.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def run_job(
             result = RunResult("deferred", refused)
         elif (unfit := precheck(ctx, job, target)) is not None:
             result = unfit
+        elif (settled := unlocked(ctx, job, target)) is not None:
+            result = settled
         else:
             with acquire(ctx.home, job.scopes(target), timeout=timeout, on_wait=on_wait):
                 result = job.run(ctx, target, force)
@@ -131,6 +135,15 @@ def precheck(ctx: JobContext, job: Job, target: Place) -> RunResult | None:
             return RunResult("failed", _one_line(f"{d}: {kind_of(mode)}, not a directory; memd cannot write memories "
                                                  "there (move it aside)"))  # fmt: skip
     return None
+
+
+def unlocked(ctx: JobContext, job: Job, target: Place) -> RunResult | None:
+    """The outcome of a run that would change nothing, when its job can tell it without the scope's lock
+    (a job module's optional `unlocked(ctx, target)`: the index job's nothing-changed check); None: run it
+    under the lock. Such an answer writes nothing but the run's record and log lines, so it needs no lock,
+    and it is the answer a locked run would have given when the job took its stats."""
+    told = getattr(job, "unlocked", None)
+    return None if told is None else told(ctx, target)
 
 
 def _expected(exc: BaseException) -> bool:

@@ -1,6 +1,6 @@
 """`memd run-now index` with nothing changed (issue 27 pt 4): as a process it loads neither the
 ledger's ingest, nor the model types (with the redactor's patterns), nor git's modules (memd.git
-off), nor the views' render, the query parser or the history's packs, and it opens no memory file: file stats and search.sqlite decide; a hand edit is still
+off), nor the views' render, the query parser, the history's packs or the locks, and it opens no memory file: file stats and search.sqlite decide; a hand edit is still
 read and indexed."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from jobs.index import SETTLED_SECONDS
 from memd.memory.file import render_memory
 from memd.tree import Home
 from tests.procs import memd_env
@@ -18,7 +20,9 @@ from tests.procs import memd_env
 UNUSED = ("memd.ledger.scan", "memd.transcripts.fold", "memd.llm.types", "memd.git.commits", "memd.git.repo",
           # what only a refresh that writes, a search or a kept file needs (the views' render, the query parser,
           # the history's packs, shutil with its compressors)
-          "memd.index.render", "memd.index.query", "memd.history.pack", "shutil")
+          "memd.index.render", "memd.index.query", "memd.history.pack", "shutil",
+          # nor the locks: an unchanged scope is told without its lock (`jobs.index.unlocked`)
+          "filelock")
 # Runs `memd ARGS` in this interpreter with an audit hook that keeps every path opened (`open`
 # audit events: builtins.open, io.open, os.open alike), then reports them and the modules loaded.
 PROBE = """
@@ -72,6 +76,8 @@ def test_an_unchanged_index_check_opens_no_memory_file_and_loads_no_ingest(tmp_p
     day = datetime.now(UTC).date()
     second, _ = _run(home.root, "run-now", "index")  # found nothing to change (the first wrote MEMORY.md): a record
     assert second["code"] == 0
+    time.sleep(SETTLED_SECONDS + 0.2)  # the search database's daily check passes on a file this old (the drawer's
+    assert _run(home.root, "run-now", "index")[0]["code"] == 0  # run, under its lock), and holds for a day
     again, out = _run(home.root, "run-now", "index")
     assert again["code"] == 0, out
     opened = _memory_files(again["opened"])
