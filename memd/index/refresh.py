@@ -405,12 +405,24 @@ def _unchanged(db: SearchIndex, scope: str, key: str | None, state: str | None) 
     (`memd.index.fingerprint`), else None. Reads neither the directory's files nor its rows."""
     if state is None:
         return None
+    rec, rows = _recorded(db, scope, key)
+    return _outcome(rec, rows, state)
+
+
+def _recorded(db: SearchIndex, scope: str, key: str | None) -> tuple[dict[str, Any] | None, list[int]]:
+    """The directory's record (None: none, or not one of ours) and its rows' count and ids' sum, from one
+    snapshot. A row updated or deleted since the record was made dropped it (schema.RECORD_TRIGGERS); one
+    added or replaced (INSERT OR REPLACE fires no delete trigger) changed the count or the ids' sum."""
     db.check_pages()  # damage anywhere in the table is still found, as the full sync finds it (then: a new, empty db)
     text, rows = db.record_and_rows(fingerprint.record_key(scope, key), scope, key)
-    rec = fingerprint.read_record(text)
-    if rec is None or rec["state"] != state or rows != rec["rows"]:
-        return None  # a row updated or deleted since dropped the record (schema.RECORD_TRIGGERS); one added or
-    # replaced (INSERT OR REPLACE fires no delete trigger) changed the count or the ids' sum
+    return fingerprint.read_record(text), rows
+
+
+def _outcome(rec: dict[str, Any] | None, rows: list[int], state: str | None) -> RefreshResult | None:
+    """The outcome `rec` recorded when it vouches for the directory whose digest is `state` and whose rows
+    are `rows`, else None."""
+    if rec is None or state is None or rec["state"] != state or rows != rec["rows"]:
+        return None
     out = rec["outcome"]
     try:
         problems = [Problem(Path(p), str(r)) for p, r in out["problems"]]
@@ -485,17 +497,20 @@ def recorded_outcome(home: Home, settings: Settings, place: Any, today: date, *,
     """What `refresh_place` would return, when its nothing-changed check holds (the directory's record
     still vouches for it, `memd.index.fingerprint`), else None. Writes nothing and reads only stats and
     search.sqlite's record and row count: a caller without the scope's lock may ask (the index job's
-    pre-check, `jobs.index.unlocked`), since a write racing it changes the stats or drops the record (then
-    None) or comes after the answer, which was true when the stats were taken."""
+    pre-check, `jobs.index.unlocked`). The record is read first (one snapshot with the rows), the stats
+    after it: a write racing the answer changes the stats or drops the record (then None), or comes after
+    the answer, which was true when the record was read and the stats were taken."""
     kind, key = place.kind, place.key
-    params = _params(kind, today, also=(), tz=UTC, **_view_settings(settings))
-    state = fingerprint.state_digest(place.memory_dir(home), params, _views(home, kind), listing)
     db = SearchIndex.for_home(home) if index is None else index
     try:
-        return _unchanged(db, kind, key, state)
+        rec, rows = _recorded(db, kind, key)
     finally:
         if index is None:
             db.close()
+    if rec is None:  # the usual case after memd's own write (a refresh that wrote keeps no record): no stat taken
+        return None
+    params = _params(kind, today, also=(), tz=UTC, **_view_settings(settings))
+    return _outcome(rec, rows, fingerprint.state_digest(place.memory_dir(home), params, _views(home, kind), listing))
 
 
 def _view_settings(settings: Settings) -> dict[str, Any]:
