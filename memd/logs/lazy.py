@@ -7,8 +7,8 @@ commands must start fast. Invariant: importing this module imports nothing.
 memd.logs imports structlog through `import_structlog`, which keeps `rich` out of it: `structlog.dev`
 imports rich whenever it is installed (it is, through dev tools such as import-linter; 0.05-0.1 s of
 CPU here) only to render exceptions in colour, and memd's log lines are rendered by its own pipeline,
-the same whether rich is installed or not. It gets asyncio deferred (`_deferred`): structlog imports it for
-async methods memd never calls. A command sets its logging up (`memd.cli`) before any
+the same whether rich is installed or not. It gets asyncio and uuid deferred (`_deferred`, `DEFERRED`):
+structlog imports them for methods memd never calls. A command sets its logging up (`memd.cli`) before any
 other module imports structlog, so the first import, the one that counts, is this one.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 
 def import_structlog() -> Any:
-    """structlog, imported (once) with `rich` hidden from it and asyncio deferred; a process that imported rich itself
+    """structlog, imported (once) with `rich` hidden from it and asyncio and uuid deferred; a process that imported rich itself
     keeps it (structlog then finds it, as it would without memd). Thread-safe: a thread that finds
     structlog in `sys.modules` half imported by another waits on the import statement's module lock
     (returning `sys.modules`' entry then handed out a module without its functions yet)."""
@@ -31,25 +31,30 @@ def import_structlog() -> Any:
     hide = "rich" not in sys.modules
     if hide:
         sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError: structlog's "not installed"
-    deferred = None if "asyncio" in sys.modules else _deferred("asyncio")
-    if deferred is not None:
-        sys.modules["asyncio"] = deferred
+    deferred = {name: _deferred(name) for name in DEFERRED if name not in sys.modules}
+    sys.modules.update(deferred)
     try:
         import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
     finally:
         if hide and sys.modules.get("rich", 0) is None:
             del sys.modules["rich"]
-        if deferred is not None and sys.modules.get("asyncio") is deferred:
-            del sys.modules["asyncio"]
+        for name, module in deferred.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
     return structlog
 
 
+# What structlog imports for what memd never calls: asyncio for its async methods (`structlog.stdlib`,
+# `structlog._native`; with ssl, socket and subprocess, 15-20 ms of a command's start-up), uuid (with
+# platform) for the deprecated `structlog.threadlocal`'s `wrap_dict`.
+DEFERRED = ("asyncio", "uuid")
+
+
 def _deferred(name: str) -> Any:
-    """What structlog's `import asyncio` binds (in `structlog.stdlib` and `structlog._native`, used only
-    by their async methods, which memd never calls): a module that imports the real one at its first
-    attribute's use. asyncio, with ssl, socket and subprocess, is 15-20 ms of a command's start-up. It
-    stands in `sys.modules` only while structlog is imported: any later `import asyncio` gets the real
-    module (and the first use during structlog's import puts the real one there at once)."""
+    """What structlog's `import NAME` binds (one of `DEFERRED`): a module that imports the real one at its
+    first attribute's use. It stands in `sys.modules` only while structlog is imported: any later
+    `import NAME` gets the real module (and the first use during structlog's import puts the real one
+    there at once)."""
     import importlib  # noqa: PLC0415 - start-up: this module imports nothing at import
     import sys  # noqa: PLC0415 - start-up
     import types  # noqa: PLC0415 - start-up

@@ -37,11 +37,30 @@ def test_run_now_index_loads_structlog_without_rich(tmp_path: Path) -> None:
     assert loaded == ["structlog"] and "index project:-a: ok" in out
 
 
-def test_run_now_index_loads_structlog_without_asyncio(tmp_path: Path) -> None:
-    """structlog imports asyncio for async methods memd never calls (15-20 ms of start-up): deferred."""
+def test_run_now_index_loads_structlog_without_asyncio_or_uuid(tmp_path: Path) -> None:
+    """structlog imports asyncio for async methods memd never calls (15-20 ms of start-up), and uuid with
+    platform for the deprecated `structlog.threadlocal`: deferred (the run ids need no uuid either)."""
     home = _home(tmp_path / "h")
-    loaded, out = modules_loaded(home, ("structlog", "asyncio", "ssl"), "run-now", "index")
+    loaded, out = modules_loaded(home, ("structlog", "asyncio", "ssl", "uuid"), "run-now", "index")
     assert loaded == ["structlog"] and "index project:-a: ok" in out
+
+
+def test_structlogs_deferred_uuid_is_the_real_one_when_used() -> None:
+    """`structlog.threadlocal.wrap_dict`, the one user of its `uuid`, still works: the real module then."""
+    code = (
+        "import sys, warnings\n"
+        "from memd.logs.lazy import import_structlog\n"
+        "structlog = import_structlog()\n"
+        "assert 'uuid' not in sys.modules\n"
+        "warnings.simplefilter('ignore')\n"
+        "wrapped = structlog.threadlocal.wrap_dict(dict)\n"
+        "import uuid\n"
+        "assert uuid.__spec__ is not None and sys.modules['uuid'] is uuid\n"
+        "print(wrapped.__name__)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=memd_env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().startswith("WrappedDict-")
 
 
 def test_structlogs_deferred_asyncio_is_the_real_one_when_used() -> None:
