@@ -29,14 +29,14 @@ from memd.index import fingerprint
 from memd.index.hold import index_hold, quiet_seconds, transcript_keys
 from memd.index.writer import SearchIndex, SyncStats, sweep_stale_view_temps
 from memd.logs.lazy import lazy_logger
-from memd.memory.file import Memory
-from memd.memory.names import INDEX_NAME
-from memd.memory.scan import DEFAULT_MAX_FILE_BYTES, Problem, scan_dir
+from memd.memory.names import DEFAULT_MAX_FILE_BYTES, INDEX_NAME
 from memd.settings import Settings
 from memd.tree import Home
 
 if TYPE_CHECKING:
     from memd.index.render import IndexRender
+    from memd.memory.file import Memory
+    from memd.memory.scan import Problem
 
 log = lazy_logger("memd.indexer")  # structlog through memd.logs (without rich), on first use
 
@@ -215,7 +215,7 @@ def _write_index(path: Path, memories: Sequence[Memory], result: RefreshResult, 
     except OSError as exc:
         from memd.index.render import render_memory_index  # noqa: PLC0415 - start-up
 
-        result.problems.append(Problem(path, f"index not written: {exc.strerror or exc}"))
+        result.problems.append(_problem(path, f"index not written: {exc.strerror or exc}"))
         log.warning("view.write_failed", path=str(path), what="index", error=str(exc))
         return render_memory_index(memories)
     result.index_written = done.written
@@ -232,7 +232,7 @@ def _write_view(path: Path, text: str, result: RefreshResult, what: str) -> bool
     try:
         written = write_if_changed(path, text)
     except OSError as exc:
-        result.problems.append(Problem(path, f"{what} not written: {exc.strerror or exc}"))
+        result.problems.append(_problem(path, f"{what} not written: {exc.strerror or exc}"))
         log.warning("view.write_failed", path=str(path), what=what, error=str(exc))
         return False
     if written:
@@ -285,6 +285,8 @@ def _scan_and_render(
     record: Record | None = None,
     hold: Hold | None = None,
 ) -> tuple[list[Memory], RefreshResult]:
+    from memd.memory.scan import scan_dir  # noqa: PLC0415 - start-up: a nothing-changed check reads no file
+
     scanned = scan_dir(directory, scope, key, max_bytes=max_file_bytes, known=known)
     result = RefreshResult(problems=list(scanned.problems), memories=len(scanned.memories),
                            notes=list(scanned.notes))  # fmt: skip
@@ -400,6 +402,14 @@ def _views(home: Home, scope: str) -> list[Path]:
     return [home.drawer_render] if scope == "global" else []
 
 
+def _problem(path: Path, reason: str) -> Problem:
+    """A `memd.memory.scan.Problem` (the scan's modules load with the first one: a nothing-changed check
+    of directories without problems needs none)."""
+    from memd.memory.scan import Problem  # noqa: PLC0415 - start-up
+
+    return Problem(path, reason)
+
+
 def _unchanged(db: SearchIndex, scope: str, key: str | None, state: str | None) -> RefreshResult | None:
     """The recorded outcome when nothing a refresh depends on changed since it was recorded
     (`memd.index.fingerprint`), else None. Reads neither the directory's files nor its rows."""
@@ -425,8 +435,8 @@ def _outcome(rec: dict[str, Any] | None, rows: list[int], state: str | None) -> 
         return None
     out = rec["outcome"]
     try:
-        problems = [Problem(Path(p), str(r)) for p, r in out["problems"]]
-        notes = [Problem(Path(p), str(r)) for p, r in out["notes"]]
+        problems = [_problem(Path(p), str(r)) for p, r in out["problems"]]
+        notes = [_problem(Path(p), str(r)) for p, r in out["notes"]]
         return RefreshResult(problems=problems, notes=notes, index_warning=out["warning"], changed=False,
                              drawer_mode=out["drawer_mode"], search=SyncStats(unchanged=int(out["memories"])),
                              memories=int(out["memories"]))  # fmt: skip

@@ -29,11 +29,11 @@ from memd.fsutil import UnusableFile
 from memd.index.schema import damaged, open_db, set_aside, transaction
 from memd.index.search import Hit, query_index, segment
 from memd.logs.lazy import lazy_logger
-from memd.memory.file import Memory
 from memd.tree import Home
 
 if TYPE_CHECKING:
     from memd.index.embeddings import EmbedStats
+    from memd.memory.file import Memory
 
 log = lazy_logger("memd.search")  # the search DB's events keep the logger name they always had
 
@@ -199,6 +199,8 @@ class SearchIndex:
         The indexer passes these to `scan_dir`, which reuses a row whose size and
         mtime still match its file instead of reading and parsing the file again.
         """
+        from memd.memory.file import Memory as memory  # noqa: PLC0415 - start-up: a nothing-changed check makes none
+
         def read() -> dict[str, Memory]:
             rows = self._conn.execute(
                 "SELECT file, name, description, type, body, mtime, size FROM memories "
@@ -208,7 +210,7 @@ class SearchIndex:
             out: dict[str, Memory] = {}
             for file, name, desc, mtype, body, mtime, size in rows:
                 path = self.root / file
-                out[str(path)] = Memory(path, name, desc, mtype, body, mtime, size, scope, project_key, {})
+                out[str(path)] = memory(path, name, desc, mtype, body, mtime, size, scope, project_key, {})
             return out
 
         return self._recovering("reading rows", read)

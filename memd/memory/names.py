@@ -17,6 +17,9 @@ from memd.redact.shapes import has_token
 
 INDEX_NAME = "MEMORY.md"
 SUFFIX = ".md"
+# The largest memory file read whole (`memd.memory.scan`; a larger one is a problem, left in place). Here, with
+# the names, because the nothing-changed check digests it without loading the scan (`memd.index.refresh`).
+DEFAULT_MAX_FILE_BYTES = 1024 * 1024
 # File names are capped in bytes, not characters: CJK names take 3 bytes a
 # character and most file systems stop at 255 bytes.
 _SAFE_SLUG = re.compile(r"^[^\W_][\w.-]*$")

@@ -25,11 +25,10 @@ from typing import NamedTuple
 from memd.fsutil import read_at_most, shown, utf8_name
 from memd.logs.lazy import lazy_logger
 from memd.memory.file import Memory, MemoryParseError, parse_memory
-from memd.memory.names import candidate_names, fold_name, is_candidate_name
+from memd.memory.names import DEFAULT_MAX_FILE_BYTES, candidate_names, fold_name, is_candidate_name
 
 log = lazy_logger("memd.memories")  # the scan's events keep the logger name they always had
 
-DEFAULT_MAX_FILE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ UNUSED = ("memd.ledger.scan", "memd.transcripts.fold", "memd.llm.types", "memd.g
           # what only a refresh that writes, a search or a kept file needs (the views' render, the query parser,
           # the history's packs, shutil with its compressors)
           "memd.index.render", "memd.index.query", "memd.history.pack", "shutil",
-          # nor the locks: an unchanged scope is told without its lock (`jobs.index.unlocked`)
-          "filelock")
+          # nor the locks: an unchanged scope is told without its lock (`jobs.index.unlocked`); nor the scan and
+          # the file parser, for no file is read
+          "filelock", "memd.memory.scan", "memd.memory.file")
 # Runs `memd ARGS` in this interpreter with an audit hook that keeps every path opened (`open`
 # audit events: builtins.open, io.open, os.open alike), then reports them and the modules loaded.
 PROBE = """
