@@ -22,6 +22,7 @@ Invariants this module keeps:
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -123,19 +124,19 @@ def redact(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) 
     return event_dict
 
 
-def _redact_strings(value: Any, depth: int, redact_text: Callable[[str], str], maybe: Callable[[str], bool]) -> Any:
+def _redact_strings(value: Any, depth: int, redact_text: Callable[[str], str]) -> Any:
     if isinstance(value, str):
-        return redact_text(value) if maybe(value) else value
+        return redact_text(value)
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if depth >= _MAX_DEPTH:
         return REDACTED  # too deep to look into: not rendered as it is
     if isinstance(value, dict):
-        return {k: _redact_strings(v, depth + 1, redact_text, maybe) for k, v in value.items()}
+        return {k: _redact_strings(v, depth + 1, redact_text) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_redact_strings(v, depth + 1, redact_text, maybe) for v in value]
+        return [_redact_strings(v, depth + 1, redact_text) for v in value]
     # Anything else is rendered through str() (the JSON renderer's default): redact that text.
-    return _redact_strings(str(value), depth, redact_text, maybe)
+    return _redact_strings(str(value), depth, redact_text)
 
 
 def redact_secrets(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -144,29 +145,37 @@ def redact_secrets(_logger: object, _method: str, event_dict: MutableMapping[str
     After `redact` (which drops whole values under secret-looking keys), this catches
     secrets in free text: an API key echoed in an error body, a model's answer quoted
     in a reason, a URL with a password. Keys stay; numbers and booleans are not looked
-    at; a string that `may_hold_secret` rules out costs one small regex search. The
-    rules load on the first event, not when this module is imported.
+    at; a string that `may_hold_secret` rules out costs one small regex search, and a short one
+    seen lately costs a cache lookup (`_redact_text`). The rules load on the first event, not when
+    this module is imported.
     """
-
-    from memd.redact.redactor import may_hold_secret  # noqa: PLC0415 - start-up: the rules load on the first event
-
     for key in list(event_dict):
         if key not in _RENDERER_OWNED:
-            event_dict[key] = _redact_strings(event_dict[key], 0, _redact_short, may_hold_secret)
+            event_dict[key] = _redact_strings(event_dict[key], 0, _redact_text)
     return event_dict
 
 
-# Short strings come back line after line (an event's name, a job's target, a key): each is redacted
-# once a process (the rules are pure), up to a bounded number of them.
+# Short strings come back line after line (an event's name, a logger's, a job's target, an outcome): each
+# one's answer is kept (the rules are pure) in a bounded least-recently-used cache, so the strings a line
+# holds once (its time stamp, a run id) pass through without crowding out the ones that come back. The
+# pre-check alone is a search of some 80 alternatives, ~10 µs on a short string here.
 _MEMO_CHARS = 256
-_memo: dict[str, str] = {}
+_RECENT = 1024
 
 
-def _redact_short(text: str) -> str:
-    """`memd.redact.redactor.redact(text)`, remembered for short strings."""
-    from memd.redact.redactor import redact as redact_text  # noqa: PLC0415 - start-up: the rules load on the first event
+def _redact_text(text: str) -> str:
+    """`text` through memd.redact.redactor's rules (`_checked`); a short one's answer kept (`_recent`)."""
+    return _recent(text) if len(text) <= _MEMO_CHARS else _checked(text)
 
-    return redact_text(text) if len(text) > _MEMO_CHARS else _remembered(_memo, text, redact_text)
+
+def _checked(text: str) -> str:
+    """`memd.redact.redactor.redact(text)`, when its cheap pre-check says the text may hold a secret."""
+    from memd.redact.redactor import may_hold_secret, redact  # noqa: PLC0415 - start-up: the rules load on the first event
+
+    return redact(text) if may_hold_secret(text) else text
+
+
+_recent = functools.lru_cache(maxsize=_RECENT)(_checked)
 
 
 # Left to the renderer: exc_info is an exception (tuple) the console renderer formats itself;

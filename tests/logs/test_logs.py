@@ -383,8 +383,8 @@ def test_a_record_is_formatted_once_for_the_log_file(tmp_path: Path) -> None:
 
 
 def test_a_short_string_seen_again_is_redacted_again() -> None:
-    """Short strings are redacted once a process and remembered (`_redact_short`): the second event
-    with the same secret is redacted as the first, and a long string is never remembered."""
+    """Short strings' answers are kept (`_redact_text`): the second event with the same secret is
+    redacted as the first, and a long string is never kept."""
     short = "run mysql -u root -pS3cr3tPw! shop"
     long = short + " " + "x" * 300
     for _ in range(2):
