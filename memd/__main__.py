@@ -352,6 +352,7 @@ def main() -> None:
     call = hook_call(sys.argv[1:])
     if call is None:
         _site()
+        _dataclasses()
         plain = plain_call(sys.argv[1:])
         code = None if plain is None else _run_plain(plain)
         if code is not None:
@@ -377,9 +378,21 @@ def main() -> None:
 
             stdin = io.BytesIO(raw)
     _site()
+    _dataclasses()
     from memd.agent import hooks
 
     sys.exit(hooks.command(sub, hooks.find_home(home), stdin=stdin))
+
+
+def _dataclasses() -> None:
+    """Import dataclasses with its `inspect` deferred (`memd.logs.lazy.import_deferring`): dataclasses uses
+    inspect only to write a docstring for a dataclass without one, and memd's all have one
+    (tests/test_dataclass_docs.py keeps them so); inspect, with ast, dis and tokenize, is some 35 M
+    instructions (6 ms here) of every command's start. A hook the daemon answers needs no dataclass: this runs
+    after it asked."""
+    from memd.logs.lazy import import_deferring
+
+    import_deferring("dataclasses", ("inspect",))
 
 
 def _site() -> None:

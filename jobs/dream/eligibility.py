@@ -322,6 +322,8 @@ def index_due(hours_since: float | None, size: IndexSize | None, min_hours: floa
 
 @dataclass(frozen=True)
 class Thresholds:
+    """The settings that make a scope due for a dream."""
+
     enabled: bool
     min_hours: float
     min_sessions: int

@@ -45,6 +45,8 @@ class DreamOp:
 
 @dataclass
 class Plan:
+    """A dream's checked answer: the operations kept, those rejected and why, and its cost."""
+
     ops: list[DreamOp] = field(default_factory=list)
     rejected: list[tuple[int, str]] = field(default_factory=list)
     error: str | None = None

@@ -258,6 +258,8 @@ def kinds(text: str) -> set[str]:
 
 @dataclass
 class _Doc:
+    """A memory with its fields' weighted stems, for the related-memory search."""
+
     memory: Memory
     fields: tuple[tuple[float, set[str], set[str]], ...]  # (weight, word stems, kinds) of name, description, body
 

@@ -28,6 +28,8 @@ def _facts(ctx: JobContext, row: dict[str, Any]) -> tuple[int, int, dict[str, An
 
 @dataclass
 class Plan:
+    """What one extraction run reads and judges: the span, its pieces, and the cursor it moves."""
+
     start: int
     end: int
     pieces: list[Piece]

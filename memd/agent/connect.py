@@ -473,6 +473,8 @@ def _sha(data: str | bytes) -> str:
 
 @dataclass
 class Plan:
+    """What `memd connect` (or `disconnect`) would change: the files, the commands, and what it says."""
+
     changes: list[FileChange] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     commands_add: dict[Path, str] = field(default_factory=dict)  # file → text, created only if still absent

@@ -115,6 +115,8 @@ class Include:
 
 @dataclass
 class Section:
+    """One named part of the injected context, with the files it came from."""
+
     name: str  # deepcodeMd, globalMemory, projectMemory, memoryStaleness, currentDate
     text: str
     sources: list[str] = field(default_factory=list)

@@ -74,6 +74,8 @@ def same(a: str, b: str) -> bool:
 
 @dataclass(frozen=True)
 class Value:
+    """A JSON value and where its text lies in the document (start, end)."""
+
     start: int
     end: int
     value: Any
@@ -81,6 +83,8 @@ class Value:
 
 @dataclass(frozen=True)
 class Member:
+    """An object's member: its key, where the key starts, and its value."""
+
     key: str
     key_start: int
     value: Value
@@ -188,6 +192,8 @@ def duplicates(text: str, obj: Value, key: str) -> bool:
 
 @dataclass(frozen=True)
 class Style:
+    """How a container's text is laid out, so an edit writes new members the same way."""
+
     nl: str  # "" for a compact container
     indent: str  # of the container's members (multi-line)
     close: str  # before the closing bracket (multi-line)

@@ -19,6 +19,8 @@ from memd.settings import Settings
 
 @dataclass
 class Check:
+    """One line of `memd doctor`: what was checked, whether it holds, and how to fix it."""
+
     name: str
     ok: bool
     detail: str

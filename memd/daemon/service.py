@@ -102,23 +102,31 @@ def render(platform: str, memd_path: MemdCommand, home: Home | str | os.PathLike
 
 @dataclass(frozen=True)
 class Write:
+    """A step of an install plan: write `text` to `path`."""
+
     path: Path
     text: str
 
 
 @dataclass(frozen=True)
 class Remove:
+    """A step of an uninstall plan: remove `path`."""
+
     path: Path
 
 
 @dataclass(frozen=True)
 class Run:
+    """A step of a plan: run `argv` (the service manager's command)."""
+
     argv: tuple[str, ...]
     must_succeed: bool = True  # False: a failure is expected and harmless (e.g. unloading what is not loaded)
 
 
 @dataclass(frozen=True)
 class Note:
+    """A step of a plan that only says something to the user."""
+
     text: str
 
 

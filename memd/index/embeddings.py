@@ -113,6 +113,8 @@ def embed_query(text: str) -> Any:
 
 @dataclass(frozen=True)
 class EmbedStats:
+    """What one scope's embedding pass did."""
+
     embedded: int = 0  # vectors computed
     kept: int = 0  # touched memories whose text had not changed: vector kept
     removed: int = 0  # vectors of another model, or of no memory, dropped

@@ -75,6 +75,8 @@ class ParsedQuery:
 
 @dataclass
 class _Clause:
+    """One clause of a parsed query: its FTS expression, how it counts, and its bare word."""
+
     expr: str
     kind: str  # "should" | "must" | "not"
     word: str | None = None  # a plain, unsigned, unfielded bare word

@@ -159,6 +159,8 @@ def _put(path: Path, data: bytes, live: bytes | None, mode: int) -> tuple[bytes 
 
 @dataclass(frozen=True)
 class IndexWrite:
+    """What writing one MEMORY.md did: the render, whether it was written, merges, a hold."""
+
     render: IndexRender
     written: bool
     merges: int = 0  # agent writes found under memd's own and merged in

@@ -44,6 +44,8 @@ _PAGES_CHECKED: set[tuple[str, int, int, int, int]] = set()  # databases whose m
 
 @dataclass(frozen=True)
 class SyncStats:
+    """What a search sync did to the rows: added, updated, removed, left unchanged."""
+
     added: int = 0
     updated: int = 0
     removed: int = 0

@@ -24,6 +24,8 @@ SESSION_COLUMNS = (
 
 @dataclass
 class FileProblem:
+    """A transcript line (or file) the ledger could not use, and why."""
+
     path: str
     line: int | None
     reason: str

@@ -25,6 +25,8 @@ FP_WINDOW = 4096
 
 @dataclass
 class FileRow:
+    """A transcript file as the ledger knows it: its identity, stat and how far it was read."""
+
     path: str  # absolute, for reading
     rel: str  # under the home, the file's identity in the ledger
     role: str

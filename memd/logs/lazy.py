@@ -7,8 +7,8 @@ commands must start fast. Invariant: importing this module imports nothing.
 memd.logs imports structlog through `import_structlog`, which keeps `rich` out of it: `structlog.dev`
 imports rich whenever it is installed (it is, through dev tools such as import-linter; 0.05-0.1 s of
 CPU here) only to render exceptions in colour, and memd's log lines are rendered by its own pipeline,
-the same whether rich is installed or not. It gets asyncio and uuid deferred (`_deferred`, `DEFERRED`):
-structlog imports them for methods memd never calls. A command sets its logging up (`memd.cli`) before any
+the same whether rich is installed or not. It gets asyncio and uuid deferred (`import_deferring`, `DEFERRED`):
+structlog imports them for methods memd never calls. `memd.__main__` imports dataclasses the same way. A command sets its logging up (`memd.cli`) before any
 other module imports structlog, so the first import, the one that counts, is this one.
 """
 
@@ -31,17 +31,11 @@ def import_structlog() -> Any:
     hide = "rich" not in sys.modules
     if hide:
         sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError: structlog's "not installed"
-    deferred = {name: _deferred(name) for name in DEFERRED if name not in sys.modules}
-    sys.modules.update(deferred)
     try:
-        import structlog  # noqa: PLC0415 - start-up: the hooks and fast commands never pay for structlog
+        return import_deferring("structlog", DEFERRED)  # the hooks and fast commands never pay for structlog
     finally:
         if hide and sys.modules.get("rich", 0) is None:
             del sys.modules["rich"]
-        for name, module in deferred.items():
-            if sys.modules.get(name) is module:
-                del sys.modules[name]
-    return structlog
 
 
 # What structlog imports for what memd never calls: asyncio for its async methods (`structlog.stdlib`,
@@ -50,11 +44,30 @@ def import_structlog() -> Any:
 DEFERRED = ("asyncio", "uuid")
 
 
+def import_deferring(module: str, deferred: tuple[str, ...]) -> Any:
+    """`import module`, with each of `deferred` not imported yet standing in `sys.modules` meanwhile as a module
+    that imports the real one at its first attribute's use (`_deferred`): for what `module` imports at its top
+    but uses only in code memd never (or rarely) runs. Once `module` is imported, any `import NAME` gets the
+    real module. `module` imported already: it is returned, and nothing is deferred."""
+    import importlib  # noqa: PLC0415 - start-up: this module imports nothing at import
+    import sys  # noqa: PLC0415 - start-up
+
+    if module in sys.modules:
+        return importlib.import_module(module)  # (or being imported by another thread: its module lock waits)
+    standing = {name: _deferred(name) for name in deferred if name not in sys.modules}
+    sys.modules.update(standing)
+    try:
+        return importlib.import_module(module)
+    finally:
+        for name, stand_in in standing.items():
+            if sys.modules.get(name) is stand_in:
+                del sys.modules[name]
+
+
 def _deferred(name: str) -> Any:
-    """What structlog's `import NAME` binds (one of `DEFERRED`): a module that imports the real one at its
-    first attribute's use. It stands in `sys.modules` only while structlog is imported: any later
-    `import NAME` gets the real module (and the first use during structlog's import puts the real one
-    there at once)."""
+    """What a module imported by `import_deferring` binds for `import NAME`: a module that imports the real
+    one at its first attribute's use. It stands in `sys.modules` only during that import: any later
+    `import NAME` gets the real module (and a first use during that import puts the real one there at once)."""
     import importlib  # noqa: PLC0415 - start-up: this module imports nothing at import
     import sys  # noqa: PLC0415 - start-up
     import types  # noqa: PLC0415 - start-up

@@ -44,6 +44,8 @@ class Problem:
 
 @dataclass
 class ScanResult:
+    """What a scan of one memory directory found: memories, problems and notes."""
+
     memories: list[Memory] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     notes: list[Problem] = field(default_factory=list)  # memories read with a word: no front matter

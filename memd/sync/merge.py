@@ -20,6 +20,8 @@ _CONFLICT = re.compile(r"^(?P<stem>.+)\.conflict-[A-Za-z0-9-]+(?:-\d+)?\.md$")
 
 @dataclass
 class Merged:
+    """A merge of two machines' entries, and what it had to decide."""
+
     entries: Entries
     events: list[dict[str, str]] = field(default_factory=list)  # kind, path, copy, host
 

@@ -76,6 +76,8 @@ class NotAnExport(UsageError):
 
 @dataclass
 class Exported:
+    """What an export wrote: scopes, files and bytes."""
+
     scopes: int = 0
     files: int = 0
     bytes: int = 0
@@ -145,6 +147,8 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mtime_ns: int | None) -> 
 
 @dataclass
 class Imported:
+    """What an import did: files written, unchanged, in conflict, skipped or set aside."""
+
     written: dict[str, list[str]] = field(default_factory=dict)  # scope → files written
     unchanged: int = 0
     conflicts: list[dict[str, str]] = field(default_factory=list)

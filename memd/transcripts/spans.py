@@ -44,6 +44,8 @@ class Piece:
 
 @dataclass
 class Span:
+    """A run of transcript pieces, with the byte range they came from and their format."""
+
     pieces: list[Piece] = field(default_factory=list)
     start: int = 0
     end: int = 0

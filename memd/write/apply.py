@@ -42,6 +42,8 @@ from memd.write import proposals
 
 @dataclass
 class Applied:
+    """What one application of memory operations did, scope by scope (or proposed, in review mode)."""
+
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)

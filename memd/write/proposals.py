@@ -78,6 +78,8 @@ class ProposalRefused(MemdError):
 
 @dataclass
 class Proposal:
+    """A proposal waiting for review: its id, its directory and its recorded information."""
+
     id: str
     path: Path
     info: dict[str, Any]

@@ -33,6 +33,7 @@ DENIED = {
     "click", "logging", "hashlib", "_hashlib", "subprocess", "asyncio", "ssl", "socket", "uuid", "platform",
     "gettext", "locale", "email", "http", "tempfile", "shutil", "textwrap", "traceback", "argparse",
     "memd.cli", "memd.logs.events", "memd.index.render", "memd.memory.file", "memd.llm",
+    "inspect", "ast", "dis",  # dataclasses' inspect is deferred (memd.__main__._dataclasses)
 }  # fmt: skip
 
 
