@@ -24,8 +24,9 @@ UNUSED = ("memd.ledger.scan", "memd.transcripts.fold", "memd.llm.types", "memd.g
           # nor the locks: an unchanged scope is told without its lock (`jobs.index.unlocked`); nor the scan and
           # the file parser, for no file is read
           "filelock", "memd.memory.scan", "memd.memory.file",
-          # nor inspect: every dataclass has its docstring, and dataclasses' inspect is deferred (memd.__main__)
-          "inspect")
+          # nor inspect: every dataclass has its docstring, and dataclasses' inspect is deferred (memd.__main__);
+          # nor logging.handlers (socket, queue…): the log file's rotation is memd.logs.file's own
+          "inspect", "logging.handlers", "socket")
 # Runs `memd ARGS` in this interpreter with an audit hook that keeps every path opened (`open`
 # audit events: builtins.open, io.open, os.open alike), then reports them and the modules loaded.
 PROBE = """

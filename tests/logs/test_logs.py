@@ -361,7 +361,7 @@ def test_importing_logs_and_locks_stays_cheap() -> None:
 
 
 def test_a_record_is_formatted_once_for_the_log_file(tmp_path: Path) -> None:
-    """The rotating handler sizes a record by formatting it (`shouldRollover`) and `emit` formats it
+    """The rotating handler sizes a record by formatting it (`should_roll_over`) and `emit` formats it
     again: the whole pipeline, redaction included, twice a line (issue 27: 21 index runs' lines).
     Once now, and the line on disk is that one."""
     calls: list[str] = []
@@ -433,3 +433,29 @@ def test_a_thread_asking_for_structlog_while_another_imports_it_gets_the_whole_m
     r = subprocess.run([sys.executable, "-c", _HALF_IMPORTED], capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("backups", [0, 1, 3])
+def test_the_rotation_is_the_standard_librarys(tmp_path: Path, backups: int) -> None:
+    """memd's handler rotates as `logging.handlers.RotatingFileHandler` does (it is written on
+    `logging.FileHandler` to keep logging.handlers' imports out of every command): the same lines into
+    the same sizes give the same files, byte for byte."""
+    from logging.handlers import RotatingFileHandler  # noqa: PLC0415 - the reference, here only
+
+    ours_dir, theirs_dir = tmp_path / "ours", tmp_path / "theirs"
+    ours_dir.mkdir()
+    theirs_dir.mkdir()
+    ours = private_rotating_handler(ours_dir / "memd.jsonl", 700, backups)
+    theirs = RotatingFileHandler(theirs_dir / "memd.jsonl", maxBytes=700, backupCount=backups, encoding="utf-8")
+    try:
+        for handler in (ours, theirs):
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            for i in range(120):
+                handler.handle(logging.LogRecord("memd.test", logging.INFO, __file__, 1, f"line {i} " + "é" * (i % 37),
+                                                 None, None))  # fmt: skip
+    finally:
+        ours.close()
+        theirs.close()
+    got = {p.name: p.read_bytes() for p in ours_dir.iterdir()}
+    assert got == {p.name: p.read_bytes() for p in theirs_dir.iterdir()}
+    assert len(got) == backups + 1
