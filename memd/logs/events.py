@@ -164,8 +164,16 @@ _RECENT = 1024
 
 
 def _redact_text(text: str) -> str:
-    """`text` through memd.redact.redactor's rules (`_checked`); a short one's answer kept (`_recent`)."""
-    return _recent(text) if len(text) <= _MEMO_CHARS else _checked(text)
+    """`text` through memd.redact.redactor's rules (`_checked`); a short one's answer kept (`_recent`), and a
+    time stamp as `stamp` writes them (digits and the form's own marks: nothing a secret could hide in) kept as
+    it is: a line's `ts` is new at every line, and the rules' pre-check alone took 20 µs on one here."""
+    if len(text) > _MEMO_CHARS:
+        return _checked(text)
+    return text if len(text) == _STAMP_CHARS and _STAMP.fullmatch(text) else _recent(text)
+
+
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", re.ASCII)  # `stamp`'s form
+_STAMP_CHARS = len("2026-01-01T00:00:00.000000Z")
 
 
 def _checked(text: str) -> str:
