@@ -13,6 +13,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -138,57 +140,52 @@ def test_problems_state_no_longer_shows_are_recorded_again(tmp_path: Path) -> No
     assert [Path(p).name for p, _reason in rows] == ["broken.md"]
 
 
-def _ctx(home: Home, **memd: object) -> JobContext:
+@contextmanager
+def _ctx(home: Home, **memd: object) -> Iterator[JobContext]:
     """A context on the home as the CLI left it, its clock past `SETTLED_SECONDS`, and the drawer's run done
     once with it (the search database's daily check passed on a settled file, as `_settled(drawer=True)`)."""
     now = datetime.now(UTC) + timedelta(seconds=index.SETTLED_SECONDS + 1)
     ctx = context(home.root, make_settings(memd=dict(memd)), now=now)
-    index.run(ctx, Place("global"), force=False)
-    return ctx
+    try:
+        index.run(ctx, Place("global"), force=False)
+        yield ctx
+    finally:
+        ctx.conn.close()
 
 
 @pytest.mark.parametrize("place", [Place("global"), Place.project("-p")])
 def test_the_answer_is_the_locked_runs_own(tmp_path: Path, place: Place) -> None:
     home = _settled(tmp_path)
-    ctx = _ctx(home)
-    try:
+    with _ctx(home) as ctx:
         told = index.unlocked(ctx, place)
         ran = index.run(ctx, place, force=False)
-    finally:
-        ctx.conn.close()
     assert told is not None and (told.outcome, told.reason, told.details) == (ran.outcome, ran.reason, ran.details)
 
 
 def test_git_on_is_left_to_the_locked_run(tmp_path: Path) -> None:
     """With memd.git on, the run commits hand edits under the lock: nothing is told without it."""
     home = _settled(tmp_path)
-    ctx = _ctx(home, git=True)
-    try:
+    with _ctx(home) as ctx:
+        assert index.unlocked(ctx, Place.project("-p")) is not None  # the control: git off
+    with _ctx(home, git=True) as ctx:
         assert index.unlocked(ctx, Place.project("-p")) is None
-    finally:
-        ctx.conn.close()
 
 
 def test_the_search_databases_daily_check_is_left_to_the_locked_run(tmp_path: Path) -> None:
     home = _settled(tmp_path)
-    ctx = _ctx(home)
-    try:
+    with _ctx(home) as ctx:
         assert index.unlocked(ctx, Place("global")) is not None  # the control: the daily check is not due
         ctx.conn.execute("DELETE FROM kv WHERE k = ?", (index.QUICK_CHECK_KEY,))
         assert index.unlocked(ctx, Place("global")) is None
         assert index.unlocked(ctx, Place.project("-p")) is not None  # only the drawer's run checks the database
-    finally:
-        ctx.conn.close()
 
 
 def test_a_missing_or_linked_directory_is_left_to_the_locked_run(tmp_path: Path) -> None:
     home = _settled(tmp_path)
-    ctx = _ctx(home)
-    try:
+    with _ctx(home) as ctx:
+        assert index.unlocked(ctx, Place.project("-p")) is not None  # the control
         assert index.unlocked(ctx, Place.project("-nope")) is None
         elsewhere = tmp_path / "elsewhere"
         home.project_memory("-p").rename(elsewhere)
         home.project_memory("-p").symlink_to(elsewhere)
         assert index.unlocked(ctx, Place.project("-p")) is None
-    finally:
-        ctx.conn.close()
