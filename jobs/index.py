@@ -52,8 +52,14 @@ def unlocked(ctx: JobContext, target: Place) -> RunResult | None:
     writer left lies in a directory the run sweeps, the search database's daily check is not due, hand
     edits are not committed (`git` off) and `memd status` already shows the recorded problems: then the
     run would write nothing, and this writes nothing either (the run record and its log lines aside).
-    Without the lock a check of 21 scopes imports no locking and takes no lock file (issue 27)."""
-    if ctx.settings.memd.git:
+    Without the lock a check of 21 scopes imports no locking and takes no lock file (issue 27).
+
+    Only for a context that keeps one search writer for its runs (`memd run-now`): the record is read
+    through the writer the locked run would then use, whose open may have made, remade or set aside the
+    database and so fills it from every directory at its first sync. The daemon's runs each open their own
+    writer, and one opened here and closed would forget that (the next opens an empty file as a current
+    one): they take the lock as before."""
+    if ctx.settings.memd.git or not ctx.keep_search:
         return None
     place = Place.memory(target.key if target.kind == "project" else None)
     directory = place.memory_dir(ctx.home)
@@ -90,7 +96,7 @@ def _temps(directory: Path, only: str, listed: list[str] | None = None) -> bool:
     if listed is None:
         listed = _listing(directory)
         if listed is None:
-            return not os.path.lexists(directory)  # absent: nothing to sweep; unreadable: the run says why
+            return os.path.lexists(directory)  # absent: nothing to sweep; unreadable: the run under the lock
     return ".tmp\0" in "\0".join(listed) + "\0" and any(n.startswith(only) and n.endswith(".tmp") for n in listed)
 
 

@@ -504,21 +504,18 @@ def refresh_all(
     return results
 
 
-def recorded_outcome(home: Home, settings: Settings, place: Any, today: date, *, listing: list[str] | None = None,
-                     index: SearchIndex | None = None) -> RefreshResult | None:  # fmt: skip
+def recorded_outcome(home: Home, settings: Settings, place: Any, today: date, *, index: SearchIndex,
+                     listing: list[str] | None = None) -> RefreshResult | None:  # fmt: skip
     """What `refresh_place` would return, when its nothing-changed check holds (the directory's record
-    still vouches for it, `memd.index.fingerprint`), else None. Writes nothing and reads only stats and
-    search.sqlite's record and row count: a caller without the scope's lock may ask (the index job's
-    pre-check, `jobs.index.unlocked`). The record is read first (one snapshot with the rows), the stats
-    after it: a write racing the answer changes the stats or drops the record (then None), or comes after
-    the answer, which was true when the record was read and the stats were taken."""
+    still vouches for it, `memd.index.fingerprint`), else None. Reads only stats and search.sqlite's record
+    and row count, and writes no memory file, view or row: a caller without the scope's lock may ask (the
+    index job's pre-check, `jobs.index.unlocked`). `index`: the writer the caller's refreshes use, open (its
+    open may have made, remade or set aside the database: its first sync then fills it from every directory,
+    which a writer opened here and closed would forget). The record is read (one snapshot with the rows)
+    before the stats are taken (`listing`, the names, may be older): a write racing the answer changes the
+    stats or drops the record (then None), or comes after the answer, true when the stats were taken."""
     kind, key = place.kind, place.key
-    db = SearchIndex.for_home(home) if index is None else index
-    try:
-        rec, rows = _recorded(db, kind, key)
-    finally:
-        if index is None:
-            db.close()
+    rec, rows = _recorded(index, kind, key)
     if rec is None:  # the usual case after memd's own write (a refresh that wrote keeps no record): no stat taken
         return None
     params = _params(kind, today, also=(), tz=UTC, **_view_settings(settings))

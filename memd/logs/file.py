@@ -88,10 +88,10 @@ class PrivateRotatingFileHandler(logging.FileHandler):
     def should_roll_over(self, record: logging.LogRecord) -> bool:
         """Whether the record's line would take the file to `max_bytes` or past (as RotatingFileHandler
         counts it: characters, the newline included). The stream is a regular file (`_open`)."""
+        if self.stream is None:  # here, inside `emit`'s handling (as RotatingFileHandler opens it)
+            self.stream = self._open()
         if self.max_bytes <= 0:
             return False
-        if self.stream is None:
-            self.stream = self._open()
         self.stream.seek(0, os.SEEK_END)
         return self.stream.tell() + len(self.format(record)) + 1 >= self.max_bytes
 
@@ -117,7 +117,8 @@ class PrivateRotatingFileHandler(logging.FileHandler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             if self._moved() and self.stream is not None:
-                self.stream.close()
+                moved, self.stream = self.stream, None  # a reopen that fails leaves none: the next line tries again
+                moved.close()
                 self.stream = self._open()
             if self.should_roll_over(record):
                 self.roll_over()

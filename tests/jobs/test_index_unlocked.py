@@ -22,6 +22,7 @@ import pytest
 
 from jobs import index
 from memd.job.context import JobContext
+from memd.job.runner import run_job
 from memd.memory.file import render_memory
 from memd.tree import Home, Place
 from tests.jobkit import context, make_settings
@@ -146,10 +147,12 @@ def _ctx(home: Home, **memd: object) -> Iterator[JobContext]:
     once with it (the search database's daily check passed on a settled file, as `_settled(drawer=True)`)."""
     now = datetime.now(UTC) + timedelta(seconds=index.SETTLED_SECONDS + 1)
     ctx = context(home.root, make_settings(memd=dict(memd)), now=now)
+    ctx.keep_search = True  # as `memd run-now` keeps it
     try:
         index.run(ctx, Place("global"), force=False)
         yield ctx
     finally:
+        ctx.drop_search()
         ctx.conn.close()
 
 
@@ -189,3 +192,25 @@ def test_a_missing_or_linked_directory_is_left_to_the_locked_run(tmp_path: Path)
         home.project_memory("-p").rename(elsewhere)
         home.project_memory("-p").symlink_to(elsewhere)
         assert index.unlocked(ctx, Place.project("-p")) is None
+
+
+def test_the_daemons_runs_take_the_lock_and_a_new_database_is_filled_whole(tmp_path: Path) -> None:
+    """A context that opens a writer a run (the daemon's) is not told without the lock: a pre-check's own
+    writer, opened and closed, would make a missing or damaged database anew and forget to fill it from every
+    directory, and the next writer would sync one scope into an empty file (found in review)."""
+    home = _settled(tmp_path)
+    with _ctx(home) as ctx:
+        assert index.unlocked(ctx, Place.project("-p")) is not None  # the control: a kept writer
+    now = datetime.now(UTC) + timedelta(seconds=index.SETTLED_SECONDS + 1)
+    ctx = context(home.root, make_settings(), now=now)  # keep_search off, as the daemon's contexts
+    try:
+        assert index.unlocked(ctx, Place.project("-p")) is None
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{home.search_db}{suffix}").unlink(missing_ok=True)
+        assert run_job(ctx, index, Place.project("-p")).outcome == "ok"
+    finally:
+        ctx.conn.close()
+    conn = sqlite3.connect(home.search_db)
+    scopes = conn.execute("SELECT DISTINCT scope, project_key FROM memories ORDER BY 1, 2").fetchall()
+    conn.close()
+    assert scopes == [("global", None), ("project", "-p")]

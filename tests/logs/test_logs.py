@@ -478,3 +478,31 @@ def _record_at(created: float) -> logging.LogRecord:
     record = logging.LogRecord("memd.test", logging.INFO, __file__, 1, "x", None, None)
     record.created = created
     return record
+
+
+def test_a_reopen_refused_once_is_tried_again_at_the_next_line(tmp_path: Path) -> None:
+    """The file was moved and a symlink put in its place: that line is lost (said on stderr), and once a
+    regular file is back the next lines land in it (found in review: the closed stream stayed, and every
+    later line failed)."""
+    path = tmp_path / "memd.jsonl"
+    handler = private_rotating_handler(path, 10_000_000, 2)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    errors = io.StringIO()
+    old_stderr, old_raise = sys.stderr, logging.raiseExceptions
+    sys.stderr, logging.raiseExceptions = errors, True
+    try:
+        for text in ("one", "two"):
+            if text == "two":
+                path.rename(tmp_path / "moved")
+                (tmp_path / "other").write_text("")
+                path.symlink_to(tmp_path / "other")
+            handler.handle(logging.LogRecord("memd.test", logging.INFO, __file__, 1, text, None, None))
+        path.unlink()
+        path.write_text("")
+        for text in ("three", "four"):
+            handler.handle(logging.LogRecord("memd.test", logging.INFO, __file__, 1, text, None, None))
+    finally:
+        sys.stderr, logging.raiseExceptions = old_stderr, old_raise
+        handler.close()
+    assert path.read_text() == "three\nfour\n" and (tmp_path / "moved").read_text() == "one\n"
+    assert (tmp_path / "other").read_text() == "" and "not a regular file" in errors.getvalue()
