@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from stat import S_ISREG
 
 from memd.discovery import list_memory_dirs
-from memd.fsutil import ensure_private_dir, shown, sweep_stale_temps
+from memd.fsutil import ensure_private_dir, shown, sweep_stale_temps, temp_names
 from memd.job.context import JobContext, RunResult
 from memd.tree import Place
 
@@ -64,7 +65,8 @@ def unlocked(ctx: JobContext, target: Place) -> RunResult | None:
     place = Place.memory(target.key if target.kind == "project" else None)
     directory = place.memory_dir(ctx.home)
     if target.kind == "global":
-        if directory.is_symlink() or _search_db_due(ctx) or _temps(ctx.home.root, f".{ctx.home.drawer_render.name}."):
+        due = _search_db_due(ctx, search_db_stat(ctx.home.search_db))
+        if directory.is_symlink() or due or _temps(ctx.home.root, f".{ctx.home.drawer_render.name}."):
             return None
         if not ctx.home.memd_dir.is_symlink() and _temps(ctx.home.memd_dir, "."):
             return None
@@ -97,16 +99,21 @@ def _temps(directory: Path, only: str, listed: list[str] | None = None) -> bool:
         listed = _listing(directory)
         if listed is None:
             return os.path.lexists(directory)  # absent: nothing to sweep; unreadable: the run under the lock
-    return ".tmp\0" in "\0".join(listed) + "\0" and any(n.startswith(only) and n.endswith(".tmp") for n in listed)
+    return bool(temp_names(listed, _starting(only)))
 
 
-def _search_db_due(ctx: JobContext) -> bool:
-    """Whether the global scope's run would check the whole search database now (`_check_search_db`);
-    when not, the database's pages are vouched for as that run vouches for them."""
+def _starting(only: str) -> Callable[[str], bool]:
+    """The temporaries `sweep_temp_files(…, only)` looks at: those whose name starts with `only`."""
+    return lambda name: name.startswith(only)
+
+
+def _search_db_due(ctx: JobContext, ident: list[list[int] | None] | None) -> bool:
+    """Whether the drawer's run checks the whole search database now, its file being `ident`
+    (`search_db_stat`): when not, the database's pages are vouched for as that check would vouch for them."""
     from memd.index.writer import SearchIndex  # noqa: PLC0415 - start-up
     from memd.state import get_kv  # noqa: PLC0415 - start-up
 
-    if quick_check_due(get_kv(ctx.conn, QUICK_CHECK_KEY), search_db_stat(ctx.home.search_db), ctx.now().timestamp()):
+    if quick_check_due(get_kv(ctx.conn, QUICK_CHECK_KEY), ident, ctx.now().timestamp()):
         return True
     SearchIndex.pages_vouched(ctx.home.search_db)
     return False
@@ -225,12 +232,11 @@ def _check_search_db(ctx: JobContext) -> None:
     (`searchindex`: a new database is filled whole on its first sync)."""
     from memd.index.schema import LAYOUT, problem, set_aside  # noqa: PLC0415 - start-up
     from memd.index.writer import SearchIndex  # noqa: PLC0415 - start-up
-    from memd.state import get_kv, set_kv  # noqa: PLC0415 - start-up
+    from memd.state import set_kv  # noqa: PLC0415 - start-up
 
     now = ctx.now().timestamp()
     ident = search_db_stat(ctx.home.search_db)  # before the check: a write during it makes the next one check
-    if not quick_check_due(get_kv(ctx.conn, QUICK_CHECK_KEY), ident, now):
-        SearchIndex.pages_vouched(ctx.home.search_db)  # the scopes' unchanged checks need not read its rows again
+    if not _search_db_due(ctx, ident):  # (vouched: the scopes' unchanged checks need not read its rows again)
         return
     why = problem(ctx.home.search_db)
     if why is not None and not why.startswith(LAYOUT):
@@ -258,7 +264,7 @@ def sweep_temp_files(directory: Path, now: float, only: str = ".", listed: list[
     """Remove what a writer killed mid-write left: `.<name>.<random>.tmp` files of atomic_write
     (MEMORY.md's and memory files' in a memory directory; with `only`, just those whose name
     starts so, as the drawer render's `.memory.md.` in the home), once stale (fsutil). Never anything else."""
-    return sweep_stale_temps(directory, now, lambda name: name.startswith(only) and name.endswith(".tmp"), listed)
+    return sweep_stale_temps(directory, now, _starting(only), listed)
 
 
 def shown_problems(ctx: JobContext, scope: str, problems: list[tuple[str, str]], warning: str | None) -> bool:

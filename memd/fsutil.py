@@ -276,6 +276,12 @@ def durable_temp(path: Path, data: bytes, mode: int) -> Path:
 STALE_TEMP_SECONDS = 60.0  # an atomic write takes milliseconds: a temporary older than a minute was left by a kill
 
 
+def temp_names(listed: list[str], wanted: Callable[[str], bool]) -> list[str]:
+    """The names of `listed` that end in `.tmp` and `wanted` accepts: a writer's temporaries. Names only,
+    and one C search first: a memory directory holds thousands of names, and most hold no temporary."""
+    return [n for n in listed if n.endswith(".tmp") and wanted(n)] if ".tmp\0" in "\0".join(listed) + "\0" else []
+
+
 def sweep_stale_temps(directory: Path | str, now: float, wanted: Callable[[str], bool],
                       listed: list[str] | None = None) -> int:  # fmt: skip
     """Remove the regular files directly in `directory` whose name ends in `.tmp` and `wanted` accepts
@@ -285,9 +291,7 @@ def sweep_stale_temps(directory: Path | str, now: float, wanted: Callable[[str],
     directory's names as the caller just listed them (else listed here)."""
     removed = 0
     try:
-        listed = os.listdir(directory) if listed is None else listed
-        # names only: a memory directory holds thousands, and most hold no temporary (one C search says so)
-        names = [n for n in listed if n.endswith(".tmp") and wanted(n)] if ".tmp\0" in "\0".join(listed) + "\0" else []
+        names = temp_names(os.listdir(directory) if listed is None else listed, wanted)
     except OSError:
         return 0
     for name in names:

@@ -318,11 +318,14 @@ class SearchIndex:
                      removed=stats.removed)  # fmt: skip
         return stats
 
+    # One directory's rows, how many and the sum of their ids, from the scope index alone (it holds the rowid).
+    _ROWS = "count(*), coalesce(sum(id), 0) FROM memories WHERE scope = ? AND project_key IS ?"
+
     def scope_rows(self, scope: str, project_key: str | None) -> list[int]:
         """One directory's rows: how many, and the sum of their ids (from the scope index alone, which
         holds the rowid: no row read). An added row changes the count; a row replaced by `INSERT OR
         REPLACE` (whose implicit delete fires no trigger) gets a new id and changes the sum."""
-        sql = "SELECT count(*), coalesce(sum(id), 0) FROM memories WHERE scope = ? AND project_key IS ?"
+        sql = f"SELECT {self._ROWS}"
 
         def run() -> list[int]:
             n, ids = self._conn.execute(sql, (scope, project_key)).fetchone()
@@ -333,8 +336,7 @@ class SearchIndex:
     def record_and_rows(self, key: str, scope: str, project_key: str | None) -> tuple[str | None, list[int]]:
         """`meta(key)` and `scope_rows(scope, project_key)` in one statement, so from one snapshot: a
         writer's transaction (rows and the record it drops or leaves) is seen whole or not at all."""
-        sql = ("SELECT (SELECT value FROM meta WHERE key = ?), count(*), coalesce(sum(id), 0) FROM memories "
-               "WHERE scope = ? AND project_key IS ?")  # fmt: skip
+        sql = f"SELECT (SELECT value FROM meta WHERE key = ?), {self._ROWS}"
 
         def run() -> tuple[str | None, list[int]]:
             value, n, ids = self._conn.execute(sql, (key, scope, project_key)).fetchone()

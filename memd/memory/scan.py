@@ -30,7 +30,6 @@ from memd.memory.names import DEFAULT_MAX_FILE_BYTES, candidate_names, fold_name
 log = lazy_logger("memd.memories")  # the scan's events keep the logger name they always had
 
 
-
 @dataclass(frozen=True)
 class Problem:
     """A file a scan could not use, and why; the file is left in place."""

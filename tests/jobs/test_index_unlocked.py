@@ -80,14 +80,19 @@ def _release(holder: subprocess.Popen[str]) -> None:
     holder.wait(timeout=30)
 
 
+def _index_held(home: Home, places: list[Place], *args: str) -> tuple[int, list[dict[str, object]], str]:
+    """`_index(home, *args)` while other processes hold `places`' locks."""
+    holders = [_hold(home, place) for place in places]
+    try:
+        return _index(home, *args)
+    finally:
+        for holder in holders:
+            _release(holder)
+
+
 def test_an_unchanged_scope_is_told_while_another_process_holds_its_lock(tmp_path: Path) -> None:
     home = _settled(tmp_path, drawer=True)
-    holders = [_hold(home, Place.project("-p")), _hold(home, Place("global"))]
-    try:
-        code, results, err = _index(home)
-    finally:
-        for h in holders:
-            _release(h)
+    code, results, err = _index_held(home, [Place.project("-p"), Place("global")])
     assert code == 0, err
     got = {r["target"]: (r["outcome"], r["details"]) for r in results}  # type: ignore[index]
     assert set(got) == {"global", "project:-p"}
@@ -99,11 +104,7 @@ def test_an_unchanged_scope_is_told_while_another_process_holds_its_lock(tmp_pat
 def test_a_changed_file_waits_for_the_lock_and_is_indexed_once_it_is_free(tmp_path: Path) -> None:
     home = _settled(tmp_path)
     (home.project_memory("-p") / "m1.md").write_text(render_memory("m1", "edited", "project", "zanzibar"))
-    holder = _hold(home, Place.project("-p"))
-    try:
-        code, results, _err = _index(home, "--project", "-p")
-    finally:
-        _release(holder)
+    code, results, _err = _index_held(home, [Place.project("-p")], "--project", "-p")
     assert code == BUSY and [(r["outcome"], "lock busy" in str(r["reason"])) for r in results] == [("deferred", True)]
     assert _index(home, "--project", "-p")[0] == 0
     assert "edited" in (home.project_memory("-p") / "MEMORY.md").read_text()
@@ -113,11 +114,7 @@ def test_a_writers_temporary_sends_the_check_under_the_lock(tmp_path: Path) -> N
     """A temporary in the directory: the locked run sweeps it once stale, or waits for its writer."""
     home = _settled(tmp_path)
     (home.project_memory("-p") / ".m0.md.x1y2z3.tmp").write_text("half a write")
-    holder = _hold(home, Place.project("-p"))
-    try:
-        code, results, _err = _index(home, "--project", "-p")
-    finally:
-        _release(holder)
+    code, results, _err = _index_held(home, [Place.project("-p")], "--project", "-p")
     assert code == BUSY and [(r["outcome"], "lock busy" in str(r["reason"])) for r in results] == [("deferred", True)]
 
 
@@ -129,11 +126,7 @@ def test_problems_state_no_longer_shows_are_recorded_again(tmp_path: Path) -> No
     with conn:
         conn.execute("DELETE FROM problems WHERE source = 'memory:project:-p'")
     conn.close()
-    holder = _hold(home, Place.project("-p"))
-    try:
-        assert _index(home, "--project", "-p")[0] == BUSY
-    finally:
-        _release(holder)
+    assert _index_held(home, [Place.project("-p")], "--project", "-p")[0] == BUSY
     assert _index(home, "--project", "-p")[0] == 0
     conn = sqlite3.connect(home.state_db)
     rows = conn.execute("SELECT path, reason FROM problems WHERE source = 'memory:project:-p'").fetchall()
